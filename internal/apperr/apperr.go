@@ -145,8 +145,11 @@ func FromGRPC(err error, retryAfter time.Duration) *leveev1.Error {
 		}
 	case codes.DeadlineExceeded, codes.Canceled:
 		e.Code = leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED
+		e.Message = "the request ran out of time"
 	case codes.Unavailable:
+		// The transport's text (addresses, dial errors) is not for players.
 		e.Code = leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE
+		e.Message = "service unavailable, try again later"
 		if e.RetryAfterMs == 0 {
 			e.RetryAfterMs = 1000
 		}

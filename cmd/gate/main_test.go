@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"levee/gate"
+	"levee/internal/token"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestBadConfigExits2NamingTheFlag(t *testing.T) {
+	var errOut bytes.Buffer
+	if code := run([]string{"-shards", "0", "-logic-addrs", "a:1"}, env(nil), &errOut); code != 2 {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(errOut.String(), "-shards:") {
+		t.Fatalf("stderr %q", errOut.String())
+	}
+	errOut.Reset()
+	if code := run(nil, env(nil), &errOut); code != 2 || !strings.Contains(errOut.String(), "-logic-addrs:") {
+		t.Fatalf("missing -logic-addrs: exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run(nil, env(map[string]string{"GATE_MAX_INFLIGHT": "lots"}), &errOut); code != 2 || !strings.Contains(errOut.String(), "GATE_MAX_INFLIGHT") {
+		t.Fatalf("bad env: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestTokenSubcommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := mintToken([]string{"-player", "alice", "-ttl", "1h"}, env(map[string]string{"GATE_TOKEN_SECRET": "s3cret"}), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	id, err := token.Verify([]byte("s3cret"), strings.TrimSpace(out.String()), time.Now())
+	if err != nil || id != "alice" {
+		t.Fatalf("token %q: %v %v", out.String(), id, err)
+	}
+	out.Reset()
+	if code := mintToken([]string{"-player", "bob"}, env(nil), &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "development token secret") {
+		t.Fatalf("dev secret: exit %d, stderr %q", code, errOut.String())
+	}
+	if _, err := token.Verify([]byte(gate.DevTokenSecret), strings.TrimSpace(out.String()), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if code := mintToken([]string{"-player", "no spaces"}, env(nil), &out, &errOut); code != 2 {
+		t.Fatalf("bad player id: exit %d", code)
+	}
+}
+
+func TestHealthcheckFailsWithNothingListening(t *testing.T) {
+	var errOut bytes.Buffer
+	if code := run([]string{"healthcheck", "-addr", "127.0.0.1:1", "-timeout", "200ms"}, env(nil), &errOut); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+}

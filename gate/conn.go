@@ -1,0 +1,258 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"levee/internal/apperr"
+	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
+)
+
+// conn is one player's WebSocket. It has one goroutine at a time: serve
+// while the player logs in, then a fresh reader (readLoop); each request
+// runs in a short-lived goroutine of its own. Writes are serialized by wmu.
+type conn struct {
+	s        *Server
+	ws       *websocket.Conn
+	codec    wire.Codec
+	msgType  int
+	playerID string // from the token; empty if the token was bad
+	logic    leveev1.LogicClient
+	allow    allowFunc // nil allows everything
+	release  func()    // from the admission hook; nil if none
+
+	// ctx is cancelled when the connection ends, so work for a player who
+	// has gone is dropped.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wmu      sync.Mutex // serializes data frames
+	dmu      sync.Mutex // orders closing against the pong handler's deadline extension
+	closing  bool       // under dmu: the server has sent or is sending a close frame
+	inflight atomic.Int32
+}
+
+// serve owns the connection until the player is logged in, then hands it to
+// a fresh reader goroutine: the login's gRPC call grows a goroutine's stack,
+// and an idle connection should not keep that stack.
+func (c *conn) serve(authErr error, refusal *leveev1.Error) {
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			c.finish()
+		}
+	}()
+	c.ws.SetReadLimit(wire.MaxFrame)
+	c.ws.SetPongHandler(func(string) error { c.extendReadDeadline(); return nil })
+	c.extendReadDeadline()
+
+	switch {
+	case authErr != nil:
+		c.s.m.connections.WithLabelValues(resultUnauthorized).Inc()
+		c.s.log.Debug("unauthorized connection", "err", authErr)
+		c.refuse(apperr.Reply(authErr, 0), websocket.ClosePolicyViolation, "unauthorized")
+		return
+	case refusal != nil:
+		c.s.m.connections.WithLabelValues(resultRefused).Inc()
+		c.refuse(refusal, websocket.CloseTryAgainLater, "try again later")
+		return
+	}
+	if !c.login() {
+		return
+	}
+	handedOff = true
+	go func() {
+		defer c.finish()
+		c.readLoop()
+	}()
+}
+
+// login asks the player's logic instance for the player and pushes the
+// welcome; on a refusal it sends the typed error and closes the socket.
+func (c *conn) login() bool {
+	start := time.Now()
+	if !c.s.beginRequest() {
+		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
+		c.refuse(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter), websocket.CloseServiceRestart, "server restarting")
+		return false
+	}
+	defer c.s.endRequest()
+	req := &leveev1.LogicRequest{PlayerId: c.playerID, Action: &leveev1.LogicRequest_Login{Login: &leveev1.LoginRequest{}}}
+	f := c.s.do(c.ctx, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
+	c.s.observe(actionLogin, start, f)
+	if e := f.GetError(); e != nil || f.GetWelcome() == nil {
+		if e == nil {
+			f.Payload = &leveev1.ServerFrame_Error{Error: apperr.Reply(errNoWelcome, 0)}
+		}
+		c.s.m.connections.WithLabelValues(resultLogicRefused).Inc()
+		code := loginCloseCode(f.GetError().GetCode())
+		c.s.log.Debug("login refused", "player", c.playerID, "code", f.GetError().GetCode().String())
+		c.refuse(f.GetError(), code, "login failed")
+		return false
+	}
+	c.s.m.connections.WithLabelValues(resultAccepted).Inc()
+	return c.send(f) == nil
+}
+
+var errNoWelcome = errors.New("internal error: logic answered login without a welcome")
+
+// loginCriticality: a player who got this far has a socket open already;
+// dropping the login wastes it, so logins are shed last.
+const loginCriticality = leveev1.Criticality_CRITICALITY_CRITICAL
+
+// loginCloseCode is the close code after a failed login: 1013 (Try Again
+// Later) when retrying makes sense, 1008 for auth failures, 1011 otherwise.
+func loginCloseCode(code leveev1.ErrorCode) int {
+	switch code {
+	case leveev1.ErrorCode_ERROR_CODE_BUSY, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL,
+		leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
+		leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED:
+		return websocket.CloseTryAgainLater
+	case leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN:
+		return websocket.CloseServiceRestart
+	case leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:
+		return websocket.ClosePolicyViolation
+	}
+	return websocket.CloseInternalServerErr
+}
+
+// readLoop reads frames until the socket fails or closes.
+func (c *conn) readLoop() {
+	for {
+		_, data, err := c.ws.ReadMessage()
+		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				// gorilla has sent 1009 (Message Too Big); take the rest of
+				// the player's frame and close frame off the wire before
+				// closing, so the close frame is not lost to a reset.
+				c.markClosing()
+				c.drainRaw()
+			}
+			return
+		}
+		if c.isClosing() {
+			continue // the server is closing; wait for the player's close frame
+		}
+		c.handleFrame(data)
+	}
+}
+
+// finish releases everything the connection holds.
+func (c *conn) finish() {
+	_ = c.ws.Close()
+	c.cancel()
+	if c.release != nil {
+		c.release()
+	}
+	c.s.untrack(c)
+}
+
+// send writes one frame, serialized with the connection's other writes and
+// bounded by the write timeout. A frame that cannot be encoded is replaced
+// by an INTERNAL error for the same request id, so the reply still goes out.
+func (c *conn) send(f *leveev1.ServerFrame) error {
+	data, err := c.codec.EncodeServer(f)
+	if err != nil {
+		c.s.log.Error("encoding a reply", "err", err, "request_id", f.GetRequestId())
+		data, err = c.codec.EncodeServer(&leveev1.ServerFrame{
+			RequestId: f.GetRequestId(),
+			Payload:   &leveev1.ServerFrame_Error{Error: apperr.Reply(apperr.ErrInternal, 0)},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	err = c.ws.WriteMessage(c.msgType, data)
+	if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+		// A failed or timed-out write leaves the socket unusable: close it
+		// so the reader ends the connection.
+		_ = c.ws.NetConn().Close()
+	}
+	return err
+}
+
+// refuse sends a typed error frame, then closes the socket with code and
+// waits briefly for the player's close frame.
+func (c *conn) refuse(e *leveev1.Error, code int, reason string) {
+	_ = c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: e}})
+	if !c.markClosing() {
+		return // the server is already closing this socket
+	}
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(c.s.cfg.WriteTimeout))
+	_ = c.ws.SetReadDeadline(time.Now().Add(closeWait))
+	for {
+		if _, _, err := c.ws.NextReader(); err != nil {
+			return
+		}
+	}
+}
+
+// closeFromServer sends a close frame from outside the reader goroutine (at
+// shutdown); the reader ends when the player's close frame arrives or after
+// closeWait.
+func (c *conn) closeFromServer(code int, reason string) {
+	if !c.markClosing() {
+		return
+	}
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(c.s.cfg.WriteTimeout))
+	_ = c.ws.SetReadDeadline(time.Now().Add(closeWait))
+}
+
+// markClosing claims the right to close; false if it was already claimed.
+func (c *conn) markClosing() bool {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.closing = true
+	return true
+}
+
+func (c *conn) isClosing() bool {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	return c.closing
+}
+
+// extendReadDeadline gives the player another ping interval plus the pong
+// timeout to prove it is alive; it is called on every pong. Once closing,
+// the close deadline stands.
+func (c *conn) extendReadDeadline() {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if !c.closing {
+		_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.PingInterval + c.s.cfg.PongTimeout))
+	}
+}
+
+// lingerLimit bounds what drainRaw discards.
+const lingerLimit = 64 << 10
+
+// drainRaw discards what the player still sends, up to lingerLimit bytes or
+// closeWait, once gorilla's reader can no longer be used.
+func (c *conn) drainRaw() {
+	nc := c.ws.NetConn()
+	_ = nc.SetReadDeadline(time.Now().Add(closeWait))
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, lingerLimit))
+}
+
+// ping sends a keepalive ping; a socket that cannot take one is closed.
+func (c *conn) ping(deadline time.Time) {
+	if c.isClosing() {
+		return
+	}
+	if err := c.ws.WriteControl(websocket.PingMessage, nil, deadline); err != nil && !errors.Is(err, websocket.ErrCloseSent) {
+		_ = c.ws.NetConn().Close()
+	}
+}

@@ -1,0 +1,441 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"levee/internal/apperr"
+	"levee/internal/shardmap"
+	"levee/internal/token"
+	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
+)
+
+func TestWelcomeOnConnect(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, nil, logic)
+	for _, sp := range []string{"", wire.ProtoSubprotocol, wire.JSONSubprotocol} {
+		t.Run("subprotocol="+sp, func(t *testing.T) {
+			c, w := g.connect(t, "alice", sp)
+			if sp != "" && c.ws.Subprotocol() != sp {
+				t.Fatalf("negotiated %q, want %q", c.ws.Subprotocol(), sp)
+			}
+			if w.GetPlayer().GetId() != "alice" {
+				t.Fatalf("welcome for %q", w.GetPlayer().GetId())
+			}
+		})
+	}
+	// The token may come in the Authorization header instead.
+	h := http.Header{"Authorization": {"Bearer " + g.tokenFor(t, "bob")}}
+	c := dialRaw(t, g.wsURL(""), wire.ProtoSubprotocol, h)
+	if f := c.recv(); f.GetWelcome().GetPlayer().GetId() != "bob" {
+		t.Fatalf("header token: got %v", f)
+	}
+	if got := testutil.ToFloat64(g.m.connections.WithLabelValues(resultAccepted)); got != 4 {
+		t.Fatalf("gate_connections_total{accepted} = %v, want 4", got)
+	}
+	for _, r := range logic.requests() {
+		if r.GetLogin() == nil || r.GetRequestId() != 0 {
+			t.Fatalf("logic got %v, want logins only", r)
+		}
+	}
+}
+
+func TestRequestsRoutedAndAnswered(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, nil, logic)
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+
+	var deadline time.Duration
+	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		if req.GetRequestId() == 12 {
+			d, _ := ctx.Deadline()
+			deadline = time.Until(d)
+		}
+		return defaultReply(req), nil
+	})
+	c.send(&leveev1.ClientFrame{RequestId: 10, Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})
+	if f := c.recv(); f.GetRequestId() != 10 || f.GetProfile().GetPlayer().GetId() != "alice" || f.GetBackpressure().GetQueueDepth() != 3 {
+		t.Fatalf("get_profile reply: %v", f)
+	}
+	c.send(&leveev1.ClientFrame{RequestId: 11, Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
+		Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "sword", Quantity: 1}}})
+	if f := c.recv(); f.GetRequestId() != 11 || f.GetBuyItem().GetGoldSpent() != 10 {
+		t.Fatalf("buy_item reply: %v", f)
+	}
+	c.send(&leveev1.ClientFrame{RequestId: 12, TimeoutMs: 1500, Criticality: leveev1.Criticality_CRITICALITY_SHEDDABLE,
+		Payload: &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: "b1", Units: 3, Ticks: 10}}})
+	if f := c.recv(); f.GetRequestId() != 12 || f.GetBattle().GetBattleId() != "b1" {
+		t.Fatalf("start_battle reply: %v", f)
+	}
+	if deadline <= 0 || deadline > 1500*time.Millisecond {
+		t.Fatalf("logic saw a deadline %v away, want within the client's 1.5 s", deadline)
+	}
+
+	reqs := logic.requests()
+	if len(reqs) != 4 { // login + 3
+		t.Fatalf("logic got %d requests", len(reqs))
+	}
+	if r := reqs[2]; r.GetRequestId() != 11 || r.GetBuyItem().GetItemId() != "sword" || r.GetPlayerId() != "alice" {
+		t.Fatalf("logic request: %v", r)
+	}
+	logic.mu.Lock()
+	crits := append([]leveev1.Criticality(nil), logic.crits...)
+	logic.mu.Unlock()
+	want := []leveev1.Criticality{loginCriticality, leveev1.Criticality_CRITICALITY_DEFAULT,
+		leveev1.Criticality_CRITICALITY_CRITICAL, leveev1.Criticality_CRITICALITY_SHEDDABLE}
+	for i := range want {
+		if crits[i] != want[i] {
+			t.Fatalf("criticalities %v, want %v", crits, want)
+		}
+	}
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionBuyItem, outcomeOK)); got != 1 {
+		t.Fatalf("gate_requests_total{buy_item,ok} = %v", got)
+	}
+	if n := testutil.CollectAndCount(g.m.duration); n != 4 { // login + 3 actions
+		t.Fatalf("duration series = %d", n)
+	}
+}
+
+func TestJSONSubprotocolRoundTrip(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, nil, logic)
+	c, _ := g.connect(t, "alice", wire.JSONSubprotocol)
+	if err := c.ws.WriteMessage(websocket.TextMessage, []byte(`{"requestId":"7","getProfile":{}}`)); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	mt, b, err := c.ws.ReadMessage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mt != websocket.TextMessage {
+		t.Fatalf("message type %d, want text", mt)
+	}
+	var got struct {
+		RequestID string `json:"requestId"`
+		Profile   struct {
+			Player struct{ ID string } `json:"player"`
+		} `json:"profile"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if got.RequestID != "7" || got.Profile.Player.ID != "alice" {
+		t.Fatalf("reply %s", b)
+	}
+}
+
+func TestBadTokensGetErrorThen1008(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, nil, logic)
+	forged, _ := token.Sign([]byte("not-the-secret"), "mallory", t0.Add(time.Hour))
+	expired, _ := token.Sign([]byte(testSecret), "alice", t0.Add(-time.Second))
+	for name, tok := range map[string]string{"forged": forged, "expired": expired, "missing": ""} {
+		t.Run(name, func(t *testing.T) {
+			c := dialRaw(t, g.wsURL(tok), wire.ProtoSubprotocol, nil)
+			wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED)
+			if code := c.recvClose(); code != websocket.ClosePolicyViolation {
+				t.Fatalf("close code %d, want 1008", code)
+			}
+		})
+	}
+	if got := testutil.ToFloat64(g.m.connections.WithLabelValues(resultUnauthorized)); got != 3 {
+		t.Fatalf("gate_connections_total{unauthorized} = %v", got)
+	}
+	if n := len(logic.requests()); n != 0 {
+		t.Fatalf("logic saw %d requests from unauthorized players", n)
+	}
+}
+
+func TestOversizedFrameCloses1009(t *testing.T) {
+	g := startGate(t, nil, startFakeLogic(t))
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	c.sendRaw(make([]byte, wire.MaxFrame+1))
+	if code := c.recvClose(); code != websocket.CloseMessageTooBig {
+		t.Fatalf("close code %d, want 1009", code)
+	}
+}
+
+func TestMalformedFrameThenValidRequest(t *testing.T) {
+	g := startGate(t, nil, startFakeLogic(t))
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	c.sendRaw([]byte{0xff, 0xff, 0xff})
+	wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	c.send(&leveev1.ClientFrame{Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})
+	wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST) // no request id
+	c.send(profileFrame(2))
+	if f := c.recv(); f.GetRequestId() != 2 || f.GetProfile() == nil {
+		t.Fatalf("valid request after malformed ones: %v", f)
+	}
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionInvalid, "bad_request")); got != 2 {
+		t.Fatalf("gate_requests_total{invalid,bad_request} = %v", got)
+	}
+}
+
+func TestUnknownPayload(t *testing.T) {
+	g := startGate(t, nil, startFakeLogic(t))
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	// Field 31 (length 0): a payload from a newer protocol.
+	c.sendRaw(append(mustMarshal(t, &leveev1.ClientFrame{RequestId: 5}), 0xfa, 0x01, 0x00))
+	wantError(t, c.recv(), 5, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE)
+	c.send(&leveev1.ClientFrame{RequestId: 6}) // no payload at all
+	wantError(t, c.recv(), 6, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE)
+}
+
+func TestLogicBusyPushbackBecomesBusy(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, nil, logic)
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		return nil, apperr.ToStatus(ctx, apperr.ErrBusy, 250*time.Millisecond)
+	})
+	c.send(profileFrame(9))
+	if e := wantError(t, c.recv(), 9, leveev1.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 250 {
+		t.Fatalf("retry_after_ms = %d, want 250", e.GetRetryAfterMs())
+	}
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 1 {
+		t.Fatalf("gate_requests_total{get_profile,busy} = %v", got)
+	}
+}
+
+func TestLoginRefusedCloses1013(t *testing.T) {
+	logic := startFakeLogic(t)
+	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		return nil, status.Error(codes.Unavailable, "logic is restarting")
+	})
+	g := startGate(t, nil, logic)
+	c := dialRaw(t, g.wsURL(g.tokenFor(t, "alice")), "", nil)
+	if e := wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE); e.GetRetryAfterMs() == 0 {
+		t.Fatalf("no retry_after on %v", e)
+	}
+	if code := c.recvClose(); code != websocket.CloseTryAgainLater {
+		t.Fatalf("close code %d, want 1013", code)
+	}
+	if got := testutil.ToFloat64(g.m.connections.WithLabelValues(resultLogicRefused)); got != 1 {
+		t.Fatalf("gate_connections_total{logic_refused} = %v", got)
+	}
+}
+
+func TestRoutingFollowsShardmap(t *testing.T) {
+	logics := []*fakeLogic{startFakeLogic(t), startFakeLogic(t)}
+	g := startGate(t, nil, logics...)
+	players := []string{"alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"}
+	want := map[string]int{}
+	for i, p := range players {
+		want[p] = shardmap.Instance(shardmap.Shard(p, g.cfg.Shards), len(logics))
+		c, w := g.connect(t, p, wire.ProtoSubprotocol)
+		if w.GetPlayer().GetId() != p {
+			t.Fatalf("welcome for %q, want %q", w.GetPlayer().GetId(), p)
+		}
+		// A client cannot act as someone else: the id in the payload is not
+		// the caller's identity.
+		c.send(&leveev1.ClientFrame{RequestId: uint64(100 + i), Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{PlayerId: "someone-else"}}})
+		if f := c.recv(); f.GetProfile().GetPlayer().GetId() != p {
+			t.Fatalf("profile reply %v for %s", f, p)
+		}
+	}
+	seen := map[int]bool{}
+	for inst, l := range logics {
+		for _, r := range l.requests() {
+			if want[r.GetPlayerId()] != inst {
+				t.Fatalf("player %s reached instance %d, shardmap says %d", r.GetPlayerId(), inst, want[r.GetPlayerId()])
+			}
+			seen[inst] = true
+		}
+	}
+	if !seen[0] || !seen[1] {
+		t.Fatalf("both instances should get players, got %v", seen)
+	}
+}
+
+func TestInFlightLimit(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, func(c *Config) { c.MaxInFlight = 2 }, logic)
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	release := make(chan struct{})
+	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		<-release
+		return defaultReply(req), nil
+	})
+	for id := uint64(1); id <= 3; id++ {
+		c.send(profileFrame(id))
+	}
+	if e := wantError(t, c.recv(), 3, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() == 0 {
+		t.Fatalf("no retry_after on %v", e)
+	}
+	close(release)
+	got := map[uint64]bool{}
+	for range 2 {
+		f := c.recv()
+		if f.GetProfile() == nil {
+			t.Fatalf("want a profile, got %v", f)
+		}
+		got[f.GetRequestId()] = true
+	}
+	if !got[1] || !got[2] {
+		t.Fatalf("replies %v, want 1 and 2", got)
+	}
+	// The slots are free again.
+	c.send(profileFrame(4))
+	if f := c.recv(); f.GetRequestId() != 4 || f.GetProfile() == nil {
+		t.Fatalf("after release: %v", f)
+	}
+}
+
+func TestGracefulShutdown(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, nil, logic)
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	release := make(chan struct{})
+	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		<-release
+		return defaultReply(req), nil
+	})
+	<-logic.got // the login
+	c.send(profileFrame(1))
+	<-logic.got
+
+	g.cancel()
+	waitFor(t, "draining", g.isDraining)
+	// New requests are refused while the in-flight one finishes.
+	c.send(profileFrame(2))
+	if e := wantError(t, c.recv(), 2, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN); e.GetRetryAfterMs() == 0 {
+		t.Fatalf("no retry_after on %v", e)
+	}
+	// New connections are refused.
+	if _, _, err := (&websocket.Dialer{}).Dial(g.wsURL(g.tokenFor(t, "bob")), nil); err == nil {
+		t.Fatal("a new connection was accepted while shutting down")
+	}
+	close(release)
+	if f := c.recv(); f.GetRequestId() != 1 || f.GetProfile() == nil {
+		t.Fatalf("in-flight request: %v", f)
+	}
+	if code := c.recvClose(); code != websocket.CloseServiceRestart {
+		t.Fatalf("close code %d, want 1012", code)
+	}
+	g.stop(t)
+	if got := testutil.ToFloat64(g.m.active); got != 0 {
+		t.Fatalf("gate_active_connections = %v after shutdown", got)
+	}
+}
+
+func TestActiveConnectionsGauge(t *testing.T) {
+	g := startGate(t, nil, startFakeLogic(t))
+	var clients []*client
+	for _, p := range []string{"a", "b", "c"} {
+		c, _ := g.connect(t, p, wire.ProtoSubprotocol)
+		clients = append(clients, c)
+	}
+	waitFor(t, "3 active connections", func() bool { return testutil.ToFloat64(g.m.active) == 3 })
+	// One leaves politely, one drops the TCP connection.
+	_ = clients[0].ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
+	_ = clients[1].ws.Close()
+	waitFor(t, "1 active connection", func() bool { return testutil.ToFloat64(g.m.active) == 1 })
+	_ = clients[2].ws.Close()
+	waitFor(t, "0 active connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
+}
+
+func TestKeepalivePingsAndDropsSilentPlayers(t *testing.T) {
+	g := startGate(t, func(c *Config) { c.PongTimeout = 200 * time.Millisecond }, startFakeLogic(t))
+	// A live player answers the ping the server-owned ticker sends.
+	c, _ := g.connect(t, "alive", wire.ProtoSubprotocol)
+	pinged := make(chan struct{}, 1)
+	c.ws.SetPingHandler(func(data string) error {
+		select {
+		case pinged <- struct{}{}:
+		default:
+		}
+		return c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			if _, _, err := c.ws.ReadMessage(); err != nil {
+				return
+			}
+		}
+	})
+	waitFor(t, "the ping ticker", func() bool { return g.clock.Waiters() > 0 })
+	g.clock.Advance(g.cfg.PingInterval)
+	select {
+	case <-pinged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ping")
+	}
+	_ = c.ws.Close()
+	wg.Wait()
+	waitFor(t, "no connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
+
+	// A silent player (never reads, so never pongs) is dropped once its read
+	// deadline, ping interval + pong timeout of wall time, passes.
+	g2 := startGate(t, func(c *Config) {
+		c.PingInterval, c.PongTimeout = 100*time.Millisecond, 100*time.Millisecond
+	}, startFakeLogic(t))
+	g2.connect(t, "silent", wire.ProtoSubprotocol)
+	waitFor(t, "the silent player to be dropped", func() bool { return testutil.ToFloat64(g2.m.active) == 0 })
+}
+
+func TestPlainHTTPRoot(t *testing.T) {
+	g := startGate(t, nil, startFakeLogic(t))
+	resp, err := http.Get("http://" + g.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != "levee gate" {
+		t.Fatalf("GET / = %d %q", resp.StatusCode, b)
+	}
+	resp2, err := http.Get("http://" + g.OpsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	b, _ = io.ReadAll(resp2.Body)
+	if !strings.Contains(string(b), "gate_active_connections") {
+		t.Fatal("/metrics lacks gate_active_connections")
+	}
+}
+
+func TestDecodeFrameAlwaysAnswers(t *testing.T) {
+	f, reply := decodeFrame(wire.Codec{}, mustMarshal(t, profileFrame(3)))
+	if reply != nil || f.GetRequestId() != 3 {
+		t.Fatalf("valid frame: %v %v", f, reply)
+	}
+	if _, reply := decodeFrame(wire.Codec{JSON: true}, []byte(`{"requestId":"4","bogus":1}`)); reply.GetError().GetCode() != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+		t.Fatalf("unknown JSON field: %v", reply)
+	}
+}
+
+func TestShutdownGraceExpiredStillAnswers(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond }, logic)
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		<-ctx.Done() // never finishes on its own
+		return nil, ctx.Err()
+	})
+	<-logic.got // the login
+	c.send(profileFrame(1))
+	<-logic.got
+	g.cancel()
+	if e := wantError(t, c.recv(), 1, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN); e.GetRetryAfterMs() == 0 {
+		t.Fatalf("no retry_after on %v", e)
+	}
+	if code := c.recvClose(); code != websocket.CloseServiceRestart {
+		t.Fatalf("close code %d, want 1012", code)
+	}
+	g.stop(t)
+}

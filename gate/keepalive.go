@@ -1,0 +1,30 @@
+package gate
+
+import (
+	"context"
+	"time"
+)
+
+// keepalive is the one goroutine that pings every connection each
+// PingInterval. Pongs extend each connection's read deadline, so a player
+// that stops answering is dropped after PingInterval + PongTimeout.
+func (s *Server) keepalive(ctx context.Context) {
+	t := s.clock.NewTicker(s.cfg.PingInterval)
+	defer t.Stop()
+	var batch []*conn
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		batch = s.snapshot(batch[:0])
+		for _, c := range batch {
+			if ctx.Err() != nil {
+				return
+			}
+			c.ping(time.Now().Add(s.cfg.WriteTimeout))
+		}
+		clear(batch) // do not keep closed connections reachable until the next tick
+	}
+}

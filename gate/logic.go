@@ -1,0 +1,49 @@
+package gate
+
+import (
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"levee/internal/shardmap"
+	leveev1 "levee/proto/leveev1"
+)
+
+// logicPool holds one gRPC connection per logic instance and knows which
+// instance owns a player.
+type logicPool struct {
+	shards  int
+	conns   []*grpc.ClientConn
+	clients []leveev1.LogicClient
+}
+
+func newLogicPool(addrs []string, shards int) (*logicPool, error) {
+	p := &logicPool{shards: shards}
+	for _, a := range addrs {
+		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			_ = p.close()
+			return nil, fmt.Errorf("logic %s: %w", a, err)
+		}
+		p.conns = append(p.conns, cc)
+		p.clients = append(p.clients, leveev1.NewLogicClient(cc))
+	}
+	return p, nil
+}
+
+// route returns the shard that owns playerID and the client of the logic
+// instance that hosts it.
+func (p *logicPool) route(playerID string) (int, leveev1.LogicClient) {
+	shard := shardmap.Shard(playerID, p.shards)
+	return shard, p.clients[shardmap.Instance(shard, len(p.clients))]
+}
+
+func (p *logicPool) close() error {
+	var errs []error
+	for _, cc := range p.conns {
+		errs = append(errs, cc.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,174 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"levee/internal/apperr"
+	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
+)
+
+const (
+	// inflightRetryAfter is the pause suggested to a player who has too
+	// many requests in flight on one connection.
+	inflightRetryAfter = 100 * time.Millisecond
+	// shuttingDownRetryAfter is the pause suggested while the gate stops.
+	shuttingDownRetryAfter = time.Second
+)
+
+// handleFrame answers one frame: at once with a typed error when it cannot
+// be routed, otherwise from a goroutine of its own, so the reader never
+// blocks on logic. Every frame gets exactly one reply.
+func (c *conn) handleFrame(data []byte) {
+	start := time.Now()
+	f, refusal := decodeFrame(c.codec, data)
+	if refusal != nil {
+		c.reply(actionInvalid, start, refusal)
+		return
+	}
+	action := actionOf(f)
+	id := f.GetRequestId()
+	if !c.s.beginRequest() {
+		c.reply(action, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
+		return
+	}
+	if c.allow != nil {
+		if retryAfter, err := c.allow(c.s.clock.Now()); err != nil {
+			c.s.endRequest()
+			c.reply(action, start, errorFrame(id, err, retryAfter))
+			return
+		}
+	}
+	if n := c.inflight.Add(1); int(n) > c.s.cfg.MaxInFlight {
+		c.inflight.Add(-1)
+		c.s.endRequest()
+		err := fmt.Errorf("%w: more than %d requests in flight", apperr.ErrRateLimited, c.s.cfg.MaxInFlight)
+		c.reply(action, start, errorFrame(id, err, inflightRetryAfter))
+		return
+	}
+	go func() {
+		defer c.s.endRequest() // after the reply is written, so shutdown waits for it
+		out := c.s.do(c.ctx, c.logic, logicRequest(c.playerID, f), f.GetCriticality(), c.budget(f))
+		// The slot is free before the player can see the reply, so a player
+		// who waits for replies is never refused for being over the limit.
+		c.inflight.Add(-1)
+		c.reply(action, start, out)
+	}()
+}
+
+// budget is the request's deadline: the client's timeout_ms when it is set
+// and shorter than the gate's -request-timeout.
+func (c *conn) budget(f *leveev1.ClientFrame) time.Duration {
+	d := c.s.cfg.RequestTimeout
+	if ms := f.GetTimeoutMs(); ms > 0 {
+		d = min(d, time.Duration(ms)*time.Millisecond)
+	}
+	return d
+}
+
+// reply counts the reply and writes it.
+func (c *conn) reply(action string, start time.Time, f *leveev1.ServerFrame) {
+	c.s.observe(action, start, f)
+	_ = c.send(f)
+}
+
+func (s *Server) observe(action string, start time.Time, f *leveev1.ServerFrame) {
+	s.m.requests.WithLabelValues(action, outcome(f)).Inc()
+	s.m.duration.WithLabelValues(action).Observe(time.Since(start).Seconds())
+}
+
+// decodeFrame parses a frame; when it cannot be routed it returns the typed
+// error reply instead: BAD_REQUEST (request id 0, as a malformed frame's id
+// is unknown) or UNKNOWN_MESSAGE (with the frame's request id).
+func decodeFrame(codec wire.Codec, data []byte) (*leveev1.ClientFrame, *leveev1.ServerFrame) {
+	f, err := codec.DecodeClient(data)
+	switch {
+	case err == nil:
+		return f, nil
+	case errors.Is(err, wire.ErrNoRequestID):
+		return nil, errorFrame(0, fmt.Errorf("%w: request_id is required", apperr.ErrBadRequest), 0)
+	case errors.Is(err, wire.ErrUnknownPayload):
+		return nil, errorFrame(f.GetRequestId(), apperr.ErrUnknownMessage, 0)
+	default:
+		return nil, errorFrame(0, fmt.Errorf("%w: malformed frame", apperr.ErrBadRequest), 0)
+	}
+}
+
+func errorFrame(id uint64, err error, retryAfter time.Duration) *leveev1.ServerFrame {
+	return &leveev1.ServerFrame{RequestId: id, Payload: &leveev1.ServerFrame_Error{Error: apperr.Reply(err, retryAfter)}}
+}
+
+// actionOf is the metrics label of a decoded frame's payload.
+func actionOf(f *leveev1.ClientFrame) string {
+	switch f.GetPayload().(type) {
+	case *leveev1.ClientFrame_GetProfile:
+		return actionGetProfile
+	case *leveev1.ClientFrame_BuyItem:
+		return actionBuyItem
+	case *leveev1.ClientFrame_StartBattle:
+		return actionStartBattle
+	}
+	return actionInvalid
+}
+
+// logicRequest builds the logic call for a frame. The player id is the
+// token's, never anything the client sent.
+func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest {
+	req := &leveev1.LogicRequest{PlayerId: playerID, RequestId: f.GetRequestId()}
+	switch p := f.GetPayload().(type) {
+	case *leveev1.ClientFrame_GetProfile:
+		req.Action = &leveev1.LogicRequest_GetProfile{GetProfile: p.GetProfile}
+	case *leveev1.ClientFrame_BuyItem:
+		req.Action = &leveev1.LogicRequest_BuyItem{BuyItem: p.BuyItem}
+	case *leveev1.ClientFrame_StartBattle:
+		req.Action = &leveev1.LogicRequest_StartBattle{StartBattle: p.StartBattle}
+	}
+	return req
+}
+
+// do calls logic once (the gate never retries) with the budget as the gRPC
+// deadline and the criticality in metadata, and turns the outcome into the
+// player's reply frame.
+func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit leveev1.Criticality, budget time.Duration) *leveev1.ServerFrame {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	ctx = WithCriticality(ctx, crit)
+	var trailer metadata.MD
+	rep, err := lc.Do(ctx, req, grpc.Trailer(&trailer))
+	if err != nil {
+		if s.baseCtx.Err() != nil {
+			return errorFrame(req.GetRequestId(), apperr.ErrShuttingDown, shuttingDownRetryAfter)
+		}
+		return &leveev1.ServerFrame{
+			RequestId: req.GetRequestId(),
+			Payload:   &leveev1.ServerFrame_Error{Error: apperr.FromGRPC(err, apperr.Pushback(trailer))},
+		}
+	}
+	return serverFrame(req.GetRequestId(), rep)
+}
+
+// serverFrame maps a LogicReply to the player's frame, oneof to oneof.
+func serverFrame(id uint64, rep *leveev1.LogicReply) *leveev1.ServerFrame {
+	f := &leveev1.ServerFrame{RequestId: id, Backpressure: rep.GetBackpressure()}
+	switch r := rep.GetResult().(type) {
+	case *leveev1.LogicReply_Error:
+		f.Payload = &leveev1.ServerFrame_Error{Error: r.Error}
+	case *leveev1.LogicReply_Welcome:
+		f.Payload = &leveev1.ServerFrame_Welcome{Welcome: r.Welcome}
+	case *leveev1.LogicReply_Profile:
+		f.Payload = &leveev1.ServerFrame_Profile{Profile: r.Profile}
+	case *leveev1.LogicReply_BuyItem:
+		f.Payload = &leveev1.ServerFrame_BuyItem{BuyItem: r.BuyItem}
+	case *leveev1.LogicReply_Battle:
+		f.Payload = &leveev1.ServerFrame_Battle{Battle: r.Battle}
+	default:
+		f.Payload = &leveev1.ServerFrame_Error{Error: apperr.Reply(fmt.Errorf("%w: empty reply from logic", apperr.ErrInternal), 0)}
+	}
+	return f
+}

@@ -1,0 +1,364 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"levee/internal/clock"
+	"levee/internal/metrics"
+	"levee/internal/serve"
+	"levee/internal/wire"
+)
+
+// Server is a running gate: the WebSocket listener, the gRPC health service,
+// the ops endpoint, and the connections to the logic tier.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  clock.Clock
+	secret []byte
+	reg    *prometheus.Registry
+	m      *gateMetrics
+
+	wsLis, grpcLis, opsLis net.Listener
+	httpSrv                *http.Server
+	opsSrv                 *http.Server
+	grpcSrv                *grpc.Server
+	health                 *health.Server
+	logic                  *logicPool
+	upgrader               websocket.Upgrader
+	ready                  atomic.Bool
+
+	// baseCtx is the parent of every connection's context. It is cancelled
+	// when shutdown gives up waiting for in-flight requests.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	// Seams for the connection cap, the admission queue and rate limits.
+	admit    admitFunc
+	newAllow func(playerID string) allowFunc
+
+	mu       sync.RWMutex // guards draining against new conns and requests
+	draining bool
+	conns    map[*conn]struct{}
+	connWG   sync.WaitGroup // one per tracked connection, done when it is finished
+	reqWG    sync.WaitGroup // one per request in flight, login included
+}
+
+// New validates cfg, opens the listeners (so ":0" works) and prepares the
+// logic connections. Call Run to serve.
+func New(cfg Config, logger *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	secret := cfg.TokenSecret
+	if secret == "" {
+		logger.Warn("using the development token secret; set -token-secret in production")
+		secret = DevTokenSecret
+	}
+	s := &Server{
+		cfg:    cfg,
+		log:    logger,
+		clock:  cfg.Clock,
+		secret: []byte(secret),
+		reg:    metrics.NewRegistry("gate"),
+		conns:  map[*conn]struct{}{},
+	}
+	s.m = newMetrics(s.reg)
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: cfg.WriteTimeout,
+		ReadBufferSize:   readBufferSize,
+		WriteBufferSize:  writeBufferSize,
+		WriteBufferPool:  &sync.Pool{},
+		Subprotocols:     wire.Subprotocols,
+		// Players authenticate with a token, not an ambient cookie, so a
+		// cross-origin page gains nothing by opening a socket.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+
+	var err error
+	if s.logic, err = newLogicPool(cfg.LogicAddrs, cfg.Shards); err != nil {
+		s.cancelBase()
+		return nil, err
+	}
+	if err := s.listen(); err != nil {
+		s.closeListeners()
+		_ = s.logic.close()
+		s.cancelBase()
+		return nil, err
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/ws", s.handleWS)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("levee gate\n"))
+	})
+	s.httpSrv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	s.opsSrv = &http.Server{Handler: metrics.OpsMux(s.reg, s.ready.Load), ReadHeaderTimeout: 5 * time.Second}
+	s.grpcSrv = grpc.NewServer()
+	s.health = health.NewServer()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
+	return s, nil
+}
+
+// Per-connection buffer sizes. The read buffer lives as long as the
+// connection; write buffers come from a shared pool and are held only while
+// a message is being written.
+const (
+	readBufferSize  = 1024
+	writeBufferSize = 4096
+)
+
+func (s *Server) listen() error {
+	var err error
+	if s.wsLis, err = net.Listen("tcp", s.cfg.Addr); err != nil {
+		return fmt.Errorf("gate: listen -addr %s: %w", s.cfg.Addr, err)
+	}
+	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("gate: listen -grpc-addr %s: %w", s.cfg.GRPCAddr, err)
+	}
+	if s.opsLis, err = net.Listen("tcp", s.cfg.OpsAddr); err != nil {
+		return fmt.Errorf("gate: listen -ops-addr %s: %w", s.cfg.OpsAddr, err)
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, l := range []net.Listener{s.wsLis, s.grpcLis, s.opsLis} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// Addr is the WebSocket listener's address (/ws and /).
+func (s *Server) Addr() net.Addr { return s.wsLis.Addr() }
+
+// GRPCAddr is the gRPC health listener's address.
+func (s *Server) GRPCAddr() net.Addr { return s.grpcLis.Addr() }
+
+// OpsAddr is the /metrics /healthz /readyz listener's address.
+func (s *Server) OpsAddr() net.Addr { return s.opsLis.Addr() }
+
+// Registry is the gate's own Prometheus registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Run serves until ctx is done, then shuts down gracefully: NOT_SERVING, wait
+// Drain, refuse new connections, let in-flight requests finish (up to
+// ShutdownGrace), close every player socket with 1012 (Service Restart), and
+// close the logic connections. It returns nil on a clean stop. Run may be
+// called once.
+func (s *Server) Run(ctx context.Context) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	opsCtx, stopOps := context.WithCancel(context.Background())
+	defer stopOps()
+
+	var errMu sync.Mutex
+	var errs []error
+	fail := func(what string, err error) {
+		if err == nil {
+			return
+		}
+		errMu.Lock()
+		errs = append(errs, fmt.Errorf("gate: %s: %w", what, err))
+		errMu.Unlock()
+		stop()
+	}
+
+	var servers sync.WaitGroup
+	servers.Go(func() {
+		fail("grpc server", serve.GRPC(runCtx, s.grpcSrv, s.health, s.grpcLis, s.cfg.Drain, s.cfg.ShutdownGrace))
+	})
+	servers.Go(func() { fail("ops server", serve.HTTP(opsCtx, s.opsSrv, s.opsLis, s.cfg.ShutdownGrace)) })
+	wsDone := make(chan struct{})
+	go func() {
+		defer close(wsDone)
+		if err := s.httpSrv.Serve(s.wsLis); !errors.Is(err, http.ErrServerClosed) {
+			fail("websocket server", err)
+		}
+	}()
+	pingCtx, stopPing := context.WithCancel(context.Background())
+	var pinger sync.WaitGroup
+	pinger.Go(func() { s.keepalive(pingCtx) })
+
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.ready.Store(true)
+	s.log.Info("gate serving", "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
+		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
+
+	<-runCtx.Done()
+	s.shutdown(wsDone)
+	stopPing()
+	pinger.Wait()
+	stopOps()
+	servers.Wait()
+	s.log.Info("gate stopped")
+	errMu.Lock()
+	defer errMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// closeWait bounds how long a closing socket waits for the player's close
+// frame before the TCP connection is closed.
+const closeWait = time.Second
+
+// shutdown runs the stop sequence after Run's context is done.
+func (s *Server) shutdown(wsDone <-chan struct{}) {
+	s.ready.Store(false)
+	s.health.Shutdown() // NOT_SERVING (serve.GRPC does it too; it is idempotent)
+	if s.cfg.Drain > 0 {
+		t := time.NewTimer(s.cfg.Drain)
+		<-t.C
+	}
+
+	// Refuse new connections and new requests, then stop the listener.
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	hctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	if err := s.httpSrv.Shutdown(hctx); err != nil {
+		_ = s.httpSrv.Close()
+	}
+	cancel()
+	<-wsDone
+
+	// Let in-flight requests finish; past the grace, cancel them (they are
+	// answered SHUTTING_DOWN).
+	if !waitTimeout(&s.reqWG, s.cfg.ShutdownGrace) {
+		s.log.Warn("shutdown grace expired; cancelling in-flight requests", "grace", s.cfg.ShutdownGrace)
+		s.cancelBase()
+		if !waitTimeout(&s.reqWG, s.cfg.WriteTimeout+closeWait) {
+			s.log.Error("in-flight requests did not finish after cancellation")
+		}
+	}
+
+	// Close every player socket with 1012, then wait for the readers to see
+	// the players' close frames (or time out), forcing what remains.
+	s.closeAll()
+	if !waitTimeout(&s.connWG, s.cfg.WriteTimeout+2*closeWait) {
+		s.log.Warn("forcing the remaining player sockets closed")
+		for _, c := range s.snapshot(nil) {
+			_ = c.ws.NetConn().Close()
+		}
+		s.connWG.Wait()
+	}
+	s.cancelBase()
+	if err := s.logic.close(); err != nil {
+		s.log.Warn("closing logic connections", "err", err)
+	}
+}
+
+// closeWorkers is how many goroutines write close frames at shutdown, so one
+// stalled socket does not hold up the others.
+const closeWorkers = 16
+
+func (s *Server) closeAll() {
+	conns := s.snapshot(nil)
+	ch := make(chan *conn)
+	var wg sync.WaitGroup
+	for range min(closeWorkers, len(conns)) {
+		wg.Go(func() {
+			for c := range ch {
+				c.closeFromServer(websocket.CloseServiceRestart, "server restarting")
+			}
+		})
+	}
+	for _, c := range conns {
+		ch <- c
+	}
+	close(ch)
+	wg.Wait()
+}
+
+// waitTimeout waits for wg up to d and reports whether it finished.
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// track registers a new connection; false once the gate is draining.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.m.active.Inc()
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.m.active.Dec()
+	s.connWG.Done()
+}
+
+// snapshot appends every tracked connection to buf.
+func (s *Server) snapshot(buf []*conn) []*conn {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for c := range s.conns {
+		buf = append(buf, c)
+	}
+	return buf
+}
+
+// beginRequest counts a request in flight; false once the gate is draining.
+func (s *Server) beginRequest() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.draining {
+		return false
+	}
+	s.reqWG.Add(1)
+	return true
+}
+
+func (s *Server) endRequest() { s.reqWG.Done() }
+
+func (s *Server) isDraining() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.draining
+}
