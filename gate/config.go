@@ -12,7 +12,7 @@ import (
 // DevTokenSecret is the token secret a gate uses when none is configured. It
 // is public, so it must never be used in production; the gate warns loudly
 // when it falls back to it. The load test and the demo mint tokens with it.
-const DevTokenSecret = "levee-development-token-secret-not-for-production"
+const DevTokenSecret = "levee-dev-secret"
 
 // Config is a gate's configuration. Every field has a flag in cmd/gate.
 type Config struct {

@@ -1,0 +1,62 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	leveev1 "levee/proto/leveev1"
+)
+
+// GetProfile fetches a player's profile; an empty playerID means yourself.
+func (c *Client) GetProfile(ctx context.Context, playerID string) (*leveev1.Player, error) {
+	f, err := c.Do(ctx, &leveev1.ClientFrame{
+		Criticality: leveev1.Criticality_CRITICALITY_DEFAULT,
+		Payload:     &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{PlayerId: playerID}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := f.GetProfile()
+	if r == nil {
+		return nil, unexpected(f, "profile")
+	}
+	return r.GetPlayer(), nil
+}
+
+// BuyItem buys quantity of itemID with the player's gold. It is CRITICAL:
+// shed last when the cluster is overloaded.
+func (c *Client) BuyItem(ctx context.Context, itemID string, quantity int32) (*leveev1.BuyItemReply, error) {
+	f, err := c.Do(ctx, &leveev1.ClientFrame{
+		Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
+		Payload:     &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: itemID, Quantity: quantity}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := f.GetBuyItem()
+	if r == nil {
+		return nil, unexpected(f, "buy_item")
+	}
+	return r, nil
+}
+
+// StartBattle fights battle battleID (client chosen; its reward is applied
+// once) with units per team for at most ticks ticks. It is CRITICAL.
+func (c *Client) StartBattle(ctx context.Context, battleID string, units, ticks uint32) (*leveev1.BattleReply, error) {
+	f, err := c.Do(ctx, &leveev1.ClientFrame{
+		Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
+		Payload:     &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := f.GetBattle()
+	if r == nil {
+		return nil, unexpected(f, "battle")
+	}
+	return r, nil
+}
+
+func unexpected(f *leveev1.ServerFrame, want string) error {
+	return fmt.Errorf("%w: want %s, got %T", ErrUnexpectedReply, want, f.GetPayload())
+}

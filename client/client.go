@@ -1,0 +1,357 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
+)
+
+// maxAbandoned bounds how many timed-out request ids a client remembers so
+// that their late replies are told apart from unexpected ones.
+const maxAbandoned = 1 << 16
+
+// Client is one player's connection to a gate. Its methods are safe for
+// concurrent use.
+type Client struct {
+	conn    *websocket.Conn
+	codec   wire.Codec
+	msgType int
+	opts    Options
+	log     *slog.Logger
+	welcome *leveev1.Welcome // set by Dial before the Client is returned
+
+	nextID atomic.Uint64
+	bp     atomic.Pointer[leveev1.Backpressure]
+	first  chan *leveev1.ServerFrame // the first push: welcome or refusal
+
+	wmu sync.Mutex // serialises frame writes
+
+	mu        sync.Mutex
+	pending   map[uint64]chan *leveev1.ServerFrame
+	abandoned map[uint64]struct{}
+	closing   bool  // Close was called
+	err       error // why the connection ended; set before done is closed
+
+	done      chan struct{}
+	closeOnce sync.Once
+
+	sent, replies, late, unexpected atomic.Uint64
+}
+
+// Stats are a client's frame counters.
+type Stats struct {
+	Sent       uint64 // request frames written
+	Replies    uint64 // replies matched to a waiting call
+	Late       uint64 // replies that came after their call gave up (ctx ended)
+	Unexpected uint64 // replies whose request id matched nothing (duplicates, strays)
+}
+
+func newClient(conn *websocket.Conn, opts Options) *Client {
+	c := &Client{
+		conn:      conn,
+		codec:     wire.Codec{JSON: opts.JSON},
+		msgType:   websocket.BinaryMessage,
+		opts:      opts,
+		log:       opts.Logger,
+		first:     make(chan *leveev1.ServerFrame, 1),
+		pending:   map[uint64]chan *leveev1.ServerFrame{},
+		abandoned: map[uint64]struct{}{},
+		done:      make(chan struct{}),
+	}
+	if opts.JSON {
+		c.msgType = websocket.TextMessage
+	}
+	c.nextID.Store(firstRequestID() - 1)
+	conn.SetReadLimit(maxServerFrame)
+	return c
+}
+
+// Welcome is what the gate said when the player was let in.
+func (c *Client) Welcome() *leveev1.Welcome { return c.welcome }
+
+// PlayerID is the authenticated player's id.
+func (c *Client) PlayerID() string { return c.welcome.GetPlayer().GetId() }
+
+// Backpressure returns the last backpressure hints the gate attached to a
+// frame, or nil if none came yet. Treat it as read-only.
+func (c *Client) Backpressure() *leveev1.Backpressure { return c.bp.Load() }
+
+// Stats returns the client's frame counters.
+func (c *Client) Stats() Stats {
+	return Stats{Sent: c.sent.Load(), Replies: c.replies.Load(), Late: c.late.Load(), Unexpected: c.unexpected.Load()}
+}
+
+// Done is closed once the connection has ended and the reader goroutine
+// has returned.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is nil while the connection is up; afterwards it says why it ended.
+// It wraps ErrClosed and, when the server sent a close frame (or answered
+// ours), a *CloseError with its code.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Do sends f and waits for its reply. It sets f.RequestId to a fresh id and,
+// when ctx has a deadline, f.TimeoutMs to the remaining budget (or less, if
+// f already asked for less). f must not be used concurrently by others.
+//
+// When a reply comes, Do returns it; if it is an error reply, err is the
+// matching *Error (and the frame is still returned, for its backpressure).
+// If ctx ends first Do returns ctx.Err() and the late reply is discarded.
+// If the connection ends first the error wraps ErrClosed.
+func (c *Client) Do(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
+	return c.roundTrip(ctx, f, c.nextID.Add(1))
+}
+
+// roundTrip sends f with request id id and waits for the reply. It is the
+// seam where a later pacing and retry layer wraps calls (a retried purchase
+// must keep its id).
+func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint64) (*leveev1.ServerFrame, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f.RequestId = id
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		ms := uint64((left + time.Millisecond - 1) / time.Millisecond)
+		if ms > math.MaxUint32 {
+			ms = math.MaxUint32
+		}
+		if f.TimeoutMs == 0 || uint64(f.TimeoutMs) > ms {
+			f.TimeoutMs = uint32(ms)
+		}
+	}
+	data, err := c.codec.EncodeClient(f)
+	if err != nil {
+		return nil, fmt.Errorf("client: encode: %w", err)
+	}
+	if len(data) > wire.MaxFrame {
+		return nil, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), wire.MaxFrame)
+	}
+
+	ch := make(chan *leveev1.ServerFrame, 1)
+	c.mu.Lock()
+	switch {
+	case c.err != nil:
+		err = c.err
+	case c.closing:
+		err = ErrClosed
+	default:
+		if _, dup := c.pending[id]; dup {
+			err = fmt.Errorf("client: request id %d already in flight", id)
+		} else {
+			c.pending[id] = ch
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+
+	if err := c.write(data); err != nil {
+		c.forget(id)
+		// A failed write leaves the connection unusable: end it so that
+		// every pending call fails the same way.
+		c.conn.Close()
+		<-c.done
+		return nil, fmt.Errorf("%w (write: %v)", c.Err(), err)
+	}
+	c.sent.Add(1)
+	return c.wait(ctx, id, ch)
+}
+
+func (c *Client) write(data []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.conn.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout)); err != nil {
+		return err
+	}
+	return c.conn.WriteMessage(c.msgType, data)
+}
+
+func (c *Client) forget(id uint64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+func (c *Client) wait(ctx context.Context, id uint64, ch chan *leveev1.ServerFrame) (*leveev1.ServerFrame, error) {
+	select {
+	case f := <-ch:
+		return reply(f)
+	case <-ctx.Done():
+		c.mu.Lock()
+		if _, ok := c.pending[id]; ok && c.err == nil {
+			delete(c.pending, id)
+			if len(c.abandoned) < maxAbandoned {
+				c.abandoned[id] = struct{}{}
+			}
+			c.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		ended := c.err != nil
+		c.mu.Unlock()
+		if !ended {
+			// The reader took the entry and is handing the reply over.
+			return reply(<-ch)
+		}
+		select {
+		case f := <-ch:
+			return reply(f)
+		default:
+			return nil, c.Err()
+		}
+	case <-c.done:
+		select {
+		case f := <-ch:
+			return reply(f)
+		default:
+			return nil, c.Err()
+		}
+	}
+}
+
+func reply(f *leveev1.ServerFrame) (*leveev1.ServerFrame, error) {
+	if e := f.GetError(); e != nil {
+		return f, fromProto(e)
+	}
+	return f, nil
+}
+
+// readLoop is the client's one reader. It ends when the connection does.
+func (c *Client) readLoop() {
+	var cause error
+	gotFirst := false
+	for {
+		_, data, err := c.conn.ReadMessage()
+		if err != nil {
+			cause = err
+			break
+		}
+		f, err := c.codec.DecodeServer(data)
+		if err != nil {
+			cause = fmt.Errorf("%w: %w", ErrProtocol, err)
+			msg := websocket.FormatCloseMessage(websocket.CloseProtocolError, "malformed frame")
+			_ = c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			break
+		}
+		if bp := f.GetBackpressure(); bp != nil {
+			c.bp.Store(bp)
+		}
+		if f.GetRequestId() == 0 {
+			if !gotFirst && (f.GetWelcome() != nil || f.GetError() != nil) {
+				gotFirst = true
+				c.first <- f
+			} else if e := f.GetError(); e != nil {
+				c.log.Warn("gate notice", "code", CodeName(e.GetCode()), "message", e.GetMessage())
+			}
+			continue
+		}
+		c.deliver(f)
+	}
+	c.finish(cause)
+}
+
+func (c *Client) deliver(f *leveev1.ServerFrame) {
+	id := f.GetRequestId()
+	c.mu.Lock()
+	ch, ok := c.pending[id]
+	if ok {
+		delete(c.pending, id)
+	} else if _, gone := c.abandoned[id]; gone {
+		delete(c.abandoned, id)
+		c.late.Add(1)
+	} else {
+		c.unexpected.Add(1)
+	}
+	c.mu.Unlock()
+	if ok {
+		c.replies.Add(1)
+		ch <- f // buffered, and only this send ever happens on ch
+	} else {
+		c.log.Debug("reply dropped", "request_id", id)
+	}
+}
+
+// finish records why the connection ended, releases it and wakes every
+// waiting call.
+func (c *Client) finish(cause error) {
+	var err error
+	var wce *websocket.CloseError
+	switch {
+	case errors.As(cause, &wce):
+		err = fmt.Errorf("%w: %w", ErrClosed, &CloseError{Code: wce.Code, Text: wce.Text})
+	case errors.Is(cause, ErrProtocol):
+		err = fmt.Errorf("%w: %w", ErrClosed, cause)
+	default:
+		c.mu.Lock()
+		closing := c.closing
+		c.mu.Unlock()
+		if closing {
+			err = ErrClosed
+		} else {
+			err = fmt.Errorf("%w: %w", ErrClosed, cause)
+		}
+	}
+	c.conn.Close()
+	c.mu.Lock()
+	c.err = err
+	n := len(c.pending)
+	c.mu.Unlock()
+	c.log.Debug("connection ended", "err", err, "pending", n)
+	close(c.done)
+}
+
+// Close closes the connection cleanly: it sends a close frame (1000), waits
+// a little for the server's answer, then releases the connection. Pending
+// calls fail with an error wrapping ErrClosed. Close waits for the reader
+// goroutine to end; calling it again does nothing.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closing = true
+		c.mu.Unlock()
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+		if err := c.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(c.opts.CloseTimeout)); err == nil {
+			t := time.NewTimer(c.opts.CloseTimeout)
+			select {
+			case <-c.done:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		c.conn.Close()
+		<-c.done
+	})
+	return nil
+}
+
+// abort drops the connection without a close handshake (used by Dial).
+func (c *Client) abort() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.conn.Close()
+	<-c.done
+}

@@ -1,0 +1,504 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"levee/client"
+	"levee/client/clienttest"
+	"levee/internal/token"
+	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
+)
+
+var secret = []byte("test-secret")
+
+func mint(t *testing.T, player string) string {
+	t.Helper()
+	tok, err := token.Sign(secret, player, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func newGate(t *testing.T, h clienttest.Handler) *clienttest.Gate {
+	t.Helper()
+	g := clienttest.NewGate(secret, h)
+	t.Cleanup(g.Close)
+	return g
+}
+
+func dial(t *testing.T, g *clienttest.Gate, player string, opts client.Options) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, g.URL(), mint(t, player), opts)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctx5s(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitDone fails the test if the client's reader has not ended in time.
+func waitDone(t *testing.T, c *client.Client) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("reader goroutine did not end")
+	}
+}
+
+func TestWelcomeAndCalls(t *testing.T) {
+	g := newGate(t, clienttest.Game)
+	c := dial(t, g, "alice", client.Options{})
+	if c.PlayerID() != "alice" || c.Welcome().GetPlayer().GetGold() != clienttest.StartGold {
+		t.Fatalf("welcome = %v", c.Welcome())
+	}
+	if c.Backpressure() != nil {
+		t.Fatalf("backpressure before any reply: %v", c.Backpressure())
+	}
+	ctx := ctx5s(t)
+	p, err := c.GetProfile(ctx, "")
+	if err != nil || p.GetId() != "alice" {
+		t.Fatalf("GetProfile = %v, %v", p, err)
+	}
+	if c.Backpressure() == nil {
+		t.Fatal("no backpressure hints recorded")
+	}
+	buy, err := c.BuyItem(ctx, "potion", 2)
+	if err != nil || buy.GetGoldSpent() != 20 || buy.GetPlayer().GetInventory()["potion"] != 2 {
+		t.Fatalf("BuyItem = %v, %v", buy, err)
+	}
+	bt, err := c.StartBattle(ctx, "b1", 4, 100)
+	if err != nil || bt.GetBattleId() != "b1" || !bt.GetWon() {
+		t.Fatalf("StartBattle = %v, %v", bt, err)
+	}
+	_, err = c.BuyItem(ctx, "sword", 100)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || !ce.IsBusiness() || ce.Retryable() {
+		t.Fatalf("expensive BuyItem err = %#v", err)
+	}
+	if !errors.Is(err, &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}) {
+		t.Fatal("errors.Is by code failed")
+	}
+	if st := c.Stats(); st.Sent != 4 || st.Replies != 4 || st.Late != 0 || st.Unexpected != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestBadToken(t *testing.T) {
+	g := newGate(t, clienttest.Game)
+	bad, _ := token.Sign([]byte("other"), "mallory", time.Now().Add(time.Hour))
+	c, err := client.Dial(ctx5s(t), g.URL(), bad, client.Options{})
+	if c != nil || err == nil {
+		t.Fatal("dial with a forged token succeeded")
+	}
+	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED {
+		t.Fatalf("code = %v (%v)", client.Code(err), err)
+	}
+	if client.CloseCode(err) != websocket.ClosePolicyViolation {
+		t.Fatalf("close code = %d (%v)", client.CloseCode(err), err)
+	}
+	if strings.Contains(err.Error(), bad) {
+		t.Fatal("error leaks the token")
+	}
+}
+
+// A handler that collects n requests, then answers them in reverse order,
+// echoing each request's player id.
+func TestOutOfOrderReplies(t *testing.T) {
+	const n = 5
+	frames := make(chan *leveev1.ClientFrame, n)
+	g := newGate(t, func(c *clienttest.Conn) {
+		var got []*leveev1.ClientFrame
+		for len(got) < n {
+			f, err := c.Recv()
+			if err != nil {
+				return
+			}
+			got = append(got, f)
+			frames <- f
+		}
+		for i := len(got) - 1; i >= 0; i-- {
+			id := got[i].GetGetProfile().GetPlayerId()
+			_ = c.Send(clienttest.Reply(got[i], &leveev1.ProfileReply{Player: &leveev1.Player{Id: id}}))
+		}
+		for {
+			if _, err := c.Recv(); err != nil {
+				return
+			}
+		}
+	})
+	c := dial(t, g, "bob", client.Options{})
+	ctx := ctx5s(t)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			want := "p" + string(rune('a'+i))
+			p, err := c.GetProfile(ctx, want)
+			if err == nil && p.GetId() != want {
+				err = errors.New("got " + p.GetId() + ", want " + want)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	close(frames)
+	ids := map[uint64]bool{}
+	for f := range frames {
+		if f.GetRequestId() == 0 || f.GetRequestId() >= 1<<53 || ids[f.GetRequestId()] {
+			t.Errorf("bad or repeated request id %d", f.GetRequestId())
+		}
+		ids[f.GetRequestId()] = true
+		if f.GetCriticality() != leveev1.Criticality_CRITICALITY_DEFAULT {
+			t.Errorf("GetProfile criticality = %v", f.GetCriticality())
+		}
+		if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 5000 {
+			t.Errorf("timeout_ms = %d, want the remaining budget", f.GetTimeoutMs())
+		}
+	}
+}
+
+// oneReply answers every request with the reply build returns.
+func oneReply(build func(f *leveev1.ClientFrame) *leveev1.ServerFrame) clienttest.Handler {
+	return func(c *clienttest.Conn) {
+		for {
+			f, err := c.Recv()
+			if err != nil {
+				return
+			}
+			if err := c.Send(build(f)); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func TestTypedErrors(t *testing.T) {
+	g := newGate(t, oneReply(func(f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		if f.GetCriticality() != leveev1.Criticality_CRITICALITY_CRITICAL {
+			return clienttest.Reply(f, &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "want CRITICAL"})
+		}
+		r := clienttest.Reply(f, &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY, Message: "shard busy", RetryAfterMs: 250})
+		r.Backpressure = &leveev1.Backpressure{QueueDepth: 450, Ratio: 0.9, RetryAfterMs: 250}
+		return r
+	}))
+	c := dial(t, g, "carol", client.Options{})
+	_, err := c.BuyItem(ctx5s(t), "sword", 1)
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *client.Error", err)
+	}
+	if ce.Code != leveev1.ErrorCode_ERROR_CODE_BUSY || ce.Message != "shard busy" || ce.RetryAfter != 250*time.Millisecond {
+		t.Fatalf("error = %+v", ce)
+	}
+	if !client.IsBusy(err) || !client.Retryable(err) || client.RetryAfter(err) != 250*time.Millisecond || ce.IsBusiness() {
+		t.Fatal("helpers disagree with BUSY")
+	}
+	if bp := c.Backpressure(); bp.GetQueueDepth() != 450 || bp.GetRatio() != 0.9 {
+		t.Fatalf("backpressure = %v", bp)
+	}
+	if _, err := c.StartBattle(ctx5s(t), "b", 4, 50); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BUSY {
+		t.Fatalf("StartBattle is not CRITICAL: %v", err)
+	}
+	// Do returns the frame too, with its error.
+	f, err := c.Do(ctx5s(t), &leveev1.ClientFrame{Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})
+	if f.GetError() == nil || client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+		t.Fatalf("Do = %v, %v", f, err)
+	}
+}
+
+func TestUnexpectedPayload(t *testing.T) {
+	g := newGate(t, oneReply(func(f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		return clienttest.Reply(f, &leveev1.BattleReply{BattleId: "x"})
+	}))
+	c := dial(t, g, "dave", client.Options{})
+	if _, err := c.GetProfile(ctx5s(t), ""); !errors.Is(err, client.ErrUnexpectedReply) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// The first call's ctx expires while the gate holds its reply; the reply
+// arrives later and must be dropped, not handed to the next call.
+func TestDeadlineAndLateReply(t *testing.T) {
+	received := make(chan *leveev1.ClientFrame, 1)
+	release := make(chan struct{})
+	g := newGate(t, func(c *clienttest.Conn) {
+		f, err := c.Recv()
+		if err != nil {
+			return
+		}
+		received <- f
+		select {
+		case <-release:
+		case <-c.Context().Done():
+			return
+		}
+		_ = c.Send(clienttest.Reply(f, &leveev1.ProfileReply{Player: &leveev1.Player{Id: "late"}}))
+		// A stray reply nobody asked for.
+		_ = c.Send(&leveev1.ServerFrame{RequestId: 12345, Payload: &leveev1.ServerFrame_Profile{Profile: &leveev1.ProfileReply{}}})
+		clienttest.Game(c)
+	})
+	c := dial(t, g, "erin", client.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.GetProfile(ctx, "")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want deadline exceeded", err)
+	}
+	f := <-received
+	if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 100 {
+		t.Fatalf("timeout_ms = %d, want <= 100", f.GetTimeoutMs())
+	}
+	close(release)
+	// The next reply comes after the late one on the same connection.
+	p, err := c.GetProfile(ctx5s(t), "")
+	if err != nil || p.GetId() != "erin" {
+		t.Fatalf("next call = %v, %v (got the late reply?)", p, err)
+	}
+	if st := c.Stats(); st.Late != 1 || st.Unexpected != 1 || st.Replies != 1 || st.Sent != 2 {
+		t.Fatalf("stats = %+v", st)
+	}
+	// An expired context is refused before anything is sent.
+	if _, err := c.GetProfile(ctx, ""); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired ctx: %v", err)
+	}
+	if c.Stats().Sent != 2 {
+		t.Fatal("a request was sent with an expired context")
+	}
+}
+
+func TestServerClose1013FailsPending(t *testing.T) {
+	const n = 3
+	g := newGate(t, func(c *clienttest.Conn) {
+		for range n {
+			if _, err := c.Recv(); err != nil {
+				return
+			}
+		}
+		_ = c.CloseWith(websocket.CloseTryAgainLater, "overloaded")
+		for {
+			if _, err := c.Recv(); err != nil {
+				return
+			}
+		}
+	})
+	c := dial(t, g, "frank", client.Options{})
+	ctx := ctx5s(t)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { _, errs[i] = c.GetProfile(ctx, "") })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, client.ErrClosed) || client.CloseCode(err) != 1013 {
+			t.Errorf("call %d: err = %v, want ErrClosed with close 1013", i, err)
+		}
+	}
+	waitDone(t, c)
+	var ce *client.CloseError
+	if !errors.As(c.Err(), &ce) || ce.Code != 1013 || ce.Text != "overloaded" || !errors.Is(c.Err(), client.ErrClosed) {
+		t.Fatalf("Err() = %v", c.Err())
+	}
+	if _, err := c.GetProfile(ctx, ""); !errors.Is(err, client.ErrClosed) || client.CloseCode(err) != 1013 {
+		t.Fatalf("call after close: %v", err)
+	}
+}
+
+func TestJSONMode(t *testing.T) {
+	sawJSON := make(chan bool, 2)
+	g := newGate(t, func(c *clienttest.Conn) {
+		sawJSON <- c.JSON()
+		clienttest.Game(c)
+	})
+	for _, json := range []bool{true, false} {
+		c := dial(t, g, "gina", client.Options{JSON: json})
+		if got := <-sawJSON; got != json {
+			t.Fatalf("gate saw JSON=%v, want %v", got, json)
+		}
+		if r, err := c.BuyItem(ctx5s(t), "shield", 1); err != nil || r.GetGoldSpent() != 80 {
+			t.Fatalf("json=%v: BuyItem = %v, %v", json, r, err)
+		}
+		if _, err := c.BuyItem(ctx5s(t), "dragon", 1); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_NOT_FOUND {
+			t.Fatalf("json=%v: unknown item: %v", json, err)
+		}
+	}
+}
+
+func TestCloseIsCleanAndIdempotent(t *testing.T) {
+	serverSaw := make(chan error, 1)
+	received := make(chan struct{})
+	g := newGate(t, func(c *clienttest.Conn) {
+		if _, err := c.Recv(); err != nil {
+			serverSaw <- err
+			return
+		}
+		close(received) // never answer
+		_, err := c.Recv()
+		serverSaw <- err
+	})
+	c := dial(t, g, "hank", client.Options{})
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := c.GetProfile(context.Background(), "")
+		callErr <- err
+	}()
+	<-received
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	waitDone(t, c)
+	if err := <-callErr; !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("pending call: %v", err)
+	}
+	var ce *websocket.CloseError
+	if err := <-serverSaw; !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure {
+		t.Fatalf("gate saw %v, want close 1000", err)
+	}
+	if !errors.Is(c.Err(), client.ErrClosed) {
+		t.Fatalf("Err() = %v", c.Err())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := c.GetProfile(ctx5s(t), ""); !errors.Is(err, client.ErrClosed) {
+		t.Fatalf("call after Close: %v", err)
+	}
+}
+
+func TestFrameTooLargeIsNotSent(t *testing.T) {
+	g := newGate(t, clienttest.Game)
+	c := dial(t, g, "ivy", client.Options{})
+	_, err := c.GetProfile(ctx5s(t), strings.Repeat("x", wire.MaxFrame))
+	if !errors.Is(err, client.ErrFrameTooLarge) || c.Stats().Sent != 0 {
+		t.Fatalf("err = %v, sent = %d", err, c.Stats().Sent)
+	}
+	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+		t.Fatalf("connection unusable after a refused frame: %v", err)
+	}
+}
+
+func TestMalformedServerFrame(t *testing.T) {
+	g := newGate(t, func(c *clienttest.Conn) {
+		if _, err := c.Recv(); err != nil {
+			return
+		}
+		_ = c.SendRaw([]byte{0xff, 0xff, 0xff})
+		for {
+			if _, err := c.Recv(); err != nil {
+				return
+			}
+		}
+	})
+	c := dial(t, g, "jack", client.Options{})
+	_, err := c.GetProfile(ctx5s(t), "")
+	if !errors.Is(err, client.ErrClosed) || !errors.Is(err, client.ErrProtocol) {
+		t.Fatalf("err = %v", err)
+	}
+	waitDone(t, c)
+}
+
+func TestRequestIDsAreRandomPerClient(t *testing.T) {
+	ids := make(chan uint64, 4)
+	g := newGate(t, func(c *clienttest.Conn) {
+		for {
+			f, err := c.Recv()
+			if err != nil {
+				return
+			}
+			ids <- f.GetRequestId()
+			_ = c.Send(clienttest.Reply(f, &leveev1.ProfileReply{}))
+		}
+	})
+	var firsts []uint64
+	for range 2 {
+		c := dial(t, g, "kim", client.Options{})
+		for range 2 {
+			if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, b := <-ids, <-ids
+		if b != a+1 {
+			t.Fatalf("ids %d, %d: want consecutive", a, b)
+		}
+		firsts = append(firsts, a)
+	}
+	if firsts[0] == firsts[1] {
+		t.Fatalf("two sessions started at the same request id %d", firsts[0])
+	}
+}
+
+// rawServer upgrades (or not) and then does what f says.
+func rawServer(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return "ws" + strings.TrimPrefix(s.URL, "http") + "/ws"
+}
+
+func TestHandshakeRefusals(t *testing.T) {
+	url := rawServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3")
+		http.Error(w, "gate full", http.StatusServiceUnavailable)
+	})
+	_, err := client.Dial(ctx5s(t), url, "tok", client.Options{})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != leveev1.ErrorCode_ERROR_CODE_SERVER_FULL || ce.RetryAfter != 3*time.Second || !ce.IsBusy() {
+		t.Fatalf("503: %v", err)
+	}
+
+	up := websocket.Upgrader{Subprotocols: wire.Subprotocols}
+	url = rawServer(t, func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseTryAgainLater, "overloaded"), time.Now().Add(time.Second))
+		_, _, _ = ws.ReadMessage() // wait for the client's answer
+	})
+	_, err = client.Dial(ctx5s(t), url, "tok", client.Options{})
+	if !errors.Is(err, client.ErrClosed) || client.CloseCode(err) != 1013 {
+		t.Fatalf("close before welcome: %v", err)
+	}
+
+	// A gate that never says welcome: Dial gives up with its context.
+	url = rawServer(t, func(w http.ResponseWriter, r *http.Request) {
+		ws, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		_, _, _ = ws.ReadMessage()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := client.Dial(ctx, url, "tok", client.Options{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("no welcome: %v", err)
+	}
+}

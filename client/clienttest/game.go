@@ -1,0 +1,88 @@
+package clienttest
+
+import (
+	"errors"
+
+	leveev1 "levee/proto/leveev1"
+)
+
+// Prices is the fake gate's item catalog.
+var Prices = map[string]int64{"potion": 10, "shield": 80, "sword": 100}
+
+// Game is a Handler that plays a minimal game: it answers every request in
+// order, keeps the player's gold and inventory for the connection, refuses
+// unknown items (NOT_FOUND) and purchases beyond the player's gold
+// (INSUFFICIENT_GOLD), wins every other battle, and attaches idle
+// backpressure hints to each reply.
+func Game(c *Conn) {
+	p := &leveev1.Player{Id: c.Player, Level: 1, Gold: StartGold, Inventory: map[string]uint32{}}
+	battles := 0
+	for {
+		f, err := c.Recv()
+		if err != nil {
+			if errors.Is(err, ErrFrame) && f.GetRequestId() != 0 {
+				_ = c.Send(Reply(f, &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: err.Error()}))
+				continue
+			}
+			if errors.Is(err, ErrFrame) {
+				continue
+			}
+			return
+		}
+		out := Reply(f, GameReply(p, f, &battles))
+		out.Backpressure = &leveev1.Backpressure{QueueDepth: 0, Ratio: 0}
+		if err := c.Send(out); err != nil {
+			return
+		}
+	}
+}
+
+// GameReply computes Game's answer to f for player p (mutating p); battles
+// counts the battles fought so far.
+func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
+	switch r := f.GetPayload().(type) {
+	case *leveev1.ClientFrame_GetProfile:
+		if id := r.GetProfile.GetPlayerId(); id != "" && id != p.GetId() {
+			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_NOT_FOUND, Message: "no such player"}
+		}
+		return &leveev1.ProfileReply{Player: p}
+	case *leveev1.ClientFrame_BuyItem:
+		price, ok := Prices[r.BuyItem.GetItemId()]
+		q := r.BuyItem.GetQuantity()
+		switch {
+		case q < 1 || q > 100:
+			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "quantity must be 1..100"}
+		case !ok:
+			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_NOT_FOUND, Message: "no such item"}
+		case price*int64(q) > p.Gold:
+			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, Message: "not enough gold"}
+		}
+		p.Gold -= price * int64(q)
+		p.Inventory[r.BuyItem.GetItemId()] += uint32(q)
+		p.Version++
+		return &leveev1.BuyItemReply{Player: p, GoldSpent: price * int64(q)}
+	case *leveev1.ClientFrame_StartBattle:
+		b := r.StartBattle
+		if b.GetBattleId() == "" || b.GetUnits() < 1 || b.GetUnits() > 64 || b.GetTicks() < 1 || b.GetTicks() > 10000 {
+			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "bad battle"}
+		}
+		*battles++
+		won := *battles%2 == 1
+		rep := &leveev1.BattleReply{BattleId: b.GetBattleId(), Won: won, XpGained: 10}
+		if won {
+			rep.GoldGained = 50
+			rep.RatingDelta = 8
+			p.Wins++
+		} else {
+			rep.RatingDelta = -8
+			p.Losses++
+		}
+		p.Gold += rep.GoldGained
+		p.Xp += rep.XpGained
+		p.Rating += rep.RatingDelta
+		p.Version++
+		rep.Player = p
+		return rep
+	}
+	return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, Message: "unknown message"}
+}

@@ -1,0 +1,180 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	leveev1 "levee/proto/leveev1"
+)
+
+// Errors the SDK returns. Connection failures wrap ErrClosed.
+var (
+	ErrClosed          = errors.New("client: connection closed")
+	ErrProtocol        = errors.New("client: protocol violation")
+	ErrUnexpectedReply = errors.New("client: unexpected reply payload")
+	ErrFrameTooLarge   = errors.New("client: frame too large")
+	ErrSubprotocol     = errors.New("client: subprotocol not negotiated")
+)
+
+// Error is a typed error the server sent in reply to a request (or before
+// the Welcome, when it refused the connection).
+type Error struct {
+	Code       leveev1.ErrorCode
+	Message    string
+	RetryAfter time.Duration // 0 when the server gave none
+}
+
+func fromProto(e *leveev1.Error) *Error {
+	return &Error{
+		Code:       e.GetCode(),
+		Message:    e.GetMessage(),
+		RetryAfter: time.Duration(e.GetRetryAfterMs()) * time.Millisecond,
+	}
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("client: server error ")
+	b.WriteString(CodeName(e.Code))
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (retry after %v)", e.RetryAfter)
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, &Error{Code: c}) match any *Error with code c.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// IsBusy reports whether the server refused the request because it, or the
+// connection, is overloaded: BUSY, SERVER_FULL or RATE_LIMITED. Slow down
+// and retry after RetryAfter.
+func (e *Error) IsBusy() bool {
+	switch e.Code {
+	case leveev1.ErrorCode_ERROR_CODE_BUSY,
+		leveev1.ErrorCode_ERROR_CODE_SERVER_FULL,
+		leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED:
+		return true
+	}
+	return false
+}
+
+// Retryable reports whether the same request may succeed later: the busy
+// codes plus UNAVAILABLE, SHUTTING_DOWN, NOT_ADMITTED and DEADLINE_EXCEEDED.
+// Retrying is still the caller's decision; calls never retry by themselves.
+func (e *Error) Retryable() bool {
+	if e.IsBusy() {
+		return true
+	}
+	switch e.Code {
+	case leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE,
+		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
+		leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED,
+		leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
+		return true
+	}
+	return false
+}
+
+// IsBusiness reports whether the error is a normal game outcome rather than
+// a fault: INSUFFICIENT_GOLD, NOT_FOUND or FORBIDDEN.
+func (e *Error) IsBusiness() bool {
+	switch e.Code {
+	case leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD,
+		leveev1.ErrorCode_ERROR_CODE_NOT_FOUND,
+		leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:
+		return true
+	}
+	return false
+}
+
+// AsError returns the *Error in err's chain, or nil.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return nil
+}
+
+// IsBusy reports whether err carries a busy *Error (see Error.IsBusy).
+func IsBusy(err error) bool {
+	e := AsError(err)
+	return e != nil && e.IsBusy()
+}
+
+// Retryable reports whether err carries a retryable *Error (see
+// Error.Retryable).
+func Retryable(err error) bool {
+	e := AsError(err)
+	return e != nil && e.Retryable()
+}
+
+// RetryAfter is the delay the server asked for in err, or 0.
+func RetryAfter(err error) time.Duration {
+	if e := AsError(err); e != nil {
+		return e.RetryAfter
+	}
+	return 0
+}
+
+// Code is the server's error code in err, or ERROR_CODE_UNSPECIFIED.
+func Code(err error) leveev1.ErrorCode {
+	if e := AsError(err); e != nil {
+		return e.Code
+	}
+	return leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED
+}
+
+// CodeName is the short name of an error code, e.g. "INSUFFICIENT_GOLD".
+func CodeName(c leveev1.ErrorCode) string {
+	return strings.TrimPrefix(c.String(), "ERROR_CODE_")
+}
+
+// CloseError is the close code and reason the server sent when it closed the
+// connection, e.g. 1008 (policy: bad token), 1012 (restarting), 1013 (try
+// again later: overloaded), 1009 (frame too big).
+type CloseError struct {
+	Code int
+	Text string
+}
+
+func (e *CloseError) Error() string {
+	s := fmt.Sprintf("close %d", e.Code)
+	if n := closeNames[e.Code]; n != "" {
+		s += " (" + n + ")"
+	}
+	if e.Text != "" {
+		s += ": " + e.Text
+	}
+	return s
+}
+
+var closeNames = map[int]string{
+	1000: "normal closure",
+	1001: "going away",
+	1002: "protocol error",
+	1006: "abnormal closure",
+	1008: "policy violation",
+	1009: "message too big",
+	1011: "internal error",
+	1012: "service restart",
+	1013: "try again later",
+}
+
+// CloseCode is the server's close code in err's chain, or 0.
+func CloseCode(err error) int {
+	var ce *CloseError
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return 0
+}

@@ -1,0 +1,13 @@
+// Package loadtest drives simulated players (bots) against a gate and
+// reports what the cluster did.
+//
+// Three parts, kept apart so that new traffic shapes need no new plumbing:
+//   - a Scenario says how many bots come, when (a Schedule: arrival time as a
+//     function of the bot's rank, e.g. a linear ramp or, later, a launch-day
+//     curve), for how long, and what each does (a Behaviour such as Smoke);
+//   - the Runner connects the bots to a loopback gate through the client
+//     SDK, bounds everything in count and time, and records every request's
+//     outcome and latency;
+//   - the Report sums it up: outcomes by class and code, latency
+//     percentiles, and the problems that make a run fail.
+package loadtest
