@@ -28,7 +28,7 @@ const (
 // ServerFrame with the same request_id.
 type ClientFrame struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
-	RequestId   uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // non-zero, unique per player session
+	RequestId   uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // non-zero, unique per player across sessions (purchases are idempotent by it)
 	Criticality Criticality            `protobuf:"varint,2,opt,name=criticality,proto3,enum=levee.v1.Criticality" json:"criticality,omitempty"`
 	TimeoutMs   uint32                 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // the client's budget; 0 means the gate's default
 	// Types that are valid to be assigned to Payload:

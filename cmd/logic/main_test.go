@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"levee/internal/cli"
+	"levee/logic"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"-data-dir", dir, "-battle-addrs", "127.0.0.1:1"}
+	for _, c := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"bad flag value", append([]string{"-queue-size", "lots"}, base...), nil, "-queue-size"},
+		{"negative queue", append([]string{"-queue-size", "-5"}, base...), nil, "-queue-size: must be > 0, got -5"},
+		{"bad env value", base, map[string]string{"LOGIC_SHUTDOWN_GRACE": "soon"}, "LOGIC_SHUTDOWN_GRACE"},
+		{"no data dir", []string{"-battle-addrs", "127.0.0.1:1"}, nil, "-data-dir"},
+		{"no battle addrs", []string{"-data-dir", dir}, nil, "-battle-addrs"},
+		{"empty battle list", []string{"-data-dir", dir, "-battle-addrs", " , "}, nil, "-battle-addrs"},
+		{"instance out of range", append([]string{"-instance", "2", "-instances", "2"}, base...), nil, "-instance"},
+		{"bad log level", append([]string{"-log-level", "loud"}, base...), nil, "-log-level"},
+		{"stray argument", append(base, "serve"), nil, "unexpected arguments"},
+	} {
+		var out bytes.Buffer
+		if code := run(c.args, env(c.env), &out); code != 2 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("%s: exit %d, output %q; want 2 and %q", c.name, code, out.String(), c.want)
+		}
+	}
+}
+
+func TestUsageNamesEnv(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"-h"}, env(nil), &out); code != 0 {
+		t.Fatalf("-h: exit %d", code)
+	}
+	for _, v := range []string{"LOGIC_GRPC_ADDR", "LOGIC_OPS_ADDR", "LOGIC_DATA_DIR", "LOGIC_SHARDS", "LOGIC_INSTANCE", "LOGIC_INSTANCES",
+		"LOGIC_QUEUE_SIZE", "LOGIC_BATTLE_ADDRS", "LOGIC_BATTLE_TIMEOUT", "LOGIC_MAX_BATCH", "LOGIC_MAX_BATTLES",
+		"LOGIC_SHUTDOWN_GRACE", "LOGIC_DRAIN", "LOGIC_LOG_LEVEL"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("usage does not name %s", v)
+		}
+	}
+}
+
+func TestListFlag(t *testing.T) {
+	var got []string
+	f := listFlag{&got}
+	if err := f.Set(" a:1, b:2 ,,c:3"); err != nil || strings.Join(got, "|") != "a:1|b:2|c:3" || f.String() != "a:1,b:2,c:3" {
+		t.Fatalf("Set: %v %q", err, got)
+	}
+	if err := f.Set(" ,"); err == nil {
+		t.Fatal("empty list accepted")
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	cfg := logic.DefaultConfig()
+	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.DataDir, cfg.BattleAddrs = t.TempDir(), []string{"127.0.0.1:1"}
+	srv, err := logic.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	addr := srv.GRPCAddr().String()
+	var out bytes.Buffer
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for cli.Healthcheck(addr, time.Second, &out) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("never SERVING: %s", out.String())
+		}
+		<-tick.C
+	}
+	if code := run([]string{"healthcheck", "-addr", addr}, env(nil), &out); code != 0 {
+		t.Fatalf("healthcheck -addr: exit %d, %s", code, out.String())
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	if code := run([]string{"healthcheck"}, env(map[string]string{"LOGIC_GRPC_ADDR": ":" + port}), &out); code != 0 {
+		t.Fatalf("healthcheck from LOGIC_GRPC_ADDR: exit %d, %s", code, out.String())
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close()
+	if code := run([]string{"healthcheck", "-addr", dead, "-timeout", "2s"}, env(nil), &out); code != 1 {
+		t.Fatalf("healthcheck of nothing: exit %d", code)
+	}
+}

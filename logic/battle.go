@@ -1,0 +1,138 @@
+package logic
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"levee/internal/apperr"
+	leveev1 "levee/proto/leveev1"
+)
+
+// Bounds on a battle request.
+const (
+	maxBattleIDLen = 64
+	maxUnits       = 64
+	maxTicks       = 10000
+)
+
+// Rewards. A draw counts as a loss.
+const (
+	winXP      = 50
+	winGold    = 30
+	winRating  = 15
+	lossXP     = 10
+	lossRating = -10
+	xpPerLevel = 500
+)
+
+// validateBattle checks a battle request before it reaches a shard.
+func validateBattle(b *leveev1.StartBattleRequest) error {
+	if !validBattleID(b.GetBattleId()) {
+		return fmt.Errorf("%w: battle_id must be 1..%d characters of [A-Za-z0-9_-]", apperr.ErrBadRequest, maxBattleIDLen)
+	}
+	if u := b.GetUnits(); u < 1 || u > maxUnits {
+		return fmt.Errorf("%w: units must be 1..%d, got %d", apperr.ErrBadRequest, maxUnits, u)
+	}
+	if t := b.GetTicks(); t < 1 || t > maxTicks {
+		return fmt.Errorf("%w: ticks must be 1..%d, got %d", apperr.ErrBadRequest, maxTicks, t)
+	}
+	return nil
+}
+
+func validBattleID(id string) bool {
+	if len(id) == 0 || len(id) > maxBattleIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// battleSeed is FNV-1a 64 of "<player id>/<battle id>": the same battle id of
+// the same player always fights the same enemies.
+func battleSeed(playerID, battleID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(playerID))
+	h.Write([]byte{'/'})
+	h.Write([]byte(battleID))
+	return h.Sum64()
+}
+
+// simulateRequest builds the deterministic battle for p: team A from the
+// player's level and rating, team B from the seed.
+func simulateRequest(p *leveev1.Player, b *leveev1.StartBattleRequest) *leveev1.SimulateRequest {
+	seed := battleSeed(p.GetId(), b.GetBattleId())
+	lvl := min(p.GetLevel(), 1000)
+	rating := uint32(max(p.GetRating(), 0))
+	a := make([]*leveev1.Unit, b.GetUnits())
+	for i := range a {
+		a[i] = &leveev1.Unit{
+			Hp:      100 + 10*lvl,
+			Attack:  12 + 2*lvl + min(rating/200, 100),
+			Defense: 4 + lvl,
+			Speed:   10 + min(rating/250, 100),
+		}
+	}
+	rng := splitmix64(seed)
+	bt := make([]*leveev1.Unit, b.GetUnits())
+	for i := range bt {
+		bt[i] = &leveev1.Unit{
+			Hp:      uint32(100 + rng.next()%60),
+			Attack:  uint32(12 + rng.next()%8),
+			Defense: uint32(3 + rng.next()%5),
+			Speed:   uint32(8 + rng.next()%6),
+		}
+	}
+	return &leveev1.SimulateRequest{
+		BattleId: b.GetBattleId(),
+		Seed:     seed,
+		TeamA:    a,
+		TeamB:    bt,
+		MaxTicks: b.GetTicks(),
+	}
+}
+
+// splitmix64 is a tiny deterministic generator for team B.
+type splitmix64 uint64
+
+func (s *splitmix64) next() uint64 {
+	*s += 0x9e3779b97f4a7c15
+	z := uint64(*s)
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// applyReward applies a battle's outcome to p (a working copy) and returns
+// the reply. Team A is the player's.
+func applyReward(p *leveev1.Player, battleID string, res *leveev1.SimulateReply) *leveev1.BattleReply {
+	won := res.GetWinner() == 1
+	var xp uint64
+	var gold int64
+	var dr int32
+	if won {
+		xp, gold, dr = winXP, winGold, winRating
+		p.Wins++
+	} else {
+		xp, dr = lossXP, lossRating
+		p.Losses++
+	}
+	before := p.Rating
+	p.Xp += xp
+	p.Gold += gold
+	p.Rating = max(p.Rating+dr, 0)
+	p.Level = uint32(min(1+p.Xp/xpPerLevel, 1<<31))
+	p.Version++
+	return &leveev1.BattleReply{
+		BattleId:    battleID,
+		Won:         won,
+		XpGained:    xp,
+		GoldGained:  gold,
+		RatingDelta: p.Rating - before,
+		Result:      res,
+	}
+}

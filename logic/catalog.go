@@ -1,0 +1,37 @@
+package logic
+
+import (
+	"fmt"
+
+	"levee/internal/apperr"
+)
+
+// catalog is the shop: item id -> price in gold.
+var catalog = map[string]int64{
+	"potion":      10,
+	"sword":       100,
+	"shield":      80,
+	"helmet":      60,
+	"dragon_skin": 500,
+}
+
+// Bounds on a purchase's quantity.
+const (
+	minQuantity = 1
+	maxQuantity = 100
+)
+
+// priceOf checks a purchase and returns what it costs.
+func priceOf(item string, quantity int32) (int64, error) {
+	price, ok := catalog[item]
+	if !ok {
+		if len(item) > 64 {
+			item = item[:64] + "..."
+		}
+		return 0, fmt.Errorf("%w: no item %q in the shop", apperr.ErrNotFound, item)
+	}
+	if quantity < minQuantity || quantity > maxQuantity {
+		return 0, fmt.Errorf("%w: quantity must be %d..%d, got %d", apperr.ErrBadRequest, minQuantity, maxQuantity, quantity)
+	}
+	return price * int64(quantity), nil
+}

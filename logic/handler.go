@@ -1,0 +1,144 @@
+package logic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"levee/internal/apperr"
+	"levee/internal/shardmap"
+	"levee/internal/token"
+	leveev1 "levee/proto/leveev1"
+)
+
+// ErrWrongShard is a request for a player whose shard this instance does
+// not host: the caller's shard map disagrees with ours.
+var ErrWrongShard = errors.New("wrong shard")
+
+// Do is the Logic service: route the request to its player's shard, wait
+// for the reply. Business errors come back inside the reply; overload,
+// deadline, wrong-shard and infrastructure failures as gRPC status errors.
+func (s *Server) Do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	start := time.Now()
+	reply, outcome, err := s.do(ctx, req)
+	s.m.requests.WithLabelValues(actionName(req), outcome).Inc()
+	s.m.duration.Observe(time.Since(start).Seconds())
+	return reply, err
+}
+
+// do returns the reply or status error, and the outcome label.
+func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, string, error) {
+	id := req.GetPlayerId()
+	if !token.ValidPlayerID(id) {
+		return nil, "invalid", status.Error(codes.InvalidArgument, "player_id must be 1..64 characters of [A-Za-z0-9_-]")
+	}
+	shardID := shardmap.Shard(id, s.cfg.Shards)
+	sh := s.shards[shardID]
+	if sh == nil {
+		return nil, "wrong_shard", status.Error(codes.FailedPrecondition, fmt.Sprintf("%v: player %s is on shard %d of %d, hosted by instance %d; this is instance %d of %d",
+			ErrWrongShard, id, shardID, s.cfg.Shards, shardmap.Instance(shardID, s.cfg.Instances), s.cfg.Instance, s.cfg.Instances))
+	}
+	if err := validateAction(req); err != nil {
+		return &leveev1.LogicReply{Backpressure: sh.backpressure(), Result: &leveev1.LogicReply_Error{Error: apperr.Reply(err, 0)}}, "rejected", nil
+	}
+	o := &op{ctx: ctx, req: req, done: make(chan result, 1)}
+	if pushback, err := s.admit(sh, o); err != nil {
+		return nil, errOutcome(err), apperr.ToStatus(ctx, err, pushback)
+	}
+	var r result
+	select {
+	case r = <-o.done:
+	case <-ctx.Done():
+		r = result{err: ctx.Err()}
+	case <-s.shardsDone:
+		// Only after a forced stop: the shard exited before answering.
+		r = result{err: apperr.ErrShuttingDown}
+	}
+	if r.err != nil {
+		return nil, errOutcome(r.err), apperr.ToStatus(ctx, r.err, r.pushback)
+	}
+	switch {
+	case r.reply.GetError() != nil:
+		return r.reply, "rejected", nil
+	case r.reply.GetBuyItem().GetReplayed(), r.reply.GetBattle().GetReplayed():
+		return r.reply, "replayed", nil
+	}
+	return r.reply, "ok", nil
+}
+
+// admit puts o on sh's channel without ever blocking the caller, or says
+// why not and when to retry. It is the one place that decides whether a
+// request gets in (the 90 % threshold and the backpressure trailers go
+// here). Internal messages (battle results) do not pass through it.
+func (s *Server) admit(sh *shard, o *op) (time.Duration, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.stopping {
+		return 0, apperr.ErrShuttingDown
+	}
+	select {
+	case sh.ch <- o:
+		sh.depth.Set(float64(len(sh.ch)))
+		return 0, nil
+	default:
+		return busyPushback, fmt.Errorf("%w: shard %d queue is full (%d)", apperr.ErrBusy, sh.id, cap(sh.ch))
+	}
+}
+
+// validateAction checks what can be checked without the player's state, so
+// that a bad request never takes a place in a shard's queue.
+func validateAction(req *leveev1.LogicRequest) error {
+	switch a := req.GetAction().(type) {
+	case *leveev1.LogicRequest_Login:
+		return nil
+	case *leveev1.LogicRequest_GetProfile:
+		if p := a.GetProfile.GetPlayerId(); p != "" && p != req.GetPlayerId() {
+			return fmt.Errorf("%w: you may only read your own profile", apperr.ErrForbidden)
+		}
+		return nil
+	case *leveev1.LogicRequest_BuyItem:
+		if req.GetRequestId() == 0 {
+			return fmt.Errorf("%w: a purchase needs a non-zero request_id", apperr.ErrBadRequest)
+		}
+		_, err := priceOf(a.BuyItem.GetItemId(), a.BuyItem.GetQuantity())
+		return err
+	case *leveev1.LogicRequest_StartBattle:
+		return validateBattle(a.StartBattle)
+	default:
+		return fmt.Errorf("%w: request has no action", apperr.ErrBadRequest)
+	}
+}
+
+// actionName is the logic_requests_total action label.
+func actionName(req *leveev1.LogicRequest) string {
+	switch req.GetAction().(type) {
+	case *leveev1.LogicRequest_Login:
+		return "login"
+	case *leveev1.LogicRequest_GetProfile:
+		return "get_profile"
+	case *leveev1.LogicRequest_BuyItem:
+		return "buy_item"
+	case *leveev1.LogicRequest_StartBattle:
+		return "start_battle"
+	default:
+		return "none"
+	}
+}
+
+// errOutcome is the logic_requests_total outcome label for a status error.
+func errOutcome(err error) string {
+	switch {
+	case errors.Is(err, apperr.ErrBusy):
+		return "busy"
+	case errors.Is(err, apperr.ErrDeadline), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "expired"
+	case errors.Is(err, apperr.ErrShuttingDown):
+		return "shutting_down"
+	default:
+		return "failed"
+	}
+}
