@@ -230,10 +230,12 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 	}
 	kill := func() {
 		killOnce.Do(func() {
+			// Mark the kill before sending it: a stream that sees the
+			// connection drop must already know that it was expected.
+			close(killed)
 			if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Errorf("SIGKILL: %v", err)
 			}
-			close(killed)
 		})
 	}
 	var wg sync.WaitGroup
