@@ -127,14 +127,23 @@ func TestGracefulShutdown(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
+	// Watch health on a stream opened before the stop: once GracefulStop
+	// has begun, new RPCs on this connection are refused, but an open
+	// stream still sees the change to NOT_SERVING.
+	wctx, endWatch := context.WithCancel(ctxT(t))
+	watch, err := healthpb.NewHealthClient(e.conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health before stop: %v, %v", r, err)
+	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- e.stop() }()
-
-	hc := healthpb.NewHealthClient(e.conn)
-	waitFor(t, "NOT_SERVING", func() bool {
-		r, err := hc.Check(ctxT(t), &healthpb.HealthCheckRequest{})
-		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
-	})
+	if r, err := watch.Recv(); err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health during stop: %v, %v", r, err)
+	}
+	endWatch() // an open stream would hold GracefulStop
 	select {
 	case err := <-stopped:
 		t.Fatalf("Run returned with a request in flight: %v", err)
@@ -149,7 +158,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	// After the stop, the service refuses (called directly: the listener
 	// is gone).
-	_, err := e.srv.Do(context.Background(), loginReq("alice"))
+	_, err = e.srv.Do(context.Background(), loginReq("alice"))
 	wantStatus(t, err, codes.Unavailable, apperr.ErrShuttingDown.Error())
 
 	e2 := start(t, envOpts{dir: dir})
