@@ -32,6 +32,7 @@ bench:
 FUZZTIME ?= 20s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeClientFrame -fuzztime $(FUZZTIME) ./gate/
+	$(GO) test -run '^$$' -fuzz FuzzDecodeClientFrame -fuzztime $(FUZZTIME) ./internal/wire/
 	$(GO) test -run '^$$' -fuzz FuzzVerifyToken -fuzztime $(FUZZTIME) ./internal/token/
 
 # protoc comes from Debian's protobuf-compiler; the Go plugins are pinned here.

@@ -38,7 +38,9 @@ func ValidPlayerID(id string) bool {
 	return true
 }
 
-var b64 = base64.RawURLEncoding
+// b64 is strict so that a signature or id has exactly one encoding: a token
+// cannot be altered in its unused trailing bits and still verify.
+var b64 = base64.RawURLEncoding.Strict()
 
 func mac(secret []byte, payload string) []byte {
 	h := hmac.New(sha256.New, secret)
@@ -59,6 +61,14 @@ func Sign(secret []byte, playerID string, exp time.Time) (string, error) {
 func Verify(secret []byte, tok string, now time.Time) (string, error) {
 	if len(tok) > MaxLen {
 		return "", fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxLen)
+	}
+	// Only the base64url alphabet, digits and dots: the decoder would
+	// otherwise skip newlines, letting one token have many spellings.
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return "", fmt.Errorf("%w: unexpected character at %d", ErrMalformed, i)
+		}
 	}
 	parts := strings.Split(tok, ".")
 	if len(parts) != 4 || parts[0] != "v1" {
