@@ -1,0 +1,208 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"levee/battle"
+	"levee/client"
+	"levee/gate"
+	"levee/internal/token"
+	"levee/logic"
+	leveev1 "levee/proto/leveev1"
+)
+
+var testSecret = []byte("e2e-secret")
+
+// cluster is the three tiers running in this process on loopback ports.
+type cluster struct {
+	gateURL string
+	stop    map[string]func() error // tier name -> cancel and wait for Run
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// runTier starts run in a goroutine and returns a func that cancels it and
+// returns Run's error.
+func runTier(t *testing.T, run func(context.Context) error) func() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	var err error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				err = errors.New("Run did not return within 30s of cancel")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func startCluster(t *testing.T, dataDir string) *cluster {
+	t.Helper()
+	c := &cluster{stop: map[string]func() error{}}
+	var battleAddrs []string
+	for i := 0; i < 2; i++ {
+		cfg := battle.DefaultConfig()
+		cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+		b, err := battle.New(cfg, quietLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		battleAddrs = append(battleAddrs, b.GRPCAddr().String())
+		c.stop["battle"+string(rune('1'+i))] = runTier(t, b.Run)
+	}
+	lcfg := logic.DefaultConfig()
+	lcfg.GRPCAddr, lcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	lcfg.DataDir = dataDir
+	lcfg.BattleAddrs = battleAddrs
+	l, err := logic.New(lcfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stop["logic"] = runTier(t, l.Run)
+
+	gcfg := gate.DefaultConfig()
+	gcfg.Addr, gcfg.GRPCAddr, gcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	gcfg.LogicAddrs = []string{l.GRPCAddr().String()}
+	gcfg.TokenSecret = string(testSecret)
+	g, err := gate.New(gcfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.gateURL = (&url.URL{Scheme: "ws", Host: g.Addr().String(), Path: "/ws"}).String()
+	c.stop["gate"] = runTier(t, g.Run)
+	return c
+}
+
+func dial(t *testing.T, c *cluster, player string, json bool) *client.Client {
+	t.Helper()
+	tok, err := token.Sign(testSecret, player, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, c.gateURL, tok, client.Options{JSON: json})
+	if err != nil {
+		t.Fatalf("dial as %s: %v", player, err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func wantCode(t *testing.T, err error, code leveev1.ErrorCode) {
+	t.Helper()
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != code {
+		t.Fatalf("err = %v, want typed %v", err, code)
+	}
+}
+
+// TestGameLoop plays the whole loop through all three tiers: login, profile,
+// purchase, battle, and the typed errors a player can meet.
+func TestGameLoop(t *testing.T) {
+	c := startCluster(t, t.TempDir())
+	for _, json := range []bool{false, true} {
+		player := "alice"
+		if json {
+			player = "bob-json"
+		}
+		cl := dial(t, c, player, json)
+		ctx := ctxT(t)
+		w := cl.Welcome().GetPlayer()
+		if w.GetId() != player || w.GetGold() != 1000 || w.GetLevel() != 1 {
+			t.Fatalf("welcome player = %v", w)
+		}
+
+		buy, err := cl.BuyItem(ctx, "sword", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if buy.GetPlayer().GetGold() != 900 || buy.GetPlayer().GetInventory()["sword"] != 1 {
+			t.Fatalf("after buying a sword: %v", buy.GetPlayer())
+		}
+		_, err = cl.BuyItem(ctx, "dragon_skin", 100)
+		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+		_, err = cl.BuyItem(ctx, "sword", -1)
+		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+		_, err = cl.BuyItem(ctx, "no-such-item", 1)
+		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
+		_, err = cl.GetProfile(ctx, "someone-else")
+		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN)
+
+		first, err := cl.StartBattle(ctx, "battle-1", 4, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := cl.StartBattle(ctx, "battle-1", 4, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !again.GetReplayed() || again.GetResult().GetResultHash() != first.GetResult().GetResultHash() {
+			t.Fatalf("same battle id twice: first %v, again %v", first, again)
+		}
+		p, err := cl.GetProfile(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reward of battle-1 is in the profile exactly once.
+		if p.GetWins()+p.GetLosses() != 1 || p.GetXp() != first.GetXpGained() {
+			t.Fatalf("profile after one battle fought twice: %v (first reply %v)", p, first)
+		}
+		if p.GetGold() != 900+first.GetGoldGained() {
+			t.Fatalf("gold = %d, want %d", p.GetGold(), 900+first.GetGoldGained())
+		}
+	}
+}
+
+// TestStateSurvivesRestart restarts the whole cluster on the same data
+// directory and finds the player as it was left.
+func TestStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	c := startCluster(t, dir)
+	cl := dial(t, c, "carol", false)
+	if _, err := cl.BuyItem(ctxT(t), "potion", 3); err != nil {
+		t.Fatal(err)
+	}
+	for name, stop := range map[string]func() error{"gate": c.stop["gate"], "logic": c.stop["logic"]} {
+		if err := stop(); err != nil {
+			t.Fatalf("stop %s: %v", name, err)
+		}
+	}
+	// The gate's shutdown closed the player's socket with 1012 (come back).
+	select {
+	case <-cl.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("client not closed by gate shutdown")
+	}
+	var ce *client.CloseError
+	if !errors.As(cl.Err(), &ce) || ce.Code != 1012 {
+		t.Fatalf("close error = %v, want close code 1012", cl.Err())
+	}
+
+	c2 := startCluster(t, dir)
+	p := dial(t, c2, "carol", false).Welcome().GetPlayer()
+	if p.GetGold() != 970 || p.GetInventory()["potion"] != 3 {
+		t.Fatalf("after restart: %v", p)
+	}
+}
