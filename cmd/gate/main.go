@@ -10,12 +10,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"levee/gate"
@@ -28,76 +29,38 @@ const envPrefix = "GATE"
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }
 
 func run(args []string, getenv func(string) string, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "healthcheck":
-			return healthcheck(args[1:], getenv, stderr)
-		case "token":
-			return mintToken(args[1:], getenv, os.Stdout, stderr)
-		}
-	}
-
 	cfg := gate.DefaultConfig()
-	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "WebSocket (/ws) and HTTP (/) listen address")
-	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC health listen address")
-	fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops listen address (/metrics /healthz /readyz)")
-	fs.Var((*listFlag)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required)")
-	fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
-	fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens (empty: the public development secret)")
-	fs.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "how often every connection is pinged")
-	fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how late past a ping interval a pong may be before the player is dropped")
-	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "deadline of each write to a player")
-	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "longest budget a request gets (the client's timeout_ms may shorten it)")
-	fs.IntVar(&cfg.MaxInFlight, "max-inflight", cfg.MaxInFlight, "concurrent requests per connection; more are refused RATE_LIMITED")
-	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
-	fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	cli.UsageWithEnv(fs, envPrefix)
-	if err := cli.Parse(fs, envPrefix, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	logger, err := cli.NewLogger(stderr, *logLevel)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	ctx, stop := cli.SignalContext()
-	defer stop()
-	s, err := gate.New(cfg, logger)
-	if err != nil {
-		logger.Error("starting gate", "err", err)
-		return 1
-	}
-	if err := s.Run(ctx); err != nil {
-		logger.Error("gate stopped with an error", "err", err)
-		return 1
-	}
-	return 0
-}
-
-func healthcheck(args []string, getenv func(string) string, stderr io.Writer) int {
-	def := getenv(cli.EnvName(envPrefix, "grpc-addr"))
-	if def == "" {
-		def = gate.DefaultConfig().GRPCAddr
-	}
-	fs := flag.NewFlagSet("gate healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", cli.ProbeAddr(def), "gRPC health address to probe")
-	timeout := fs.Duration("timeout", 3*time.Second, "probe timeout")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	return cli.Healthcheck(*addr, *timeout, stderr)
+	return cli.Main(cli.Tier{
+		Name:      "gate",
+		EnvPrefix: envPrefix,
+		GRPCAddr:  cfg.GRPCAddr,
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "WebSocket (/ws) and HTTP (/) listen address")
+			fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC health listen address")
+			fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops listen address (/metrics /healthz /readyz)")
+			fs.Var((*cli.List)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required)")
+			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
+			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens (empty: the public development secret)")
+			fs.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "how often every connection is pinged")
+			fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how late past a ping interval a pong may be before the player is dropped")
+			fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "deadline of each write to a player")
+			fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "longest budget a request gets (the client's timeout_ms may shorten it)")
+			fs.IntVar(&cfg.MaxInFlight, "max-inflight", cfg.MaxInFlight, "concurrent requests per connection; more are refused RATE_LIMITED")
+			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
+			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
+		},
+		Validate: func() error { return cfg.Validate() },
+		Run: func(ctx context.Context, logger *slog.Logger) error {
+			s, err := gate.New(cfg, logger)
+			if err != nil {
+				return err
+			}
+			return s.Run(ctx)
+		},
+		Commands: map[string]func([]string) int{
+			"token": func(args []string) int { return mintToken(args, getenv, os.Stdout, stderr) },
+		},
+	}, args, getenv, stderr)
 }
 
 // mintToken prints a signed player token, for curl, wscat and the README.
@@ -130,19 +93,4 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 	}
 	fmt.Fprintln(stdout, tok)
 	return 0
-}
-
-// listFlag is a comma-separated list of non-empty strings.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(v string) error {
-	*l = nil
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			*l = append(*l, s)
-		}
-	}
-	return nil
 }

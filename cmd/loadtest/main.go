@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"levee/internal/cli"
 	"levee/loadtest"
@@ -37,7 +36,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.DurationVar(&sm.Duration, "duration", sm.Duration, "length of the run, ramp included")
 	fs.DurationVar(&sm.Think, "think", sm.Think, "mean pause between a bot's actions")
 	fs.Float64Var(&sm.ThinkJitter, "think-jitter", sm.ThinkJitter, "pauses are uniform in think*(1±jitter)")
-	items := fs.String("items", strings.Join(sm.Items, ","), "comma-separated item ids the bots buy")
+	fs.Var((*cli.List)(&sm.Items), "items", "comma-separated item ids the bots buy")
 	fs.Float64Var(&sm.OverspendFraction, "overspend-fraction", sm.OverspendFraction, "share of purchases beyond a player's gold")
 	fs.IntVar(&sm.MaxRequests, "max-requests", 0, "bound on all requests; 0 derives it from bots, duration and think")
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to this file")
@@ -50,7 +49,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	sm.Items = splitList(*items)
 	if err := rc.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -99,16 +97,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	fmt.Fprintln(stdout, "\nPASS")
 	return 0
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func writeJSON(path string, rep *loadtest.Report) error {

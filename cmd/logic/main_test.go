@@ -54,17 +54,6 @@ func TestUsageNamesEnv(t *testing.T) {
 	}
 }
 
-func TestListFlag(t *testing.T) {
-	var got []string
-	f := listFlag{&got}
-	if err := f.Set(" a:1, b:2 ,,c:3"); err != nil || strings.Join(got, "|") != "a:1|b:2|c:3" || f.String() != "a:1,b:2,c:3" {
-		t.Fatalf("Set: %v %q", err, got)
-	}
-	if err := f.Set(" ,"); err == nil {
-		t.Fatal("empty list accepted")
-	}
-}
-
 func TestHealthcheck(t *testing.T) {
 	cfg := logic.DefaultConfig()
 	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"

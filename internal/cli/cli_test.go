@@ -34,3 +34,13 @@ func TestParseBadEnvNamesTheFlag(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestList(t *testing.T) {
+	var l List
+	if err := l.Set(" a:1, b:2 ,,c:3"); err != nil || strings.Join(l, "|") != "a:1|b:2|c:3" || l.String() != "a:1,b:2,c:3" {
+		t.Fatalf("Set: %v %q", err, l)
+	}
+	if err := l.Set(" ,"); err == nil {
+		t.Fatal("empty list accepted")
+	}
+}
