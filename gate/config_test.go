@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/metadata"
-
-	leveev1 "levee/proto/leveev1"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -61,27 +57,5 @@ func TestNewWarnsAboutTheDevSecret(t *testing.T) {
 	cancel()
 	if err := s.Run(ctx); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestCriticalityTravelsInMetadata(t *testing.T) {
-	for _, c := range []leveev1.Criticality{
-		leveev1.Criticality_CRITICALITY_CRITICAL, leveev1.Criticality_CRITICALITY_DEFAULT, leveev1.Criticality_CRITICALITY_SHEDDABLE,
-	} {
-		out := WithCriticality(context.Background(), c)
-		md, _ := metadata.FromOutgoingContext(out)
-		in := metadata.NewIncomingContext(context.Background(), md)
-		if got := CriticalityFromIncoming(in); got != c {
-			t.Errorf("%v came back as %v", c, got)
-		}
-	}
-	if got := CriticalityString(leveev1.Criticality_CRITICALITY_UNSPECIFIED); got != CriticalityDefault {
-		t.Errorf("UNSPECIFIED travels as %q", got)
-	}
-	if got := CriticalityFromIncoming(context.Background()); got != leveev1.Criticality_CRITICALITY_DEFAULT {
-		t.Errorf("no metadata: %v", got)
-	}
-	if got := ParseCriticality("bogus"); got != leveev1.Criticality_CRITICALITY_DEFAULT {
-		t.Errorf("unknown value: %v", got)
 	}
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"levee/internal/priority"
 	"net"
 	"sync"
 	"testing"
@@ -54,7 +55,7 @@ func (f *fakeLogic) requests() []*leveev1.LogicRequest {
 func (f *fakeLogic) Do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
-	f.crits = append(f.crits, CriticalityFromIncoming(ctx))
+	f.crits = append(f.crits, priority.FromIncoming(ctx))
 	h := f.handle
 	f.mu.Unlock()
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"levee/internal/priority"
 	"time"
 
 	"google.golang.org/grpc"
@@ -138,7 +139,7 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit leveev1.Criticality, budget time.Duration) *leveev1.ServerFrame {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	ctx = WithCriticality(ctx, crit)
+	ctx = priority.Outgoing(ctx, crit)
 	var trailer metadata.MD
 	rep, err := lc.Do(ctx, req, grpc.Trailer(&trailer))
 	if err != nil {

@@ -164,3 +164,41 @@ func FromGRPC(err error, retryAfter time.Duration) *leveev1.Error {
 func Reply(err error, retryAfter time.Duration) *leveev1.Error {
 	return &leveev1.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: uint32(retryAfter.Milliseconds())}
 }
+
+// Trailer keys with which an overloaded tier reports the state that made it
+// refuse, so that the gate can pass the hints on to the player.
+const (
+	QueueDepthKey = "levee-queue-depth"
+	FillRatioKey  = "levee-fill-ratio"
+)
+
+// Overloaded is ToStatus for a refusal under load: besides the pushback it
+// sets the queue depth and fill ratio trailers.
+func Overloaded(ctx context.Context, err error, retryAfter time.Duration, depth int, ratio float64) error {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(
+		QueueDepthKey, strconv.Itoa(depth),
+		FillRatioKey, strconv.FormatFloat(ratio, 'f', 3, 64),
+	))
+	return ToStatus(ctx, err, retryAfter)
+}
+
+// BackpressureFrom reads the hints of an overload refusal from a call's
+// trailer; nil when it carries none.
+func BackpressureFrom(trailer metadata.MD) *leveev1.Backpressure {
+	d, r := trailer.Get(QueueDepthKey), trailer.Get(FillRatioKey)
+	if len(d) == 0 && len(r) == 0 {
+		return nil
+	}
+	bp := &leveev1.Backpressure{RetryAfterMs: uint32(Pushback(trailer).Milliseconds())}
+	if len(d) > 0 {
+		if n, err := strconv.ParseUint(d[0], 10, 32); err == nil {
+			bp.QueueDepth = uint32(n)
+		}
+	}
+	if len(r) > 0 {
+		if f, err := strconv.ParseFloat(r[0], 64); err == nil && f >= 0 && f <= 1 {
+			bp.Ratio = f
+		}
+	}
+	return bp
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	leveev1 "levee/proto/leveev1"
@@ -35,5 +36,19 @@ func TestFromGRPCBusyCarriesRetryAfter(t *testing.T) {
 	e = FromGRPC(status.Error(codes.Internal, "secret stack trace"), 0)
 	if e.Message != "internal error" {
 		t.Fatalf("internal detail leaked to player: %q", e.Message)
+	}
+}
+
+func TestBackpressureFromTrailer(t *testing.T) {
+	md := metadata.Pairs(PushbackKey, "250", QueueDepthKey, "921", FillRatioKey, "0.900")
+	bp := BackpressureFrom(md)
+	if bp.GetQueueDepth() != 921 || bp.GetRatio() != 0.9 || bp.GetRetryAfterMs() != 250 {
+		t.Fatalf("got %v", bp)
+	}
+	if BackpressureFrom(metadata.MD{}) != nil {
+		t.Fatal("hints from an empty trailer")
+	}
+	if bp := BackpressureFrom(metadata.Pairs(FillRatioKey, "7")); bp.GetRatio() != 0 {
+		t.Fatalf("absurd ratio accepted: %v", bp)
 	}
 }
