@@ -1,42 +1,114 @@
 package battle
 
 import (
-	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
-	"levee/internal/apperr"
+	"levee/internal/shed"
 )
 
-// busyRetryAfter is the pushback sent with a refusal from the in-flight cap.
-const busyRetryAfter = 100 * time.Millisecond
+// refusal says why admission refused a request; admitted when it did not.
+// The values index battle_shed_total's reason label.
+type refusal uint8
 
-// admitter decides, before any work is done, whether a request may run now.
-// On yes it returns done, to call when the work ends; on no an error wrapping
-// apperr.ErrBusy and how long the caller should wait. The in-flight cap is the
-// tier's hard last line; CPU throttling and adaptive shedding plug in here.
-type admitter interface {
-	admit(ctx context.Context) (done func(), retryAfter time.Duration, err error)
+const (
+	admitted refusal = iota
+	refusedAdaptive
+	refusedInFlightCap
+	numRefusals
+)
+
+// Reasons of battle_shed_total, by refusal.
+var refusalReasons = [numRefusals]string{
+	refusedAdaptive:    "adaptive",
+	refusedInFlightCap: "inflight_cap",
 }
 
-// inflightCap admits at most max requests at once and refuses the rest at
-// once, without queueing: a refusal costs one atomic add and one subtract.
-type inflightCap struct {
-	max int64
-	n   atomic.Int64
+// admission is the tier's decision, taken just before a simulation starts
+// (after the throttle), whether it may run now: first the adaptive shedder,
+// then the hard in-flight cap as the last line. Both refuse at once, without
+// queueing. The decision costs a few atomic operations and, only when the
+// CPU is high or something was shed recently, the shedder's lock; it does
+// not allocate (BenchmarkAdmit).
+type admission struct {
+	shedder *shed.Shedder
+	// shedOn: the adaptive rule sheds. When off, every request enters the
+	// shedder as Critical, which it never sheds but still counts and times,
+	// so the limit estimate (battle_adaptive_limit) stays meaningful.
+	shedOn bool
+	capOn  bool
+	max    int64
+	// running counts admitted simulations that have not ended; the cap
+	// compares against it (and it is counted with the cap off too, for the
+	// backpressure hints).
+	running atomic.Int64
 }
 
-var _ admitter = (*inflightCap)(nil)
-
-func newInflightCap(max int) *inflightCap { return &inflightCap{max: int64(max)} }
-
-func (c *inflightCap) admit(context.Context) (func(), time.Duration, error) {
-	if c.n.Add(1) > c.max {
-		c.n.Add(-1)
-		return nil, busyRetryAfter, fmt.Errorf("battle: %d simulations in flight: %w", c.max, apperr.ErrBusy)
+func newAdmission(cfg Config) (*admission, error) {
+	sh, err := shed.New(cfg.shedConfig())
+	if err != nil {
+		return nil, err
 	}
-	return c.release, 0, nil
+	return &admission{
+		shedder: sh,
+		shedOn:  cfg.adaptiveShedOn(),
+		capOn:   cfg.inFlightCapOn(),
+		max:     int64(cfg.MaxInFlight),
+	}, nil
 }
 
-func (c *inflightCap) release() { c.n.Add(-1) }
+// slot is an admitted request; exactly one of done or cancel must be called
+// on it.
+type slot struct {
+	a *admission
+	t shed.Ticket
+}
+
+// admit decides at now, with CPU utilisation cpu, whether a request of
+// criticality crit may start.
+func (a *admission) admit(now time.Time, cpu float64, crit shed.Criticality) (slot, refusal) {
+	if !a.shedOn {
+		crit = shed.Critical
+	}
+	t, err := a.shedder.Allow(now, cpu, crit)
+	if err != nil {
+		return slot{}, refusedAdaptive
+	}
+	if n := a.running.Add(1); n > a.max && a.capOn {
+		a.running.Add(-1)
+		t.Cancel()
+		return slot{}, refusedInFlightCap
+	}
+	return slot{a: a, t: t}, admitted
+}
+
+// done ends a simulation that completed at now: its latency feeds the
+// shedder's estimate.
+func (s slot) done(now time.Time) {
+	s.a.running.Add(-1)
+	s.t.Done(now)
+}
+
+// cancel ends a simulation that failed or was abandoned; it says nothing
+// about how fast the tier serves, so the estimate does not see it.
+func (s slot) cancel() {
+	s.a.running.Add(-1)
+	s.t.Cancel()
+}
+
+// pressure returns the backpressure hints sent with a refusal for reason at
+// now: the simulations in flight (as the queue depth) and how full the tier
+// is, in-flight over the limit that refused (the adaptive limit or the cap),
+// capped at 1.
+func (a *admission) pressure(now time.Time, reason refusal) (depth int, ratio float64) {
+	n := a.running.Load()
+	limit := float64(a.max)
+	if reason == refusedAdaptive {
+		limit = a.shedder.Limit(now)
+	}
+	ratio = 1
+	if limit > 0 {
+		ratio = min(float64(n)/limit, 1)
+	}
+	return int(n), ratio
+}

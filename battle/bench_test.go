@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
+	"levee/internal/shed"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -50,6 +52,82 @@ func BenchmarkSimulate(b *testing.B) {
 			}
 			b.ReportMetric(float64(actions), "actions/op")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(actions), "ns/action")
+		})
+	}
+}
+
+// benchAdmission returns an admission (cap 16) whose shedder has learned a
+// limit of 8 (40 completions of 20 ms in a 100 ms bucket), with inFlight
+// requests of criticality crit admitted and still running.
+func benchAdmission(b *testing.B, inFlight int, crit shed.Criticality) (*admission, time.Time) {
+	cfg := DefaultConfig()
+	cfg.MaxInFlight = 16
+	a, err := newAdmission(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	a.shedder.Stats(t0) // the window starts at t0
+	for range 40 {
+		s, why := a.admit(t0.Add(30*time.Millisecond), 0, shed.Default)
+		if why != admitted {
+			b.Fatal("refused while learning")
+		}
+		s.done(t0.Add(50 * time.Millisecond))
+	}
+	now := t0.Add(100 * time.Millisecond)
+	if got := a.shedder.Limit(now); got != 8 {
+		b.Fatalf("limit = %v, want 8", got)
+	}
+	for range inFlight {
+		if _, why := a.admit(now, 0, crit); why != admitted {
+			b.Fatal("refused while filling")
+		}
+	}
+	return a, now
+}
+
+// BenchmarkAdmit measures the battle tier's whole admission decision (the
+// adaptive shedder, then the hard in-flight cap; the throttle's wait is not
+// part of it) with the slot released again by cancel. The time moves on by
+// 100 ns a call, so the window rolls as it would at 10 M decisions a second.
+// admit-done releases with done instead, which records a completion in the
+// shedder's window under its lock.
+func BenchmarkAdmit(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		inFlight int
+		heldCrit shed.Criticality
+		cpu      float64
+		crit     shed.Criticality
+		want     refusal
+		done     bool
+	}{
+		{"cpu-low-admit", 4, shed.Default, 0.5, shed.Default, admitted, false},
+		{"cpu-high-admit", 4, shed.Default, 0.95, shed.Default, admitted, false},
+		{"cpu-high-shed", 12, shed.Default, 0.95, shed.Default, refusedAdaptive, false},
+		{"cpu-high-shed-sheddable", 7, shed.Default, 0.95, shed.Sheddable, refusedAdaptive, false},
+		{"cpu-high-critical-admit", 12, shed.Default, 0.95, shed.Critical, admitted, false},
+		{"cap-refuses-critical", 16, shed.Critical, 0.95, shed.Critical, refusedInFlightCap, false},
+		{"admit-done", 0, shed.Default, 0.95, shed.Default, admitted, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			a, now := benchAdmission(b, bc.inFlight, bc.heldCrit)
+			b.ReportAllocs()
+			for b.Loop() {
+				now = now.Add(100 * time.Nanosecond)
+				s, why := a.admit(now, bc.cpu, bc.crit)
+				if why != bc.want {
+					b.Fatalf("refusal = %d, want %d", why, bc.want)
+				}
+				if why == admitted {
+					if bc.done {
+						s.done(now)
+					} else {
+						s.cancel()
+					}
+				}
+			}
 		})
 	}
 }

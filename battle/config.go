@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"levee/internal/cpu"
+	"levee/internal/shed"
 )
 
 // Config is the battle tier's configuration; cmd/battle binds every field to
@@ -21,19 +24,66 @@ type Config struct {
 	// so load balancers stop sending to it first. 0 in tests; about 5s in
 	// Kubernetes.
 	Drain time.Duration
-	// MaxInFlight is the hard cap on simulations running at once; requests
-	// beyond it are refused at once with RESOURCE_EXHAUSTED.
+
+	// Protection turns all of the tier's overload mechanisms on or off at
+	// once: a mechanism is active when Protection and its own switch are
+	// both true. With Protection off the tier simulates every valid request
+	// it gets, to the end, even one whose caller has gone (the "before"
+	// picture of the load test).
+	Protection bool
+	// Throttle switches the jittered CPU throttle (seed 004).
+	Throttle bool
+	// AdaptiveShed switches adaptive shedding (seed 001). Off, the shedder
+	// still measures the limit (battle_adaptive_limit) but sheds nothing.
+	AdaptiveShed bool
+	// InFlightCap switches the hard cap on simulations in flight.
+	InFlightCap bool
+
+	// MaxInFlight is the hard cap on simulations running at once, whatever
+	// their criticality; requests beyond it are refused at once with
+	// RESOURCE_EXHAUSTED.
 	MaxInFlight int
+	// CPUInterval is how often the CPU utilisation is sampled.
+	CPUInterval time.Duration
+	// ThrottleCPU is the CPU utilisation (0..1) above which each battle is
+	// delayed by a random 0..ThrottleMaxDelay before it is simulated.
+	ThrottleCPU float64
+	// ThrottleMaxDelay bounds the throttle's random delay; 0 disables it.
+	ThrottleMaxDelay time.Duration
+	// ShedWindow is the sliding window over which the shedder tracks the
+	// best pass rate and the smallest latency.
+	ShedWindow time.Duration
+	// ShedBuckets is how many buckets ShedWindow is cut into.
+	ShedBuckets int
+	// ShedCPU is the CPU utilisation (0..1) above which requests beyond the
+	// adaptive limit are shed.
+	ShedCPU float64
+	// ShedCoolOff is how long shedding stays possible after the CPU falls
+	// back under ShedCPU, once something was shed (so it does not flap).
+	ShedCoolOff time.Duration
 }
 
-// DefaultConfig is the configuration used when nothing is set.
+// DefaultConfig is the configuration used when nothing is set: every
+// protection on, with the seeds' numbers.
 func DefaultConfig() Config {
+	sc, tc := shed.DefaultConfig(), shed.DefaultThrottleConfig()
 	return Config{
-		GRPCAddr:      ":9100",
-		OpsAddr:       ":9101",
-		ShutdownGrace: 10 * time.Second,
-		Drain:         0,
-		MaxInFlight:   4 * runtime.GOMAXPROCS(0),
+		GRPCAddr:         ":9100",
+		OpsAddr:          ":9101",
+		ShutdownGrace:    10 * time.Second,
+		Drain:            0,
+		Protection:       true,
+		Throttle:         true,
+		AdaptiveShed:     true,
+		InFlightCap:      true,
+		MaxInFlight:      4 * runtime.GOMAXPROCS(0),
+		CPUInterval:      cpu.DefaultInterval,
+		ThrottleCPU:      tc.CPUThreshold,
+		ThrottleMaxDelay: tc.MaxDelay,
+		ShedWindow:       sc.Window,
+		ShedBuckets:      sc.Buckets,
+		ShedCPU:          sc.CPUThreshold,
+		ShedCoolOff:      sc.CoolOff,
 	}
 }
 
@@ -55,5 +105,41 @@ func (c Config) Validate() error {
 	if c.MaxInFlight <= 0 {
 		errs = append(errs, fmt.Errorf("-max-in-flight: must be > 0, got %d", c.MaxInFlight))
 	}
+	if c.CPUInterval <= 0 {
+		errs = append(errs, fmt.Errorf("-cpu-interval: must be > 0, got %v", c.CPUInterval))
+	}
+	if !(c.ThrottleCPU >= 0 && c.ThrottleCPU <= 1) {
+		errs = append(errs, fmt.Errorf("-throttle-cpu: must be in [0, 1], got %v", c.ThrottleCPU))
+	}
+	if c.ThrottleMaxDelay < 0 {
+		errs = append(errs, fmt.Errorf("-throttle-max-delay: must be >= 0, got %v", c.ThrottleMaxDelay))
+	}
+	if c.ShedWindow <= 0 {
+		errs = append(errs, fmt.Errorf("-shed-window: must be > 0, got %v", c.ShedWindow))
+	}
+	if c.ShedBuckets <= 0 {
+		errs = append(errs, fmt.Errorf("-shed-buckets: must be > 0, got %d", c.ShedBuckets))
+	} else if c.ShedWindow > 0 && c.ShedWindow/time.Duration(c.ShedBuckets) <= 0 {
+		errs = append(errs, fmt.Errorf("-shed-buckets: %d buckets do not fit in -shed-window %v", c.ShedBuckets, c.ShedWindow))
+	}
+	if !(c.ShedCPU >= 0 && c.ShedCPU <= 1) {
+		errs = append(errs, fmt.Errorf("-shed-cpu: must be in [0, 1], got %v", c.ShedCPU))
+	}
+	if c.ShedCoolOff < 0 {
+		errs = append(errs, fmt.Errorf("-shed-cooloff: must be >= 0, got %v", c.ShedCoolOff))
+	}
 	return errors.Join(errs...)
+}
+
+// throttleOn, adaptiveShedOn and inFlightCapOn say whether each mechanism is
+// active: its own switch and Protection are both on.
+func (c Config) throttleOn() bool     { return c.Protection && c.Throttle && c.ThrottleMaxDelay > 0 }
+func (c Config) adaptiveShedOn() bool { return c.Protection && c.AdaptiveShed }
+func (c Config) inFlightCapOn() bool  { return c.Protection && c.InFlightCap }
+
+// shedConfig is the shedder's configuration.
+func (c Config) shedConfig() shed.Config {
+	sc := shed.DefaultConfig()
+	sc.Window, sc.Buckets, sc.CPUThreshold, sc.CoolOff = c.ShedWindow, c.ShedBuckets, c.ShedCPU, c.ShedCoolOff
+	return sc
 }

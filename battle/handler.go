@@ -4,42 +4,121 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"levee/internal/apperr"
+	"levee/internal/priority"
+	"levee/internal/shed"
 	leveev1 "levee/proto/leveev1"
 )
 
-// Simulate is the Battle service's one RPC: validate, admit (or refuse at
-// once), fight, record. Errors become gRPC statuses here and only here.
+// shedRetryAfter is the least retry delay sent with a refusal under load; a
+// random 0..shedRetryJitter is added, so refused callers do not come back
+// together.
+const (
+	shedRetryAfter  = 100 * time.Millisecond
+	shedRetryJitter = 100 * time.Millisecond
+)
+
+// Simulate is the Battle service's one RPC. The steps, in order:
+//
+//  1. validate the request (InvalidArgument);
+//  2. drop it if its caller has already gone (its context is done);
+//  3. the CPU throttle: above -throttle-cpu, wait a random
+//     0..-throttle-max-delay, giving up if the caller goes meanwhile; the
+//     wait holds no in-flight slot and does not count as in flight for the
+//     shedder, whose latencies are those of simulations alone;
+//  4. drop it if its caller went during the wait;
+//  5. admission: the adaptive shedder (never for critical requests), then
+//     the hard in-flight cap (for every criticality); a refusal is
+//     RESOURCE_EXHAUSTED at once, with a retry delay and the backpressure
+//     hints in the trailer;
+//  6. fight (the simulation stops if the caller goes), record.
+//
+// With -protection off only steps 1 and 6 remain, and the fight runs to the
+// end even if its caller has gone. Errors become gRPC statuses here and only
+// here.
 func (s *Server) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
 	if err := Validate(req); err != nil {
 		s.m.requests.WithLabelValues(outcomeBadRequest).Inc()
 		return nil, apperr.ToStatus(ctx, err, 0)
 	}
-	done, retryAfter, err := s.admit.admit(ctx)
-	if err != nil {
-		s.m.requests.WithLabelValues(outcomeBusy).Inc()
-		return nil, apperr.ToStatus(ctx, err, retryAfter)
+	crit := priority.Shed(priority.FromIncoming(ctx))
+	if !s.cfg.Protection {
+		// The unprotected tier works for callers that have gone.
+		ctx = context.WithoutCancel(ctx)
+	} else if err := ctx.Err(); err != nil {
+		return nil, s.drop(ctx, err)
 	}
-	defer done()
+	if s.cfg.throttleOn() {
+		if err := s.wait(ctx, s.throttle.Delay(s.cpu())); err != nil {
+			return nil, s.drop(ctx, err)
+		}
+	}
+
+	slot, why := s.adm.admit(s.clk.Now(), s.cpu(), crit)
+	if why != admitted {
+		return nil, s.refuse(ctx, why, crit)
+	}
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 
 	start := s.clk.Now()
 	rep, err := s.sim(ctx, req)
+	end := s.clk.Now()
 	outcome := outcomeOf(err)
 	s.m.requests.WithLabelValues(outcome).Inc()
-	switch outcome {
-	case outcomeOK:
-		s.m.latency.Observe(s.clk.Now().Sub(start).Seconds())
+	if outcome == outcomeOK {
+		slot.done(end)
+		s.m.latency.Observe(end.Sub(start).Seconds())
 		return rep, nil
-	case outcomeError:
+	}
+	slot.cancel()
+	if outcome == outcomeError {
 		s.log.Error("battle simulation failed", "battle_id", req.GetBattleId(), "err", err)
 		if !errors.Is(err, apperr.ErrInternal) {
 			err = fmt.Errorf("%w: %v", apperr.ErrInternal, err)
 		}
 	}
 	return nil, apperr.ToStatus(ctx, err, 0)
+}
+
+// wait holds the request back for d on the server's clock; it returns ctx's
+// error if the caller goes first, or had gone by the time the wait ended.
+func (s *Server) wait(ctx context.Context, d time.Duration) error {
+	if d > 0 {
+		s.m.throttle.Observe(d.Seconds())
+		t := s.clk.NewTimer(d)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	return ctx.Err()
+}
+
+// drop answers a request whose caller has gone without simulating it.
+func (s *Server) drop(ctx context.Context, err error) error {
+	s.m.requests.WithLabelValues(outcomeCancelled).Inc()
+	return apperr.ToStatus(ctx, err, 0)
+}
+
+// refuse answers a request that admission refused: RESOURCE_EXHAUSTED with a
+// jittered retry delay, the simulations in flight and how full the tier is.
+func (s *Server) refuse(ctx context.Context, why refusal, crit shed.Criticality) error {
+	s.m.requests.WithLabelValues(outcomeShed).Inc()
+	s.m.shedBy[why][critIndex(crit)].Inc()
+	depth, ratio := s.adm.pressure(s.clk.Now(), why)
+	retryAfter := shedRetryAfter + time.Duration(s.int64N(int64(shedRetryJitter)))
+	var err error
+	switch why {
+	case refusedAdaptive:
+		err = fmt.Errorf("battle: %w (%d in flight)", shed.ErrShed, depth)
+	default:
+		err = fmt.Errorf("battle: %d simulations in flight, the most allowed", depth)
+	}
+	return apperr.Overloaded(ctx, fmt.Errorf("%w: %w", apperr.ErrBusy, err), retryAfter, depth, ratio)
 }
 
 // outcomeOf classifies a simulation's error for battle_requests_total.

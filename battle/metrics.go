@@ -5,24 +5,52 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"levee/internal/metrics"
+	"levee/internal/shed"
 )
 
 // Outcomes of a Simulate call, the values of battle_requests_total{outcome}.
+// Every request ends in exactly one.
 const (
 	outcomeOK         = "ok"
 	outcomeBadRequest = "bad_request"
-	outcomeBusy       = "busy"
-	outcomeCancelled  = "cancelled"
+	outcomeShed       = "shed"      // refused under load; battle_shed_total says why
+	outcomeCancelled  = "cancelled" // the caller went away or its deadline passed, before or during the fight
 	outcomeError      = "error"
 )
+
+// criticalities are the values of the criticality label, indexed by
+// critIndex.
+var criticalities = [...]shed.Criticality{shed.Sheddable, shed.Default, shed.Critical}
+
+func critIndex(c shed.Criticality) int {
+	switch c {
+	case shed.Sheddable:
+		return 0
+	case shed.Critical:
+		return 2
+	}
+	return 1
+}
+
+// ThrottleDelayBuckets are battle_throttle_delay_seconds' buckets: 1 ms × 2^0..9
+// (up to about half a second), around the default 0–100 ms.
+var ThrottleDelayBuckets = prometheus.ExponentialBuckets(0.001, 2, 10)
 
 type serverMetrics struct {
 	latency  prometheus.Histogram
 	inflight prometheus.Gauge
 	requests *prometheus.CounterVec
+	shed     *prometheus.CounterVec
+	// shedBy holds shed's children, resolved once: [reason][critIndex].
+	shedBy   [numRefusals][len(criticalities)]prometheus.Counter
+	throttle prometheus.Histogram
 }
 
-func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
+// newServerMetrics registers the tier's metrics on reg. cpu and limit are
+// read at scrape time for the battle_cpu_utilization and
+// battle_adaptive_limit gauges, so keeping them current costs nothing on the
+// request path.
+func newServerMetrics(reg prometheus.Registerer, cpu, limit func() float64) *serverMetrics {
 	f := promauto.With(reg)
 	m := &serverMetrics{
 		latency: f.NewHistogram(prometheus.HistogramOpts{
@@ -36,11 +64,33 @@ func newServerMetrics(reg prometheus.Registerer) *serverMetrics {
 		}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "battle_requests_total",
-			Help: "Simulate requests by outcome (ok, bad_request, busy, cancelled, error).",
+			Help: "Simulate requests by outcome (ok, bad_request, shed, cancelled, error).",
 		}, []string{"outcome"}),
+		shed: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "battle_shed_total",
+			Help: "Requests refused under load, by reason (adaptive: the adaptive shedder; inflight_cap: the hard in-flight cap) and criticality.",
+		}, []string{"reason", "criticality"}),
+		throttle: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "battle_throttle_delay_seconds",
+			Help:    "Delays the CPU throttle imposed before a battle, in seconds (only requests it delayed).",
+			Buckets: ThrottleDelayBuckets,
+		}),
 	}
-	for _, o := range []string{outcomeOK, outcomeBadRequest, outcomeBusy, outcomeCancelled, outcomeError} {
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "battle_cpu_utilization",
+		Help: "Smoothed CPU utilisation (0..1) of the CPUs this process may use, as the throttle and the shedder see it.",
+	}, cpu)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "battle_adaptive_limit",
+		Help: "The adaptive shedder's in-flight limit (maxPass x minRTT); 0 while there is no estimate yet.",
+	}, limit)
+	for _, o := range []string{outcomeOK, outcomeBadRequest, outcomeShed, outcomeCancelled, outcomeError} {
 		m.requests.WithLabelValues(o)
+	}
+	for r := refusedAdaptive; r < numRefusals; r++ {
+		for i, c := range criticalities {
+			m.shedBy[r][i] = m.shed.WithLabelValues(refusalReasons[r], c.String())
+		}
 	}
 	return m
 }

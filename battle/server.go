@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -17,8 +18,10 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"levee/internal/clock"
+	"levee/internal/cpu"
 	"levee/internal/metrics"
 	"levee/internal/serve"
+	"levee/internal/shed"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -47,9 +50,19 @@ type Server struct {
 	health  *health.Server
 	ops     *http.Server
 
-	admit admitter
-	sim   simulateFunc
-	clk   clock.Clock
+	adm      *admission
+	throttle *shed.Throttle
+	sampler  *cpu.Sampler
+	sim      simulateFunc
+	clk      clock.Clock
+	// cpu reads the CPU utilisation (0..1): the sampler's in production, a
+	// made-up one in tests.
+	cpu func() float64
+	// int64N draws the throttle's delays and the jitter of refusals'
+	// retry-after: uniform in [0, n), safe for concurrent use.
+	int64N func(n int64) int64
+	// samplerErr is set once a failed CPU sample has been logged.
+	samplerErr atomic.Bool
 
 	ready atomic.Bool // true while serving and not shutting down
 	ran   atomic.Bool
@@ -82,11 +95,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		grpcLis: grpcLis,
 		opsLis:  opsLis,
 		health:  health.NewServer(),
-		admit:   newInflightCap(cfg.MaxInFlight),
 		sim:     Simulate,
 		clk:     clock.Real{},
+		int64N:  rand.Int64N,
 	}
-	s.m = newServerMetrics(s.reg)
+	if err := s.build(); err != nil {
+		grpcLis.Close()
+		opsLis.Close()
+		return nil, err
+	}
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
@@ -111,6 +128,40 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	return s, nil
+}
+
+// build makes the protection parts: the CPU sampler, the throttle, the
+// admission decision, and the metrics that read them.
+func (s *Server) build() error {
+	var err error
+	s.sampler, err = cpu.NewSampler(cpu.Options{Clock: clock.Real{}, OnError: s.logSampleError})
+	if err != nil {
+		return fmt.Errorf("battle: cpu sampler: %w", err)
+	}
+	s.cpu = s.sampler.Utilization
+	s.throttle, err = shed.NewThrottle(shed.ThrottleConfig{
+		CPUThreshold: s.cfg.ThrottleCPU,
+		MaxDelay:     s.cfg.ThrottleMaxDelay,
+		Int64N:       func(n int64) int64 { return s.int64N(n) },
+	})
+	if err != nil {
+		return fmt.Errorf("battle: throttle: %w", err)
+	}
+	if s.adm, err = newAdmission(s.cfg); err != nil {
+		return fmt.Errorf("battle: shedder: %w", err)
+	}
+	s.m = newServerMetrics(s.reg,
+		func() float64 { return s.cpu() },
+		func() float64 { return s.adm.shedder.Limit(s.clk.Now()) })
+	return nil
+}
+
+// logSampleError logs the first failed CPU sample; the sampler keeps its last
+// value until a sample succeeds.
+func (s *Server) logSampleError(err error) {
+	if s.samplerErr.CompareAndSwap(false, true) {
+		s.log.Warn("cpu sampling failed; further failures are not logged", "err", err)
+	}
 }
 
 // GRPCAddr is the address the gRPC services listen on.
@@ -145,7 +196,22 @@ func (s *Server) Run(ctx context.Context) error {
 	s.setHealth(healthpb.HealthCheckResponse_SERVING)
 	s.ready.Store(true)
 	s.log.Info("battle serving", "grpc_addr", s.GRPCAddr().String(), "ops_addr", s.OpsAddr().String(),
-		"max_in_flight", s.cfg.MaxInFlight)
+		"allowed_cpus", s.sampler.AllowedCPUs(),
+		"throttle", s.cfg.throttleOn(), "adaptive_shed", s.cfg.adaptiveShedOn(),
+		"in_flight_cap", s.cfg.inFlightCapOn(), "max_in_flight", s.cfg.MaxInFlight)
+
+	// The sampler runs until the gRPC server has stopped, so simulations
+	// still running during the drain see a live CPU reading.
+	samplerCtx, samplerStop := context.WithCancel(context.Background())
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		s.sampler.Run(samplerCtx, s.cfg.CPUInterval)
+	}()
+	defer func() {
+		samplerStop()
+		<-samplerDone
+	}()
 
 	errc := make(chan error, 2)
 	go func() {

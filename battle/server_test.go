@@ -47,6 +47,9 @@ func start(t *testing.T, cfg Config, tweak func(*Server)) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The real CPU reading would make the throttle and the shedder depend on
+	// how busy the test machine is; tests that want load set it.
+	srv.cpu = func() float64 { return 0 }
 	if tweak != nil {
 		tweak(srv)
 	}
@@ -208,7 +211,10 @@ func TestMaxInFlightRefusesAtOnceWithPushback(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxInFlight = 2
 	g := newGatedSim()
-	r := start(t, cfg, func(s *Server) { s.sim = g.simulate })
+	r := start(t, cfg, func(s *Server) {
+		s.sim = g.simulate
+		s.int64N = func(int64) int64 { return 0 } // no retry-after jitter
+	})
 
 	type result struct {
 		rep *leveev1.SimulateReply
@@ -231,14 +237,20 @@ func TestMaxInFlightRefusesAtOnceWithPushback(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("over the cap: err = %v, want ResourceExhausted", err)
 	}
-	if d := apperr.Pushback(trailer); d != busyRetryAfter {
-		t.Fatalf("pushback = %v, want %v", d, busyRetryAfter)
+	if d := apperr.Pushback(trailer); d != shedRetryAfter {
+		t.Fatalf("pushback = %v, want %v", d, shedRetryAfter)
+	}
+	if bp := apperr.BackpressureFrom(trailer); bp.GetQueueDepth() != 2 || bp.GetRatio() != 1 {
+		t.Fatalf("backpressure = %v, want depth 2 and ratio 1", bp)
 	}
 	if e := apperr.FromGRPC(err, apperr.Pushback(trailer)); e.GetCode() != leveev1.ErrorCode_ERROR_CODE_BUSY || e.GetRetryAfterMs() != 100 {
 		t.Fatalf("player error = %v", e)
 	}
-	if n := outcomes(r.srv, outcomeBusy); n != 1 {
-		t.Fatalf("busy = %v, want 1", n)
+	if n := outcomes(r.srv, outcomeShed); n != 1 {
+		t.Fatalf("shed = %v, want 1", n)
+	}
+	if n := testutil.ToFloat64(r.srv.m.shed.WithLabelValues("inflight_cap", "default")); n != 1 {
+		t.Fatalf(`battle_shed_total{reason="inflight_cap",criticality="default"} = %v, want 1`, n)
 	}
 
 	close(g.release)

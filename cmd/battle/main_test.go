@@ -24,6 +24,17 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"invalid config", []string{"-max-in-flight", "0"}, nil, "-max-in-flight: must be > 0"},
 		{"bad log level", []string{"-log-level", "loud"}, nil, "-log-level"},
 		{"stray argument", []string{"serve"}, nil, "unexpected arguments"},
+		{"bad switch", []string{"-protection=maybe"}, nil, "-protection"},
+		{"bad switch from env", nil, map[string]string{"BATTLE_ADAPTIVE_SHED": "sometimes"}, "BATTLE_ADAPTIVE_SHED"},
+		{"cpu interval", []string{"-cpu-interval", "0s"}, nil, "-cpu-interval: must be > 0"},
+		{"throttle cpu", []string{"-throttle-cpu", "1.5"}, nil, "-throttle-cpu: must be in [0, 1], got 1.5"},
+		{"throttle delay from env", nil, map[string]string{"BATTLE_THROTTLE_MAX_DELAY": "-1ms"}, "-throttle-max-delay: must be >= 0"},
+		{"shed window", []string{"-shed-window", "0s"}, nil, "-shed-window: must be > 0"},
+		{"shed buckets", []string{"-shed-buckets", "-1"}, nil, "-shed-buckets: must be > 0"},
+		{"shed cpu from env", nil, map[string]string{"BATTLE_SHED_CPU": "-0.1"}, "-shed-cpu: must be in [0, 1]"},
+		{"shed cooloff", []string{"-shed-cooloff", "-1s"}, nil, "-shed-cooloff: must be >= 0"},
+		// The switches parse (into the Config that is then validated).
+		{"switches off", []string{"-protection=false", "-throttle=false", "-adaptive-shed=false", "-in-flight-cap=false", "-max-in-flight", "0"}, nil, "-max-in-flight: must be > 0"},
 	} {
 		var out bytes.Buffer
 		if code := run(c.args, env(c.env), &out); code != 2 || !strings.Contains(out.String(), c.want) {
@@ -37,7 +48,9 @@ func TestUsageNamesEnv(t *testing.T) {
 	if code := run([]string{"-h"}, env(nil), &out); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
-	for _, v := range []string{"BATTLE_GRPC_ADDR", "BATTLE_OPS_ADDR", "BATTLE_SHUTDOWN_GRACE", "BATTLE_DRAIN", "BATTLE_MAX_IN_FLIGHT", "BATTLE_LOG_LEVEL"} {
+	for _, v := range []string{"BATTLE_GRPC_ADDR", "BATTLE_OPS_ADDR", "BATTLE_SHUTDOWN_GRACE", "BATTLE_DRAIN", "BATTLE_MAX_IN_FLIGHT", "BATTLE_LOG_LEVEL",
+		"BATTLE_PROTECTION", "BATTLE_THROTTLE", "BATTLE_ADAPTIVE_SHED", "BATTLE_IN_FLIGHT_CAP", "BATTLE_CPU_INTERVAL",
+		"BATTLE_THROTTLE_CPU", "BATTLE_THROTTLE_MAX_DELAY", "BATTLE_SHED_WINDOW", "BATTLE_SHED_BUCKETS", "BATTLE_SHED_CPU", "BATTLE_SHED_COOLOFF"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("usage does not name %s", v)
 		}
