@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"levee/internal/apperr"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -214,7 +215,9 @@ func (sh *shard) launch(f *flight) {
 	go func() {
 		defer s.battleWG.Done()
 		defer func() { <-s.battleSem }()
-		rep, pushback, err := s.battle.Simulate(f.first.ctx, f.req)
+		// The first request's deadline and criticality travel to battle.
+		ctx := priority.Outgoing(f.first.ctx, f.first.class.criticality())
+		rep, pushback, err := s.battle.Simulate(ctx, f.req)
 		msg := &op{battle: &battleResult{key: f.key, rep: rep, err: err, pushback: pushback}}
 		select {
 		case sh.ch <- msg:

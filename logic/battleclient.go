@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
@@ -22,48 +22,106 @@ import (
 
 // simulator is what the shards need from the battle tier: one simulation,
 // its error as a domain error, and the retry delay the callee asked for.
-// A retry policy (one more try on another instance, under a budget) wraps it.
 type simulator interface {
 	Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error)
 }
 
 var _ simulator = (*battleClient)(nil)
 
-// battleClient calls the battle tier over one ClientConn that balances round
-// robin over every address.
+// battleInstance is one battle address with its own connection, so that a
+// retry can be sent to a different instance than the first attempt.
+type battleInstance struct {
+	addr string
+	conn *grpc.ClientConn
+	rpc  leveev1.BattleClient
+}
+
+// battleClient calls the battle tier round robin over its instances
+// (skipping those whose connection is in TRANSIENT_FAILURE while another is
+// not), and retries a call that failed with RESOURCE_EXHAUSTED or
+// UNAVAILABLE once, on another instance, when the retry throttle allows.
+//
+// Logic is the one layer that retries: gate does not retry logic, and the
+// client SDK retries only what the gate refused with busy/server_full.
+// Retries are done here rather than by gRPC's retryPolicy because gRPC's
+// round_robin cannot promise that the retry goes to another instance, and
+// because gRPC would wait out battle's grpc-retry-pushback-ms (100 ms) before
+// retrying: that pushback speaks for the instance that sent it, and the
+// retry goes elsewhere at once. The throttle is gRPC's retryThrottling
+// token bucket (see retryThrottle).
 type battleClient struct {
-	conn    *grpc.ClientConn
-	rpc     leveev1.BattleClient
+	insts   []*battleInstance
+	next    atomic.Uint64 // round robin of first attempts
+	rnext   atomic.Uint64 // round robin of retries over the other instances
 	timeout time.Duration
+	retry   *retryThrottle // nil: no retries (switched off, or one instance)
 	calls   *prometheus.CounterVec
+	retries *prometheus.CounterVec
 }
 
-// dialBattle builds the client; it connects lazily.
-func dialBattle(addrs []string, timeout time.Duration, calls *prometheus.CounterVec) (*battleClient, error) {
-	r := manual.NewBuilderWithScheme("levee-battle")
-	var st resolver.State
+// dialBattle builds the client, one ClientConn per address; they connect
+// lazily. retry nil switches retries off; with one address they are off
+// too, since there is no other instance to retry on.
+func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, m *tierMetrics) (*battleClient, error) {
+	c := &battleClient{timeout: timeout, calls: m.battleCalls, retries: m.retries}
 	for _, a := range addrs {
-		st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: strings.TrimSpace(a)}}})
+		a = strings.TrimSpace(a)
+		conn, err := grpc.NewClient("passthrough:///"+a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			_ = c.close()
+			return nil, fmt.Errorf("-battle-addrs: %s: %w", a, err)
+		}
+		c.insts = append(c.insts, &battleInstance{addr: a, conn: conn, rpc: leveev1.NewBattleClient(conn)})
 	}
-	r.InitialState(st)
-	conn, err := grpc.NewClient(r.Scheme()+":///battle",
-		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("-battle-addrs: %w", err)
+	if len(c.insts) > 1 {
+		c.retry = retry
 	}
-	return &battleClient{conn: conn, rpc: leveev1.NewBattleClient(conn), timeout: timeout, calls: calls}, nil
+	return c, nil
 }
 
-// Simulate calls one battle instance with the caller's remaining deadline,
-// capped at the battle timeout.
+// Simulate calls one battle instance, and on a retryable failure maybe a
+// second one, within the caller's remaining deadline capped at the battle
+// timeout (both attempts together). The caller's outgoing metadata (the
+// criticality) goes with both attempts.
 func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	first := c.pick(-1)
+	rep, pushback, err := c.attempt(ctx, first, req)
+	if c.retry == nil {
+		return rep, pushback, err
+	}
+	if err == nil {
+		c.retry.success()
+		return rep, 0, nil
+	}
+	if !retryable(err) {
+		return nil, pushback, err
+	}
+	if !c.retry.failure() {
+		c.retries.WithLabelValues(retryThrottled).Inc()
+		return nil, pushback, err
+	}
+	if ctx.Err() != nil {
+		return nil, pushback, err
+	}
+	rep, pushback, err = c.attempt(ctx, c.pick(first), req)
+	switch {
+	case err == nil:
+		c.retry.success()
+		c.retries.WithLabelValues(retryOK).Inc()
+		return rep, 0, nil
+	case retryable(err):
+		c.retry.failure()
+	}
+	c.retries.WithLabelValues(retryFailed).Inc()
+	return nil, pushback, err
+}
+
+// attempt is one call to instance i.
+func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
 	var trailer metadata.MD
-	rep, err := c.rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
+	rep, err := c.insts[i].rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
 	if err != nil {
 		derr := battleError(err)
 		c.calls.WithLabelValues(battleOutcome(derr)).Inc()
@@ -73,7 +131,51 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 	return rep, 0, nil
 }
 
-func (c *battleClient) close() error { return c.conn.Close() }
+// pick chooses an instance round robin: for a first attempt (avoid -1)
+// any, for a retry one of the others (avoid is the first attempt's), with
+// their own turns so that retries do not shift the first attempts' turns.
+// It passes over an instance in TRANSIENT_FAILURE when a later one is not.
+func (c *battleClient) pick(avoid int) int {
+	n := len(c.insts)
+	var start int
+	if avoid < 0 || n == 1 {
+		start = int((c.next.Add(1) - 1) % uint64(n))
+	} else {
+		start = (avoid + 1 + int((c.rnext.Add(1)-1)%uint64(n-1))) % n
+	}
+	fallback := -1
+	for k := range n {
+		i := (start + k) % n
+		if i == avoid && n > 1 {
+			continue
+		}
+		if fallback < 0 {
+			fallback = i
+		}
+		if c.insts[i].conn.GetState() != connectivity.TransientFailure {
+			return i
+		}
+	}
+	return fallback
+}
+
+func (c *battleClient) close() error {
+	var errs []error
+	for _, in := range c.insts {
+		if err := in.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", in.addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// retryable says whether a failed attempt may be retried on another
+// instance: it was refused (RESOURCE_EXHAUSTED) or the instance could not
+// be reached (UNAVAILABLE). Battles are deterministic and stateless, so a
+// second try is safe.
+func retryable(err error) bool {
+	return errors.Is(err, apperr.ErrBusy) || errors.Is(err, apperr.ErrUnavailable)
+}
 
 // battleError turns a battle call's gRPC error into a domain error, so that
 // apperr.ToStatus maps it (and sets the pushback) at the logic edge.

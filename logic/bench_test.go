@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkBuy measures purchases through gRPC into an in-process server
@@ -50,4 +53,45 @@ func benchmarkBuy(b *testing.B, shards int) {
 	if count > count0 {
 		b.ReportMetric((sum-sum0)/float64(count-count0), "mutations/commit")
 	}
+}
+
+// BenchmarkAdmit measures the shard admission check alone (Server.admit on
+// a shard with no goroutine): accept puts a request on the channel (and the
+// loop takes it off again), refuse finds the channel at the 90 % threshold.
+func BenchmarkAdmit(b *testing.B) {
+	s := &Server{cfg: DefaultConfig(), m: newMetrics(prometheus.NewRegistry()), rejectEarly: true}
+	sh := newShard(0, nil, s)
+	sh.perOp.Store(int64(time.Millisecond))
+	o := &op{class: classDefault}
+	b.Run("accept", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := s.admit(sh, o); err != nil {
+				b.Fatal(err)
+			}
+			<-sh.ch
+		}
+	})
+	b.Run("refuse", func(b *testing.B) {
+		for len(sh.ch) < sh.limit[classDefault] {
+			sh.ch <- o
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := s.admit(sh, o); err == nil {
+				b.Fatal("admitted past the threshold")
+			}
+		}
+	})
+	b.Run("refuse-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, _, err := s.admit(sh, o); err == nil {
+					b.Error("admitted past the threshold")
+					return
+				}
+			}
+		})
+	})
 }

@@ -28,6 +28,13 @@ type Config struct {
 	Instances int
 	// QueueSize is the capacity of each shard's channel.
 	QueueSize int
+	// RejectFill: a shard refuses a DEFAULT request at once when its channel
+	// holds at least RejectFill × QueueSize requests (the seed's 90 %).
+	// CRITICAL requests may use the channel up to 100 %.
+	RejectFill float64
+	// RejectFillSheddable is the same threshold for SHEDDABLE requests, which
+	// are refused first; at most RejectFill.
+	RejectFillSheddable float64
 	// BattleAddrs are the battle instances, called round robin.
 	BattleAddrs []string
 	// BattleTimeout caps one battle call (it also ends at the caller's
@@ -35,33 +42,84 @@ type Config struct {
 	BattleTimeout time.Duration
 	// MaxBatch is the most requests a shard handles in one group commit.
 	MaxBatch int
+	// BattleRetryBudget is the size of the battle retry throttle's token
+	// bucket (gRPC's retryThrottling maxTokens): every failed battle attempt
+	// costs one token, every success gives back 0.1, and a failed call is
+	// retried only while more than half the tokens are left.
+	BattleRetryBudget float64
 	// MaxBattles caps the battle calls in flight in this process; a battle
-	// beyond it is refused with RESOURCE_EXHAUSTED.
+	// beyond it is refused with RESOURCE_EXHAUSTED. With Protection off
+	// there is no cap (the "before" picture).
 	MaxBattles int
 	// ShutdownGrace bounds how long in-flight requests may finish after
 	// shutdown begins (after Drain) before they are cut off.
 	ShutdownGrace time.Duration
 	// Drain is how long the tier keeps serving after it reports NOT_SERVING.
 	Drain time.Duration
+
+	// Protection turns every overload mechanism below on (true) or off at
+	// once; a mechanism is active when Protection and its own flag are both
+	// true. Off is the "before" picture the load test compares against.
+	Protection bool
+	// RejectEarly refuses requests at the fill thresholds. Off: a request
+	// waits (blocks) for room in the shard's channel, until there is room or
+	// its caller's context ends.
+	RejectEarly bool
+	// DropExpired answers a request whose caller has gone by the time the
+	// shard picks it up with a deadline error, unexecuted. Off: it is
+	// executed anyway (its reply goes nowhere).
+	DropExpired bool
+	// BattleRetry retries a battle call that failed with RESOURCE_EXHAUSTED
+	// or UNAVAILABLE once, on another battle instance, under the retry
+	// throttle. Off: no retries. With one battle address there is no other
+	// instance, so there are never retries.
+	BattleRetry bool
 }
 
 // DefaultConfig is the configuration used when nothing is set. DataDir and
 // BattleAddrs have no default and must be set.
 func DefaultConfig() Config {
 	return Config{
-		GRPCAddr:      ":9000",
-		OpsAddr:       ":9001",
-		Shards:        8,
-		Instance:      0,
-		Instances:     1,
-		QueueSize:     1024,
-		BattleTimeout: 5 * time.Second,
-		MaxBatch:      256,
-		MaxBattles:    256,
-		ShutdownGrace: 10 * time.Second,
-		Drain:         0,
+		GRPCAddr:            ":9000",
+		OpsAddr:             ":9001",
+		Shards:              8,
+		Instance:            0,
+		Instances:           1,
+		QueueSize:           1024,
+		RejectFill:          0.9,
+		RejectFillSheddable: 0.5,
+		BattleTimeout:       5 * time.Second,
+		BattleRetryBudget:   10,
+		MaxBatch:            256,
+		MaxBattles:          256,
+		ShutdownGrace:       10 * time.Second,
+		Drain:               0,
+		Protection:          true,
+		RejectEarly:         true,
+		DropExpired:         true,
+		BattleRetry:         true,
 	}
 }
+
+// rejectEarly, dropExpired and battleRetry say whether each mechanism is
+// active: its own switch and the master switch are both on.
+func (c Config) rejectEarly() bool { return c.Protection && c.RejectEarly }
+func (c Config) dropExpired() bool { return c.Protection && c.DropExpired }
+func (c Config) battleRetry() bool { return c.Protection && c.BattleRetry }
+
+// unprotectedBattles stands for "no cap": an empty-struct channel of that
+// size costs no memory.
+const unprotectedBattles = 1 << 24
+
+func (c Config) maxBattles() int {
+	if !c.Protection {
+		return unprotectedBattles
+	}
+	return c.MaxBattles
+}
+
+// maxRetryTokens bounds -battle-retry-budget, as gRPC bounds maxTokens.
+const maxRetryTokens = 1000
 
 // maxShards bounds -shards so that a typo cannot open a million files.
 const maxShards = 4096
@@ -90,6 +148,17 @@ func (c Config) Validate() error {
 	}
 	if c.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("-queue-size: must be > 0, got %d", c.QueueSize))
+	}
+	if !(c.RejectFill > 0 && c.RejectFill <= 1) {
+		errs = append(errs, fmt.Errorf("-reject-fill: must be in (0, 1], got %v", c.RejectFill))
+	}
+	if !(c.RejectFillSheddable > 0 && c.RejectFillSheddable <= 1) {
+		errs = append(errs, fmt.Errorf("-reject-fill-sheddable: must be in (0, 1], got %v", c.RejectFillSheddable))
+	} else if c.RejectFillSheddable > c.RejectFill && c.RejectFill > 0 && c.RejectFill <= 1 {
+		errs = append(errs, fmt.Errorf("-reject-fill-sheddable: must be <= -reject-fill (%v), got %v", c.RejectFill, c.RejectFillSheddable))
+	}
+	if !(c.BattleRetryBudget > 0 && c.BattleRetryBudget <= maxRetryTokens) {
+		errs = append(errs, fmt.Errorf("-battle-retry-budget: must be in (0, %d], got %v", maxRetryTokens, c.BattleRetryBudget))
 	}
 	if len(c.BattleAddrs) == 0 {
 		errs = append(errs, errors.New("-battle-addrs: must list at least one address"))

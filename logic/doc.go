@@ -1,8 +1,17 @@
 // Package logic is Levee's stateful tier: it owns player state, sharded by a
 // hash of the player id. Each shard is one goroutine that drains a bounded
-// channel, so its state needs no locks; a request that finds the channel full
-// is refused at once with RESOURCE_EXHAUSTED and a retry delay, and a request
-// whose caller has gone by the time the shard picks it up is dropped.
+// channel, so its state needs no locks.
+//
+// Admission (level 2 of the backpressure) never blocks: a request is refused
+// at once with RESOURCE_EXHAUSTED when the channel is at least 90 % full
+// (-reject-fill; SHEDDABLE requests from 50 %, -reject-fill-sheddable;
+// CRITICAL ones only when it is full), with trailers that carry the retry
+// delay (queue depth × the shard's measured time per request, in [50 ms,
+// 5 s]), the queue depth and the fill ratio. A request whose caller has gone
+// by the time the shard picks it up is answered with a deadline error and
+// never executed. The criticality arrives in gRPC metadata and travels on to
+// battle with the remaining deadline. -protection=false (or the switch of
+// each mechanism) turns this off, for comparison.
 //
 // State is durable: every shard has its own bbolt file, and a shard commits
 // all the mutations of one pass over its channel in a single transaction
@@ -12,6 +21,8 @@
 // repeat is answered from it.
 //
 // Battles are simulated by the battle tier, called outside the shard
-// goroutine; the result comes back to the shard as an internal message and
-// is applied there exactly once.
+// goroutine; the result comes back to the shard as an internal message
+// (which bypasses admission) and is applied there exactly once. Logic is the
+// one layer that retries: a battle call refused or unreachable is retried
+// once, on another battle instance, under a retry throttle.
 package logic

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
+	"levee/internal/priority"
 	"levee/internal/shardmap"
 	"levee/internal/token"
 	leveev1 "levee/proto/leveev1"
@@ -45,9 +46,12 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 	if err := validateAction(req); err != nil {
 		return &leveev1.LogicReply{Backpressure: sh.backpressure(), Result: &leveev1.LogicReply_Error{Error: apperr.Reply(err, 0)}}, "rejected", nil
 	}
-	o := &op{ctx: ctx, req: req, done: make(chan result, 1)}
-	if pushback, err := s.admit(sh, o); err != nil {
-		return nil, errOutcome(err), apperr.ToStatus(ctx, err, pushback)
+	o := &op{ctx: ctx, req: req, class: classOf(priority.FromIncoming(ctx)), done: make(chan result, 1)}
+	if depth, retryAfter, err := s.admit(sh, o); err != nil {
+		if errors.Is(err, apperr.ErrBusy) {
+			return nil, errOutcome(err), apperr.Overloaded(ctx, err, retryAfter, depth, float64(depth)/float64(cap(sh.ch)))
+		}
+		return nil, errOutcome(err), apperr.ToStatus(ctx, err, 0)
 	}
 	var r result
 	select {
@@ -68,25 +72,6 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 		return r.reply, "replayed", nil
 	}
 	return r.reply, "ok", nil
-}
-
-// admit puts o on sh's channel without ever blocking the caller, or says
-// why not and when to retry. It is the one place that decides whether a
-// request gets in (the 90 % threshold and the backpressure trailers go
-// here). Internal messages (battle results) do not pass through it.
-func (s *Server) admit(sh *shard, o *op) (time.Duration, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.stopping {
-		return 0, apperr.ErrShuttingDown
-	}
-	select {
-	case sh.ch <- o:
-		sh.depth.Set(float64(len(sh.ch)))
-		return 0, nil
-	default:
-		return busyPushback, fmt.Errorf("%w: shard %d queue is full (%d)", apperr.ErrBusy, sh.id, cap(sh.ch))
-	}
 }
 
 // validateAction checks what can be checked without the player's state, so

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
+	"levee/internal/priority"
 	"levee/internal/shardmap"
 	leveev1 "levee/proto/leveev1"
 )
@@ -33,10 +34,23 @@ type fakeBattle struct {
 	gate     atomic.Pointer[chan struct{}]
 	fail     atomic.Pointer[error]
 	pushback string
+
+	mu   sync.Mutex
+	seen []seenCall // what each call arrived with
+}
+
+// seenCall is the metadata and deadline one call arrived with.
+type seenCall struct {
+	crit     leveev1.Criticality
+	deadline time.Time // zero: none
 }
 
 func (f *fakeBattle) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
 	f.calls.Add(1)
+	dl, _ := ctx.Deadline()
+	f.mu.Lock()
+	f.seen = append(f.seen, seenCall{crit: priority.FromIncoming(ctx), deadline: dl})
+	f.mu.Unlock()
 	if g := f.gate.Load(); g != nil {
 		select {
 		case <-*g:
@@ -60,6 +74,12 @@ func (f *fakeBattle) Simulate(ctx context.Context, req *leveev1.SimulateRequest)
 		Ticks:      1,
 		ResultHash: req.GetSeed() ^ uint64(len(req.GetTeamA())),
 	}, nil
+}
+
+func (f *fakeBattle) seenCalls() []seenCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seenCall(nil), f.seen...)
 }
 
 func (f *fakeBattle) hold() chan struct{} {
@@ -306,6 +326,11 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// rejections is logic_rejections_total{shard,reason,criticality}.
+func (e *env) rejections(shard int, reason string, c class) float64 {
+	return testutil.ToFloat64(e.srv.m.rejections.WithLabelValues(fmt.Sprint(shard), reason, c.String()))
+}
+
 func (e *env) requests(action, outcome string) int {
 	return int(testutil.ToFloat64(e.srv.m.requests.WithLabelValues(action, outcome)))
 }
@@ -341,3 +366,6 @@ func wantStatus(t testing.TB, err error, code codes.Code, msg string) {
 func shardOf(id string, shards int) int { return shardmap.Shard(id, shards) }
 
 func testutilValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
+
+// statusBusy is what an overloaded battle instance answers.
+var statusBusy = status.Error(codes.ResourceExhausted, "battle busy")

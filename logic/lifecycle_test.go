@@ -43,6 +43,12 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.MaxBattles = 0 }, "-max-battles"},
 		{func(c *Config) { c.ShutdownGrace = 0 }, "-shutdown-grace"},
 		{func(c *Config) { c.Drain = -time.Second }, "-drain"},
+		{func(c *Config) { c.RejectFill = 0 }, "-reject-fill: must be in (0, 1], got 0"},
+		{func(c *Config) { c.RejectFill = 1.01 }, "-reject-fill: must be in (0, 1]"},
+		{func(c *Config) { c.RejectFillSheddable = -0.1 }, "-reject-fill-sheddable: must be in (0, 1]"},
+		{func(c *Config) { c.RejectFill, c.RejectFillSheddable = 0.6, 0.7 }, "-reject-fill-sheddable: must be <= -reject-fill (0.6), got 0.7"},
+		{func(c *Config) { c.BattleRetryBudget = 0 }, "-battle-retry-budget"},
+		{func(c *Config) { c.BattleRetryBudget = 1e6 }, "-battle-retry-budget"},
 	} {
 		cfg := ok
 		c.mut(&cfg)

@@ -13,13 +13,28 @@ type tierMetrics struct {
 	duration    prometheus.Histogram
 	batchSize   prometheus.Histogram
 	commitTime  prometheus.Histogram
-	expired     prometheus.Counter
+	rejections  *prometheus.CounterVec
+	blocked     prometheus.Gauge
 	battleCalls *prometheus.CounterVec
+	retries     *prometheus.CounterVec
 }
+
+// logic_rejections_total reasons.
+const (
+	reasonQueueFull = "queue_full"
+	reasonExpired   = "expired"
+)
+
+// logic_battle_retries_total outcomes.
+const (
+	retryOK        = "ok"
+	retryFailed    = "failed"
+	retryThrottled = "throttled"
+)
 
 func newMetrics(reg prometheus.Registerer) *tierMetrics {
 	f := promauto.With(reg)
-	return &tierMetrics{
+	m := &tierMetrics{
 		queueDepth: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "logic_queue_depth",
 			Help: "Requests waiting in each shard's channel.",
@@ -43,13 +58,27 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 			Help:    "Time one group commit takes, fsync included.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14), // 0.1 ms .. 0.8 s
 		}),
-		expired: f.NewCounter(prometheus.CounterOpts{
-			Name: "logic_expired_total",
-			Help: "Requests dropped unexecuted because their caller's context was done when the shard picked them up.",
+		rejections: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "logic_rejections_total",
+			Help: "Requests a shard refused unexecuted, by shard, reason and criticality (critical, default, sheddable). " +
+				"queue_full: refused at admission because the channel was past the class's fill threshold (RESOURCE_EXHAUSTED). " +
+				"expired: the caller's deadline passed while the request waited in (or, with -reject-early off, for) the channel (DEADLINE_EXCEEDED).",
+		}, []string{"shard", "reason", "criticality"}),
+		blocked: f.NewGauge(prometheus.GaugeOpts{
+			Name: "logic_enqueue_blocked",
+			Help: "Requests waiting for room in a full shard channel; only with -reject-early off (or -protection off), otherwise always 0.",
 		}),
 		battleCalls: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_battle_calls_total",
-			Help: "Calls to the battle tier, by outcome (ok, busy, unavailable, deadline, error).",
+			Help: "Attempts at a battle call (a retry is a second attempt), by outcome (ok, busy, unavailable, deadline, error).",
+		}, []string{"outcome"}),
+		retries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "logic_battle_retries_total",
+			Help: "Failed battle calls considered for a retry on another instance, by outcome: ok and failed (the retry's result), throttled (not retried: the retry throttle's tokens were at or below half).",
 		}, []string{"outcome"}),
 	}
+	for _, o := range []string{retryOK, retryFailed, retryThrottled} {
+		m.retries.WithLabelValues(o)
+	}
+	return m
 }

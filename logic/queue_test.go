@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"levee/internal/apperr"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -43,8 +44,8 @@ func TestQueueFullIsBusy(t *testing.T) {
 	start := time.Now()
 	_, err := e.cli.Do(ctxT(t), profileReq("alice", ""), grpc.Trailer(&trailer))
 	wantStatus(t, err, codes.ResourceExhausted, "queue is full")
-	if got := apperr.Pushback(trailer); got != 100*time.Millisecond {
-		t.Fatalf("pushback = %v, want 100ms", got)
+	if got := apperr.Pushback(trailer); got < minRetryAfter || got > maxRetryAfter {
+		t.Fatalf("pushback = %v, want it in [50ms, 5s]", got)
 	}
 	t.Logf("busy answered in %v over loopback", time.Since(start))
 	if got := e.requests("get_profile", "busy"); got != 1 {
@@ -102,7 +103,7 @@ func TestExpiredInQueueIsNotExecuted(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.cli.Do(ctx, buyReq("alice", 5, "sword", 1))
+		_, err := e.cli.Do(priority.Outgoing(ctx, leveev1.Criticality_CRITICALITY_CRITICAL), buyReq("alice", 5, "sword", 1))
 		done <- err
 	}()
 	waitFor(t, "the purchase queued", func() bool { return e.depth(0) == 1 })
@@ -113,8 +114,11 @@ func TestExpiredInQueueIsNotExecuted(t *testing.T) {
 	if p := e.profile("alice"); p.GetGold() != before.GetGold() || p.GetVersion() != before.GetVersion() || len(p.GetInventory()) != 0 {
 		t.Fatalf("expired purchase executed: %v", p)
 	}
-	if got := testutilValue(e.srv.m.expired); got != 1 {
-		t.Fatalf("logic_expired_total = %v, want 1", got)
+	if got := e.rejections(0, reasonExpired, classCritical); got != 1 {
+		t.Fatalf("logic_rejections_total{0,expired,critical} = %v, want 1", got)
+	}
+	if got := e.rejections(0, reasonExpired, classDefault); got != 0 {
+		t.Fatalf("logic_rejections_total{0,expired,default} = %v, want 0", got)
 	}
 }
 

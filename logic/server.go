@@ -41,6 +41,11 @@ type Server struct {
 	shards []*shard // indexed by shard id; nil where not hosted
 	hosted []*shard
 
+	// The overload mechanisms in force (Config.Protection and their own
+	// switches).
+	rejectEarly bool
+	dropExpired bool
+
 	battle    simulator
 	battleCli *battleClient
 	battleSem chan struct{}
@@ -76,14 +81,16 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	}
 	reg := metrics.NewRegistry("logic")
 	s := &Server{
-		cfg:        cfg,
-		log:        logger,
-		reg:        reg,
-		m:          newMetrics(reg),
-		shards:     make([]*shard, cfg.Shards),
-		battleSem:  make(chan struct{}, cfg.MaxBattles),
-		stop:       make(chan struct{}),
-		shardsDone: make(chan struct{}),
+		cfg:         cfg,
+		log:         logger,
+		reg:         reg,
+		m:           newMetrics(reg),
+		shards:      make([]*shard, cfg.Shards),
+		rejectEarly: cfg.rejectEarly(),
+		dropExpired: cfg.dropExpired(),
+		battleSem:   make(chan struct{}, cfg.maxBattles()),
+		stop:        make(chan struct{}),
+		shardsDone:  make(chan struct{}),
 	}
 	defer func() {
 		if err != nil {
@@ -99,7 +106,11 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		s.shards[id] = sh
 		s.hosted = append(s.hosted, sh)
 	}
-	s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, s.m.battleCalls)
+	var retry *retryThrottle
+	if cfg.battleRetry() {
+		retry = newRetryThrottle(cfg.BattleRetryBudget, retryTokenRatio)
+	}
+	s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, s.m)
 	if err != nil {
 		return nil, err
 	}

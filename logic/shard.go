@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +18,7 @@ import (
 type op struct {
 	ctx    context.Context
 	req    *leveev1.LogicRequest
+	class  class       // the criticality it arrived with
 	done   chan result // buffered 1; gets exactly one result
 	battle *battleResult
 }
@@ -47,28 +49,42 @@ type flight struct {
 	waiters  []*op
 }
 
-// shard owns its players. Everything but ch, id and depth is touched only by
-// the shard's goroutine.
+// shard owns its players. Everything but the fields up to srv is touched
+// only by the shard's goroutine.
 type shard struct {
 	id    int
 	ch    chan *op
 	depth prometheus.Gauge
-	store *store
-	srv   *Server
+	limit [numClasses]int // admit a class while len(ch) < limit
+	// perOp is the measured time per request in ns (EWMA), for retryAfter;
+	// written by the shard's goroutine only.
+	perOp    atomic.Int64
+	refusal  [numClasses]error
+	rejected [numClasses]prometheus.Counter // reason queue_full
+	expired  [numClasses]prometheus.Counter // reason expired
+	store    *store
+	srv      *Server
 
 	cache   map[string]*record // committed state
 	flights map[string]*flight
 }
 
 func newShard(id int, st *store, srv *Server) *shard {
+	label := strconv.Itoa(id)
 	sh := &shard{
 		id:      id,
 		ch:      make(chan *op, srv.cfg.QueueSize),
-		depth:   srv.m.queueDepth.WithLabelValues(strconv.Itoa(id)),
+		depth:   srv.m.queueDepth.WithLabelValues(label),
+		limit:   limits(srv.cfg),
 		store:   st,
 		srv:     srv,
 		cache:   map[string]*record{},
 		flights: map[string]*flight{},
+	}
+	sh.refusal = refusals(id, sh.limit, srv.cfg.QueueSize)
+	for c := range numClasses {
+		sh.rejected[c] = srv.m.rejections.WithLabelValues(label, reasonQueueFull, c.String())
+		sh.expired[c] = srv.m.rejections.WithLabelValues(label, reasonExpired, c.String())
 	}
 	sh.depth.Set(0)
 	return sh
@@ -124,9 +140,11 @@ func (b *batch) reply(o *op, r result) { b.pending = append(b.pending, pendingRe
 // runBatch handles first and whatever else is already waiting (up to
 // MaxBatch), commits every change in one transaction, and only then replies.
 func (sh *shard) runBatch(first *op, stopping bool) {
+	start := time.Now()
 	b := &batch{stopping: stopping, dirty: map[string]*record{}}
 	sh.handle(b, first)
-	for n := 1; n < sh.srv.cfg.MaxBatch; n++ {
+	n := 1
+	for ; n < sh.srv.cfg.MaxBatch; n++ {
 		var o *op
 		select {
 		case o = <-sh.ch:
@@ -139,6 +157,7 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 	}
 	sh.depth.Set(float64(len(sh.ch)))
 	sh.commit(b)
+	sh.observeBatch(n, time.Since(start))
 }
 
 // commit writes the batch's dirty records in one transaction, then sends its
@@ -188,10 +207,11 @@ func (sh *shard) handle(b *batch, o *op) {
 		sh.applyBattle(b, o.battle)
 		return
 	}
-	if err := o.ctx.Err(); err != nil {
+	if err := o.ctx.Err(); err != nil && sh.srv.dropExpired {
 		// The caller has gone (or its budget ran out) while the request
-		// waited: drop it unexecuted.
-		sh.srv.m.expired.Inc()
+		// waited: drop it unexecuted. (With -drop-expired off it runs
+		// anyway and its reply goes nowhere.)
+		sh.expired[o.class].Inc()
 		sh.send(o, result{err: fmt.Errorf("%w: expired in the queue of shard %d: %w", apperr.ErrDeadline, sh.id, err)})
 		return
 	}

@@ -29,12 +29,28 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.IntVar(&cfg.Instance, "instance", cfg.Instance, "this process's index in [0, -instances)")
 			fs.IntVar(&cfg.Instances, "instances", cfg.Instances, "number of logic processes sharing the shards")
 			fs.IntVar(&cfg.QueueSize, "queue-size", cfg.QueueSize, "capacity of each shard's queue")
+			fs.Float64Var(&cfg.RejectFill, "reject-fill", cfg.RejectFill,
+				"a shard refuses a default-criticality request at once (RESOURCE_EXHAUSTED, retry delay = queue depth x measured time per request, in [50ms, 5s]) "+
+					"when its queue is at least this fraction of -queue-size full; critical requests may fill it to 100%")
+			fs.Float64Var(&cfg.RejectFillSheddable, "reject-fill-sheddable", cfg.RejectFillSheddable,
+				"the same threshold for sheddable requests, which are refused first (at most -reject-fill)")
 			fs.Var((*cli.List)(&cfg.BattleAddrs), "battle-addrs", "comma-separated battle addresses, called round robin (required)")
 			fs.DurationVar(&cfg.BattleTimeout, "battle-timeout", cfg.BattleTimeout, "cap on one battle call (the caller's deadline may end it sooner)")
+			fs.Float64Var(&cfg.BattleRetryBudget, "battle-retry-budget", cfg.BattleRetryBudget,
+				"tokens of the battle retry throttle: a failed attempt costs 1, a success gives back 0.1, retries only while more than half are left")
 			fs.IntVar(&cfg.MaxBatch, "max-batch", cfg.MaxBatch, "most requests one shard commits in one transaction")
-			fs.IntVar(&cfg.MaxBattles, "max-battles", cfg.MaxBattles, "cap on battle calls in flight; the rest get RESOURCE_EXHAUSTED")
+			fs.IntVar(&cfg.MaxBattles, "max-battles", cfg.MaxBattles, "cap on battle calls in flight; the rest get RESOURCE_EXHAUSTED (no cap with -protection=false)")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "time in-flight requests get to finish on shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time to keep serving after reporting NOT_SERVING (e.g. 5s in Kubernetes)")
+			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection,
+				"overload protection; false turns off -reject-early, -drop-expired and -battle-retry at once (the 'before' picture)")
+			fs.BoolVar(&cfg.RejectEarly, "reject-early", cfg.RejectEarly,
+				"refuse at the -reject-fill thresholds without blocking; off: a request waits for room in a full queue until its caller's deadline ends")
+			fs.BoolVar(&cfg.DropExpired, "drop-expired", cfg.DropExpired,
+				"answer a request whose deadline passed while queued with DEADLINE_EXCEEDED, unexecuted; off: execute it anyway")
+			fs.BoolVar(&cfg.BattleRetry, "battle-retry", cfg.BattleRetry,
+				"retry a battle call refused (RESOURCE_EXHAUSTED) or unreachable (UNAVAILABLE) once on another battle instance, under the retry throttle; "+
+					"never with a single -battle-addrs; off: no retries")
 		},
 		Validate: func() error { return cfg.Validate() },
 		Run: func(ctx context.Context, logger *slog.Logger) error {

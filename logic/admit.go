@@ -1,0 +1,181 @@
+package logic
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"levee/internal/apperr"
+	"levee/internal/priority"
+	leveev1 "levee/proto/leveev1"
+)
+
+// class is a request's criticality as an index into per-class tables.
+type class uint8
+
+const (
+	classSheddable class = iota
+	classDefault
+	classCritical
+	numClasses
+)
+
+// classOf maps a criticality to its class; UNSPECIFIED and unknown values
+// are DEFAULT.
+func classOf(c leveev1.Criticality) class {
+	switch c {
+	case leveev1.Criticality_CRITICALITY_CRITICAL:
+		return classCritical
+	case leveev1.Criticality_CRITICALITY_SHEDDABLE:
+		return classSheddable
+	}
+	return classDefault
+}
+
+func (c class) criticality() leveev1.Criticality {
+	switch c {
+	case classCritical:
+		return leveev1.Criticality_CRITICALITY_CRITICAL
+	case classSheddable:
+		return leveev1.Criticality_CRITICALITY_SHEDDABLE
+	}
+	return leveev1.Criticality_CRITICALITY_DEFAULT
+}
+
+// String is the criticality label of the metrics.
+func (c class) String() string { return priority.String(c.criticality()) }
+
+// Bounds of the retry delay sent with a queue_full refusal.
+const (
+	minRetryAfter = 50 * time.Millisecond
+	maxRetryAfter = 5 * time.Second
+)
+
+// admitBelow is the channel length from which a request is refused: a
+// request is admitted while len(ch) < limit. "Refuse when the channel is at
+// least fill × capacity full" is len >= fill × capacity, and for an integer
+// len that is len >= ceil(fill × capacity). The small epsilon keeps float
+// noise (0.7 × 10 = 7.000000000000001) from moving the boundary by one.
+func admitBelow(fill float64, capacity int) int {
+	n := int(math.Ceil(fill*float64(capacity) - 1e-9))
+	return min(max(n, 1), capacity)
+}
+
+// limits is the admitBelow of each class: SHEDDABLE from -reject-fill-
+// sheddable, DEFAULT from -reject-fill, CRITICAL only a full channel.
+func limits(cfg Config) [numClasses]int {
+	var l [numClasses]int
+	l[classSheddable] = admitBelow(cfg.RejectFillSheddable, cfg.QueueSize)
+	l[classDefault] = admitBelow(cfg.RejectFill, cfg.QueueSize)
+	l[classCritical] = cfg.QueueSize
+	return l
+}
+
+// offer puts o on the channel, without ever blocking, if o's class may still
+// enter; n is the channel's length when it looked. The check and the send are
+// not one atomic step: concurrent admissions can overshoot a class's limit by
+// at most their number, and the channel's capacity stays the hard bound.
+func (sh *shard) offer(o *op) (n int, ok bool) {
+	n = len(sh.ch)
+	if n >= sh.limit[o.class] {
+		return n, false
+	}
+	select {
+	case sh.ch <- o:
+		sh.depth.Set(float64(len(sh.ch)))
+		return n, true
+	default:
+		return cap(sh.ch), false
+	}
+}
+
+// retryAfter is how long the shard takes to work off depth requests at its
+// measured pace (an EWMA of the time per request over recent batches),
+// clamped to [50 ms, 5 s]. Before the first measurement it is 50 ms.
+func (sh *shard) retryAfter(depth int) time.Duration {
+	return drainTime(depth, time.Duration(sh.perOp.Load()))
+}
+
+func drainTime(depth int, perOp time.Duration) time.Duration {
+	if perOp <= 0 || depth <= 0 {
+		return minRetryAfter
+	}
+	if perOp > maxRetryAfter/time.Duration(depth) {
+		return maxRetryAfter
+	}
+	return min(max(time.Duration(depth)*perOp, minRetryAfter), maxRetryAfter)
+}
+
+// observeBatch folds one batch (n requests in d) into the shard's pace.
+// Only the shard's goroutine calls it.
+func (sh *shard) observeBatch(n int, d time.Duration) {
+	if n <= 0 || d <= 0 {
+		return
+	}
+	per := int64(d) / int64(n)
+	old := sh.perOp.Load()
+	if old == 0 {
+		sh.perOp.Store(per)
+		return
+	}
+	sh.perOp.Store(old + (per-old)/5) // α = 0.2
+}
+
+// refusals are the errors a shard refuses with, built once so that a
+// refusal allocates nothing.
+func refusals(id int, lim [numClasses]int, capacity int) [numClasses]error {
+	var errs [numClasses]error
+	for c := range numClasses {
+		errs[c] = fmt.Errorf("%w: shard %d queue is full for %s requests (%d of %d)", apperr.ErrBusy, id, c, lim[c], capacity)
+	}
+	return errs
+}
+
+// admit puts o on sh's channel or says why not. It is the one place that
+// decides whether a request gets in. With -reject-early (the default) it
+// never blocks: a request of class c is refused when the channel holds at
+// least limit[c] requests, with the channel's length then and a retry delay
+// for the RESOURCE_EXHAUSTED trailers. Without it the caller waits for room
+// until its context ends. Internal messages (battle results) do not pass
+// through here.
+func (s *Server) admit(sh *shard, o *op) (depth int, retryAfter time.Duration, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.stopping {
+		return 0, 0, apperr.ErrShuttingDown
+	}
+	if !s.rejectEarly {
+		return 0, 0, s.enqueue(sh, o)
+	}
+	n, ok := sh.offer(o)
+	if ok {
+		return 0, 0, nil
+	}
+	sh.rejected[o.class].Inc()
+	return n, sh.retryAfter(n), sh.refusal[o.class]
+}
+
+// enqueue is admission with -reject-early off, the seed's story before the
+// fix: wait for room in the channel. The wait ends when the caller's
+// context does, so a stalled shard cannot pile up handler goroutines
+// forever; such a request counts as expired. (It holds s.mu's read lock
+// while it waits; stopShards waits for it, and the shards keep draining
+// until then.)
+func (s *Server) enqueue(sh *shard, o *op) error {
+	select {
+	case sh.ch <- o:
+		sh.depth.Set(float64(len(sh.ch)))
+		return nil
+	default:
+	}
+	s.m.blocked.Inc()
+	defer s.m.blocked.Dec()
+	select {
+	case sh.ch <- o:
+		sh.depth.Set(float64(len(sh.ch)))
+		return nil
+	case <-o.ctx.Done():
+		sh.expired[o.class].Inc()
+		return fmt.Errorf("%w: waited for room in the queue of shard %d: %w", apperr.ErrDeadline, sh.id, o.ctx.Err())
+	}
+}
