@@ -178,9 +178,11 @@ func (s *Server) Run(ctx context.Context) error {
 	s.serving.Store(false)
 	cancel()
 
+	// The ops server must be down before closeResources closes its
+	// listener, or its Serve would report the close as an error.
+	opsErr := <-httpErr
 	s.stopShards()
-	closeErr := s.closeResources()
-	err := errors.Join(grpcErr, <-httpErr, closeErr)
+	err := errors.Join(grpcErr, opsErr, s.closeResources())
 	if err != nil {
 		s.log.Error("logic stopped with errors", "err", err)
 	} else {

@@ -6,6 +6,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -43,7 +44,7 @@ func GRPC(ctx context.Context, srv *grpc.Server, hs *health.Server, lis net.List
 		<-done
 	}
 	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return err
+		return fmt.Errorf("grpc serve: %w", err)
 	}
 	return nil
 }
@@ -64,7 +65,7 @@ func HTTP(ctx context.Context, srv *http.Server, lis net.Listener, grace time.Du
 		_ = srv.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return fmt.Errorf("http serve: %w", err)
 	}
 	return nil
 }
