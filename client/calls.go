@@ -8,9 +8,10 @@ import (
 )
 
 // GetProfile fetches a player's profile; an empty playerID means yourself.
+// It is DEFAULT (WithCriticality overrides it).
 func (c *Client) GetProfile(ctx context.Context, playerID string) (*leveev1.Player, error) {
 	f, err := c.Do(ctx, &leveev1.ClientFrame{
-		Criticality: leveev1.Criticality_CRITICALITY_DEFAULT,
+		Criticality: criticality(ctx, leveev1.Criticality_CRITICALITY_DEFAULT),
 		Payload:     &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{PlayerId: playerID}},
 	})
 	if err != nil {
@@ -24,10 +25,11 @@ func (c *Client) GetProfile(ctx context.Context, playerID string) (*leveev1.Play
 }
 
 // BuyItem buys quantity of itemID with the player's gold. It is CRITICAL:
-// shed last when the cluster is overloaded.
+// shed last when the cluster is overloaded (WithCriticality overrides it).
+// A retry keeps the request id, so a purchase is applied at most once.
 func (c *Client) BuyItem(ctx context.Context, itemID string, quantity int32) (*leveev1.BuyItemReply, error) {
 	f, err := c.Do(ctx, &leveev1.ClientFrame{
-		Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
+		Criticality: criticality(ctx, leveev1.Criticality_CRITICALITY_CRITICAL),
 		Payload:     &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: itemID, Quantity: quantity}},
 	})
 	if err != nil {
@@ -41,10 +43,12 @@ func (c *Client) BuyItem(ctx context.Context, itemID string, quantity int32) (*l
 }
 
 // StartBattle fights battle battleID (client chosen; its reward is applied
-// once) with units per team for at most ticks ticks. It is CRITICAL.
+// once) with units per team for at most ticks ticks. It is DEFAULT:
+// starting a new battle is not an in-match action, so it may wait while
+// purchases go first (WithCriticality overrides it).
 func (c *Client) StartBattle(ctx context.Context, battleID string, units, ticks uint32) (*leveev1.BattleReply, error) {
 	f, err := c.Do(ctx, &leveev1.ClientFrame{
-		Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
+		Criticality: criticality(ctx, leveev1.Criticality_CRITICALITY_DEFAULT),
 		Payload:     &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}},
 	})
 	if err != nil {

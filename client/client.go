@@ -12,6 +12,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"levee/client/backoff"
+	"levee/client/pacer"
+	"levee/internal/clock"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -29,6 +32,9 @@ type Client struct {
 	opts    Options
 	log     *slog.Logger
 	welcome *leveev1.Welcome // set by Dial before the Client is returned
+	clk     clock.Clock
+	pacer   *pacer.Pacer    // nil when Options.NoPacing
+	budget  *backoff.Budget // nil when Options.NoRetry
 
 	nextID atomic.Uint64
 	bp     atomic.Pointer[leveev1.Backpressure]
@@ -45,31 +51,59 @@ type Client struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	sent, replies, late, unexpected atomic.Uint64
+	sent, replies, late, unexpected                 atomic.Uint64
+	requests, retries, budgetRefused, retryDeadline atomic.Uint64
+	dialAttempts                                    uint64       // set by DialRetry before the Client is returned
+	noticeRetry                                     atomic.Int64 // retry_after of the latest push error, ns
 }
 
-// Stats are a client's frame counters.
+// Stats are a client's counters. They only grow, so the load test may sum
+// them over clients.
 type Stats struct {
-	Sent       uint64 // request frames written
+	Sent       uint64 // request frames written, retries included
 	Replies    uint64 // replies matched to a waiting call
 	Late       uint64 // replies that came after their call gave up (ctx ended)
 	Unexpected uint64 // replies whose request id matched nothing (duplicates, strays)
+
+	Requests      uint64 // calls made (Do and the typed calls), retries not counted
+	Retries       uint64 // attempts after the first (same request id), after a busy refusal
+	BudgetRefused uint64 // retries the retry budget did not allow (the refusal was returned)
+	RetryDeadline uint64 // retries not made because the wait would pass the ctx deadline
+
+	PacerWaits  uint64        // requests that had to wait in the local pacing queue
+	PacerWaited time.Duration // total time the released ones among them waited
+	Evicted     uint64        // requests failed locally: evicted by a higher-priority one
+	QueueFull   uint64        // requests failed locally: the pacing queue was full
+
+	DialAttempts uint64 // dials it took to get this connection (1 for Dial)
 }
 
+// newClient wraps conn; opts has its defaults and is valid.
 func newClient(conn *websocket.Conn, opts Options) *Client {
 	c := &Client{
-		conn:      conn,
-		codec:     wire.Codec{JSON: opts.JSON},
-		msgType:   websocket.BinaryMessage,
-		opts:      opts,
-		log:       opts.Logger,
-		first:     make(chan *leveev1.ServerFrame, 1),
-		pending:   map[uint64]chan *leveev1.ServerFrame{},
-		abandoned: map[uint64]struct{}{},
-		done:      make(chan struct{}),
+		clk:          opts.Clock,
+		dialAttempts: 1,
+		conn:         conn,
+		codec:        wire.Codec{JSON: opts.JSON},
+		msgType:      websocket.BinaryMessage,
+		opts:         opts,
+		log:          opts.Logger,
+		first:        make(chan *leveev1.ServerFrame, 1),
+		pending:      map[uint64]chan *leveev1.ServerFrame{},
+		abandoned:    map[uint64]struct{}{},
+		done:         make(chan struct{}),
 	}
 	if opts.JSON {
 		c.msgType = websocket.TextMessage
+	}
+	if !opts.NoPacing {
+		c.pacer = pacer.New(opts.Pacer, opts.Clock)
+	}
+	if !opts.NoRetry {
+		c.budget = opts.Budget
+		if c.budget == nil {
+			c.budget = backoff.NewBudget(backoff.DefaultBudgetConfig())
+		}
 	}
 	c.nextID.Store(firstRequestID() - 1)
 	conn.SetReadLimit(maxServerFrame)
@@ -86,9 +120,28 @@ func (c *Client) PlayerID() string { return c.welcome.GetPlayer().GetId() }
 // frame, or nil if none came yet. Treat it as read-only.
 func (c *Client) Backpressure() *leveev1.Backpressure { return c.bp.Load() }
 
-// Stats returns the client's frame counters.
+// Stats returns the client's counters.
 func (c *Client) Stats() Stats {
-	return Stats{Sent: c.sent.Load(), Replies: c.replies.Load(), Late: c.late.Load(), Unexpected: c.unexpected.Load()}
+	s := Stats{
+		Sent: c.sent.Load(), Replies: c.replies.Load(), Late: c.late.Load(), Unexpected: c.unexpected.Load(),
+		Requests: c.requests.Load(), Retries: c.retries.Load(),
+		BudgetRefused: c.budgetRefused.Load(), RetryDeadline: c.retryDeadline.Load(),
+		DialAttempts: c.dialAttempts,
+	}
+	if c.pacer != nil {
+		ps := c.pacer.Stats()
+		s.PacerWaits, s.PacerWaited, s.Evicted, s.QueueFull = ps.Queued, ps.Waited, ps.Evicted, ps.Full
+	}
+	return s
+}
+
+// PaceRate is the pacer's current drip rate in requests per second, which
+// follows the server's backpressure; 0 when pacing is off.
+func (c *Client) PaceRate() float64 {
+	if c.pacer == nil {
+		return 0
+	}
+	return c.pacer.Rate()
 }
 
 // Done is closed once the connection has ended and the reader goroutine
@@ -104,21 +157,9 @@ func (c *Client) Err() error {
 	return c.err
 }
 
-// Do sends f and waits for its reply. It sets f.RequestId to a fresh id and,
-// when ctx has a deadline, f.TimeoutMs to the remaining budget (or less, if
-// f already asked for less). f must not be used concurrently by others.
-//
-// When a reply comes, Do returns it; if it is an error reply, err is the
-// matching *Error (and the frame is still returned, for its backpressure).
-// If ctx ends first Do returns ctx.Err() and the late reply is discarded.
-// If the connection ends first the error wraps ErrClosed.
-func (c *Client) Do(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
-	return c.roundTrip(ctx, f, c.nextID.Add(1))
-}
-
-// roundTrip sends f with request id id and waits for the reply. It is the
-// seam where a later pacing and retry layer wraps calls (a retried purchase
-// must keep its id).
+// roundTrip sends f once with request id id and waits for the reply. The
+// retry and pacing layer (call.go) wraps it; a retry calls it again with
+// the same id.
 func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint64) (*leveev1.ServerFrame, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -254,11 +295,13 @@ func (c *Client) readLoop() {
 		if bp := f.GetBackpressure(); bp != nil {
 			c.bp.Store(bp)
 		}
+		c.feedPressure(f)
 		if f.GetRequestId() == 0 {
 			if !gotFirst && (f.GetWelcome() != nil || f.GetError() != nil) {
 				gotFirst = true
 				c.first <- f
 			} else if e := f.GetError(); e != nil {
+				c.noticeRetry.Store(int64(time.Duration(e.GetRetryAfterMs()) * time.Millisecond))
 				c.log.Warn("gate notice", "code", CodeName(e.GetCode()), "message", e.GetMessage())
 			}
 			continue
@@ -296,7 +339,8 @@ func (c *Client) finish(cause error) {
 	var wce *websocket.CloseError
 	switch {
 	case errors.As(cause, &wce):
-		err = fmt.Errorf("%w: %w", ErrClosed, &CloseError{Code: wce.Code, Text: wce.Text})
+		ce := &CloseError{Code: wce.Code, Text: wce.Text, RetryAfter: time.Duration(c.noticeRetry.Load())}
+		err = fmt.Errorf("%w: %w", ErrClosed, ce)
 	case errors.Is(cause, ErrProtocol):
 		err = fmt.Errorf("%w: %w", ErrClosed, cause)
 	default:

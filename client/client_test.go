@@ -206,7 +206,8 @@ func TestTypedErrors(t *testing.T) {
 		r.Backpressure = &leveev1.Backpressure{QueueDepth: 450, Ratio: 0.9, RetryAfterMs: 250}
 		return r
 	}))
-	c := dial(t, g, "carol", client.Options{})
+	// Retries are tested in retry_test.go; here the refusal comes back as is.
+	c := dial(t, g, "carol", client.Options{NoRetry: true})
 	_, err := c.BuyItem(ctx5s(t), "sword", 1)
 	var ce *client.Error
 	if !errors.As(err, &ce) {
@@ -221,8 +222,12 @@ func TestTypedErrors(t *testing.T) {
 	if bp := c.Backpressure(); bp.GetQueueDepth() != 450 || bp.GetRatio() != 0.9 {
 		t.Fatalf("backpressure = %v", bp)
 	}
-	if _, err := c.StartBattle(ctx5s(t), "b", 4, 50); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BUSY {
-		t.Fatalf("StartBattle is not CRITICAL: %v", err)
+	if _, err := c.StartBattle(ctx5s(t), "b", 4, 50); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+		t.Fatalf("StartBattle is CRITICAL: %v", err)
+	}
+	crit := client.WithCriticality(ctx5s(t), leveev1.Criticality_CRITICALITY_CRITICAL)
+	if _, err := c.StartBattle(crit, "b", 4, 50); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BUSY {
+		t.Fatalf("WithCriticality(CRITICAL) StartBattle: %v", err)
 	}
 	// Do returns the frame too, with its error.
 	f, err := c.Do(ctx5s(t), &leveev1.ClientFrame{Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})

@@ -25,12 +25,16 @@ import (
 // there was one; a connection closed before the Welcome gives an error
 // wrapping ErrClosed and the *CloseError (e.g. 1013 when overloaded); an
 // HTTP refusal of the handshake (401, 429, 503) is mapped to an *Error too.
-// ctx bounds the whole of it.
+// ctx bounds the whole of it. Invalid opts give an error wrapping
+// ErrInvalidOptions. Dial tries once; DialRetry and Reconnect try again.
 func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("client: dial: bad url: %w", err)
+		return nil, fmt.Errorf("client: dial: %w: %w", errBadURL, err)
 	}
 	q := u.Query()
 	q.Set("token", token)
@@ -93,6 +97,14 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 	}
 }
 
+// Dial errors that DialRetry does not retry: the url does not parse, or
+// the server refused the handshake with a 4xx status that has no meaning
+// in the protocol (e.g. 404: wrong path).
+var (
+	errBadURL      = errors.New("bad url")
+	errHTTPRefused = errors.New("handshake refused")
+)
+
 func closeErrorOf(err error) *CloseError {
 	var ce *CloseError
 	if errors.As(err, &ce) {
@@ -131,6 +143,9 @@ func handshakeError(err error, resp *http.Response) error {
 	case http.StatusServiceUnavailable:
 		code = leveev1.ErrorCode_ERROR_CODE_SERVER_FULL
 	default:
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return fmt.Errorf("%w: %w: HTTP %d: %s", err, errHTTPRefused, resp.StatusCode, msg)
+		}
 		return fmt.Errorf("%w: HTTP %d: %s", err, resp.StatusCode, msg)
 	}
 	return &Error{Code: code, Message: msg, RetryAfter: retry}

@@ -2,13 +2,34 @@
 // to talk to a Levee gate over its WebSocket player protocol.
 //
 // Dial connects, authenticates with a player token and waits for the gate's
-// Welcome. Each call (GetProfile, BuyItem, StartBattle, or the general Do)
-// sends one ClientFrame with a fresh request id and waits for the one
-// ServerFrame that answers it. A typed server error comes back as *Error; a
-// connection that ends while calls are pending fails them with an error that
-// wraps ErrClosed and, when the server sent one, its *CloseError.
+// Welcome; DialRetry and Reconnect dial again after a refusal or a lost
+// connection, spreading and backing off their attempts. Each call
+// (GetProfile, BuyItem, StartBattle, or the general Do) sends one
+// ClientFrame with a fresh request id and waits for the one ServerFrame that
+// answers it. A typed server error comes back as *Error; a connection that
+// ends while calls are pending fails them with an error that wraps ErrClosed
+// and, when the server sent one, its *CloseError.
+//
+// The SDK honours the cluster's backpressure (all of it on by default, each
+// part switchable in Options):
+//
+//   - Pacing: every request waits its turn in an adaptive leaky bucket
+//     (package pacer) whose rate follows the backpressure ratio the server
+//     attaches to its replies, rate = base × (1 − 0.85 × ratio), at least
+//     1/s. Its local queue is bounded; a CRITICAL request evicts the oldest
+//     waiting request of the lowest criticality, which fails locally with a
+//     *LocalError.
+//   - Retries: only refusals for load (BUSY, SERVER_FULL, RATE_LIMITED) are
+//     retried, with the same request id (purchases are idempotent by it),
+//     after an exponential full-jitter delay never sooner than the server's
+//     retry_after, at most 3 attempts in all, within the caller's deadline,
+//     and only while a client-wide retry budget (package backoff: about
+//     10 % extra requests) allows.
+//   - Criticality: BuyItem is CRITICAL, GetProfile and StartBattle DEFAULT;
+//     WithCriticality overrides it per call.
 //
 // One reader goroutine per Client, owned by the Client, matches replies to
-// callers; it ends on Close or when the connection is lost (see Done and
-// Err). Calls never retry by themselves.
+// callers and feeds the pacer; it ends on Close or when the connection is
+// lost (see Done and Err). Every other wait happens on the caller's
+// goroutine, on Options.Clock.
 package client

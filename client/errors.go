@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"levee/client/pacer"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -16,7 +17,45 @@ var (
 	ErrUnexpectedReply = errors.New("client: unexpected reply payload")
 	ErrFrameTooLarge   = errors.New("client: frame too large")
 	ErrSubprotocol     = errors.New("client: subprotocol not negotiated")
+
+	// ErrRetryBudget is wrapped (with the server's refusal) when a retry
+	// was wanted but the client-wide retry budget did not allow it.
+	ErrRetryBudget = errors.New("client: retry budget exhausted")
+	// ErrRetryDeadline is wrapped (with the server's refusal) when the wait
+	// before a retry would outlast the caller's deadline.
+	ErrRetryDeadline = errors.New("client: no time left to retry before the deadline")
+
+	// ErrEvicted and ErrQueueFull are the pacer's local refusals, wrapped
+	// in a *LocalError.
+	ErrEvicted   = pacer.ErrEvicted
+	ErrQueueFull = pacer.ErrQueueFull
 )
+
+// LocalError is a request the SDK refused itself, without sending it: its
+// local pacing queue was full of requests at least as important
+// (ErrQueueFull), or a more important request took its place (ErrEvicted).
+// It is not a server reply (AsError finds no *Error in it unless an earlier
+// attempt was refused by the server), and sending again later is safe.
+type LocalError struct {
+	Err         error // ErrEvicted or ErrQueueFull
+	Criticality leveev1.Criticality
+}
+
+func (e *LocalError) Error() string {
+	return "client: request refused locally (" + criticalityName(e.Criticality) + "): " + e.Err.Error()
+}
+
+func (e *LocalError) Unwrap() error { return e.Err }
+
+// IsLocal reports whether err carries a *LocalError.
+func IsLocal(err error) bool {
+	var le *LocalError
+	return errors.As(err, &le)
+}
+
+func criticalityName(c leveev1.Criticality) string {
+	return strings.ToLower(strings.TrimPrefix(c.String(), "CRITICALITY_"))
+}
 
 // Error is a typed error the server sent in reply to a request (or before
 // the Welcome, when it refused the connection).
@@ -69,7 +108,8 @@ func (e *Error) IsBusy() bool {
 
 // Retryable reports whether the same request may succeed later: the busy
 // codes plus UNAVAILABLE, SHUTTING_DOWN, NOT_ADMITTED and DEADLINE_EXCEEDED.
-// Retrying is still the caller's decision; calls never retry by themselves.
+// The SDK retries only the busy codes by itself (see Client.Do); when one
+// reaches the caller the SDK has given up on that request.
 func (e *Error) Retryable() bool {
 	if e.IsBusy() {
 		return true
@@ -118,10 +158,15 @@ func Retryable(err error) bool {
 	return e != nil && e.Retryable()
 }
 
-// RetryAfter is the delay the server asked for in err, or 0.
+// RetryAfter is the delay the server asked for in err: its *Error's, else
+// its *CloseError's; 0 if none.
 func RetryAfter(err error) time.Duration {
 	if e := AsError(err); e != nil {
 		return e.RetryAfter
+	}
+	var ce *CloseError
+	if errors.As(err, &ce) {
+		return ce.RetryAfter
 	}
 	return 0
 }
@@ -145,6 +190,10 @@ func CodeName(c leveev1.ErrorCode) string {
 type CloseError struct {
 	Code int
 	Text string
+	// RetryAfter is the retry_after of the last notice (a typed error
+	// pushed without a request id, e.g. SHUTTING_DOWN) the server sent
+	// before it closed the connection; 0 if none.
+	RetryAfter time.Duration
 }
 
 func (e *CloseError) Error() string {
@@ -154,6 +203,9 @@ func (e *CloseError) Error() string {
 	}
 	if e.Text != "" {
 		s += ": " + e.Text
+	}
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (retry after %v)", e.RetryAfter)
 	}
 	return s
 }

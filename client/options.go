@@ -1,15 +1,36 @@
 package client
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"levee/client/backoff"
+	"levee/client/pacer"
+	"levee/internal/clock"
 )
 
+// DefaultPaceRate is the pacer's base rate, in requests per second per
+// connection, when Options.Pacer.Rate is 0. A player issues a few actions a
+// second at most (the load-test bots about 2); 20/s leaves room for bursts
+// of UI activity while still capping a runaway loop, and keeps 3/s at full
+// backpressure (15 %). It must not exceed the gate's per-connection rate
+// limit (-conn-rate, 20/s with a burst of 40 by default): the pacer has no
+// burst, so a paced client is then never refused with RATE_LIMITED.
+const DefaultPaceRate = 20.0
+
+// ErrInvalidOptions is wrapped by Dial's error for an Options field that
+// makes no sense (a negative backoff, a pacer factor above 1, ...).
+var ErrInvalidOptions = errors.New("client: invalid options")
+
 // Options tune a connection. The zero value is ready to use: binary
-// protobuf frames, gorilla's default dialer, no logging.
+// protobuf frames, gorilla's default dialer, no logging, and every overload
+// protection on with the seed defaults (retries of busy replies with
+// backoff and a retry budget; pacing by the server's backpressure).
 type Options struct {
 	// JSON selects the "levee.v1.json" subprotocol (protojson text frames)
 	// instead of "levee.v1.proto" (binary protobuf).
@@ -28,12 +49,60 @@ type Options struct {
 	// the close frame; 0 means 2 s.
 	CloseTimeout time.Duration
 
-	// Later: retry backoff and backpressure pacing plug in here, around
-	// Client.roundTrip. Calls never retry until then.
+	// Retry is the schedule for retrying a request the server refused for
+	// load (BUSY, SERVER_FULL, RATE_LIMITED): full jitter over
+	// min(Base·2^n, Cap) on top of the server's retry_after, at most
+	// MaxAttempts attempts in all. Zero fields take the seed defaults
+	// (100 ms, 5 s, 3 attempts).
+	Retry backoff.Policy
+	// NoRetry turns retries off: every refusal is returned as it came.
+	NoRetry bool
+	// Budget is the retry budget (retries at most about 10 % of requests).
+	// Set it to share one budget among many clients (e.g. all the bots of
+	// a load test, or all connections of a game process); nil gives each
+	// client its own with backoff.DefaultBudgetConfig.
+	Budget *backoff.Budget
+
+	// Pacer tunes the adaptive leaky bucket that every request passes
+	// before it is sent. Zero fields take their defaults: Rate
+	// DefaultPaceRate (20/s), and pacer's MinRate 1/s, Factor 0.85,
+	// Capacity 50.
+	Pacer pacer.Config
+	// NoPacing turns the pacer off: requests are sent at once.
+	NoPacing bool
+
+	// Reconnect is the redial schedule of DialRetry and Reconnect: the
+	// first redial after a random delay in [0, Spread), then full jitter
+	// over min(Base·2^n, Cap), never sooner than the server's retry_after.
+	// Zero fields take backoff.DefaultReconnect (5 s, 100 ms, 5 s).
+	Reconnect backoff.Reconnect
+
+	// Clock times the retry waits, the pacer, the retry budget and the
+	// redial waits; nil means the real clock. (Write and close timeouts,
+	// and the request's timeout_ms, always use the real clock, as ctx
+	// deadlines do.)
+	Clock clock.Clock
+	// Rand returns a float in [0, 1) for the jitter; it must be safe for
+	// concurrent use. nil means math/rand/v2.Float64.
+	Rand func() float64
 }
 
 // maxServerFrame bounds what the reader accepts from the server.
 const maxServerFrame = 1 << 20
+
+// validate reports an Options field that the SDK cannot use.
+func (o Options) validate() error {
+	if err := o.Retry.Validate(); err != nil {
+		return fmt.Errorf("%w: Retry: %w", ErrInvalidOptions, err)
+	}
+	if err := o.Pacer.Validate(); err != nil {
+		return fmt.Errorf("%w: Pacer: %w", ErrInvalidOptions, err)
+	}
+	if err := o.Reconnect.Validate(); err != nil {
+		return fmt.Errorf("%w: Reconnect: %w", ErrInvalidOptions, err)
+	}
+	return nil
+}
 
 func (o Options) withDefaults() Options {
 	if o.Dialer == nil {
@@ -47,6 +116,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = 2 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Pacer.Rate == 0 {
+		o.Pacer.Rate = DefaultPaceRate
 	}
 	return o
 }

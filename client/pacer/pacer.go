@@ -40,6 +40,11 @@ type Stats struct {
 	Evicted  uint64 // ErrEvicted
 	Full     uint64 // ErrQueueFull
 	Canceled uint64 // the context ended first
+	// Queued counts the Wait calls that could not go at once and joined
+	// the queue (whatever became of them); Waited is the total time the
+	// released ones among them spent there.
+	Queued uint64
+	Waited time.Duration
 }
 
 // New returns a Pacer at pressure 0 (the base rate) with an empty queue.
@@ -140,7 +145,8 @@ func (p *Pacer) Wait(ctx context.Context, prio Priority) error {
 	level := prio.level()
 
 	p.mu.Lock()
-	if p.q.n == 0 && p.sched.reserve(p.clk.Now()) == 0 {
+	now := p.clk.Now()
+	if p.q.n == 0 && p.sched.reserve(now) == 0 {
 		p.stats.Released++
 		p.mu.Unlock()
 		return nil
@@ -158,8 +164,9 @@ func (p *Pacer) Wait(ctx context.Context, prio Priority) error {
 		p.stats.Evicted++
 		v.wake()
 	}
-	w := &waiter{level: level, kick: make(chan struct{}, 1)}
+	w := &waiter{level: level, kick: make(chan struct{}, 1), since: now}
 	p.q.push(w)
+	p.stats.Queued++
 	if h := p.q.head(); h != oldHead {
 		// The new waiter went to the front, or the old head was evicted.
 		if oldHead != nil && oldHead.queued {
@@ -199,6 +206,7 @@ func (p *Pacer) await(ctx context.Context, w *waiter) error {
 				p.sched.take(now)
 				p.q.remove(w)
 				p.stats.Released++
+				p.stats.Waited += max(now.Sub(w.since), 0)
 				if h := p.q.head(); h != nil {
 					h.wake()
 				}

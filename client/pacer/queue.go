@@ -1,11 +1,14 @@
 package pacer
 
+import "time"
+
 // waiter is one blocked Wait call. Its fields other than kick are guarded
 // by Pacer.mu.
 type waiter struct {
 	level      int
 	kick       chan struct{} // capacity 1: "look again"
 	err        error         // set when evicted
+	since      time.Time     // when it joined the queue
 	queued     bool
 	armed      bool // head with a timer set and no kick since (tests read it)
 	prev, next *waiter

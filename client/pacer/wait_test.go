@@ -32,7 +32,8 @@ func TestWaitReleasesByPriorityThenFIFO(t *testing.T) {
 		h.expect(name, nil)
 	}
 	h.none()
-	if s := h.p.Stats(); s.Released != 7 || h.p.Len() != 0 {
+	// Six queued, released after 100, 200, ..., 600 ms.
+	if s := h.p.Stats(); s.Released != 7 || s.Queued != 6 || s.Waited != 2100*ms || h.p.Len() != 0 {
 		t.Fatalf("stats %+v, len %d", s, h.p.Len())
 	}
 }

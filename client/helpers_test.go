@@ -1,0 +1,95 @@
+package client_test
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"levee/client/clienttest"
+	leveev1 "levee/proto/leveev1"
+)
+
+// constRand is a jitter source that always returns f.
+func constRand(f float64) func() float64 { return func() float64 { return f } }
+
+// waitFor polls cond until it holds, failing the test after 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+// scripted is a Handler that passes every request to got (before it
+// answers) and answers request n (0-based, in arrival order) with
+// answer(n, f); a nil answer leaves the request unanswered.
+func scripted(got chan<- *leveev1.ClientFrame, answer func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame) clienttest.Handler {
+	return func(c *clienttest.Conn) {
+		for n := 0; ; n++ {
+			f, err := c.Recv()
+			if err != nil {
+				return
+			}
+			if got != nil {
+				got <- f
+			}
+			if out := answer(n, f); out != nil {
+				if c.Send(out) != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
+// refusal is an error reply to f with code and retry_after ms.
+func refusal(f *leveev1.ClientFrame, code leveev1.ErrorCode, retryMs uint32) *leveev1.ServerFrame {
+	return clienttest.Reply(f, &leveev1.Error{Code: code, Message: "test", RetryAfterMs: retryMs})
+}
+
+func busy(f *leveev1.ClientFrame, retryMs uint32) *leveev1.ServerFrame {
+	return refusal(f, leveev1.ErrorCode_ERROR_CODE_BUSY, retryMs)
+}
+
+// bought is a successful BuyItem reply to f.
+func bought(f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	return clienttest.Reply(f, &leveev1.BuyItemReply{Player: &leveev1.Player{}, GoldSpent: 10})
+}
+
+// next reads the next request the gate saw, failing after 5 s.
+func next(t *testing.T, got <-chan *leveev1.ClientFrame) *leveev1.ClientFrame {
+	t.Helper()
+	select {
+	case f := <-got:
+		return f
+	case <-time.After(5 * time.Second):
+		t.Fatal("the gate saw no request")
+		return nil
+	}
+}
+
+// nothing fails if the gate has seen a request that was not read yet.
+func nothing(t *testing.T, got <-chan *leveev1.ClientFrame) {
+	t.Helper()
+	select {
+	case f := <-got:
+		t.Fatalf("unexpected request %d (%T)", f.GetRequestId(), f.GetPayload())
+	default:
+	}
+}
+
+// result waits for a call's error, failing after 5 s.
+func result(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("call did not return")
+		return nil
+	}
+}

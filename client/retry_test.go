@@ -1,0 +1,263 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"levee/client"
+	"levee/client/backoff"
+	"levee/client/clienttest"
+	"levee/internal/clock"
+	leveev1 "levee/proto/leveev1"
+)
+
+// A BUSY with retry_after 300 ms is retried on the fake clock after
+// 300 ms plus the jitter (rnd 0.5 over the first 100 ms ceiling: 50 ms),
+// not a moment sooner, with the same request id.
+func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	got := make(chan *leveev1.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		if n == 0 {
+			return busy(f, 300)
+		}
+		return bought(f)
+	}))
+	c := dial(t, g, "rita", client.Options{Clock: clk, Rand: constRand(0.5), NoPacing: true})
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.BuyItem(ctx5s(t), "potion", 1)
+		res <- err
+	}()
+	first := next(t, got)
+	waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+	clk.Advance(349 * time.Millisecond)
+	nothing(t, got) // the timer is not due: nothing can have been sent
+	clk.Advance(time.Millisecond)
+	second := next(t, got)
+	if err := result(t, res); err != nil {
+		t.Fatalf("BuyItem after a retry: %v", err)
+	}
+	if second.GetRequestId() != first.GetRequestId() || second.GetBuyItem().GetItemId() != "potion" {
+		t.Fatalf("retry has id %d, first %d", second.GetRequestId(), first.GetRequestId())
+	}
+	if second.GetCriticality() != leveev1.Criticality_CRITICALITY_CRITICAL {
+		t.Fatalf("retry criticality %v", second.GetCriticality())
+	}
+	if st := c.Stats(); st.Requests != 1 || st.Sent != 2 || st.Retries != 1 || st.Replies != 2 || st.BudgetRefused != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	// The next request has a new id.
+	if _, err := c.BuyItem(ctx5s(t), "potion", 1); err != nil {
+		t.Fatal(err)
+	}
+	if third := next(t, got); third.GetRequestId() == first.GetRequestId() {
+		t.Fatal("a new request reused the retried id")
+	}
+}
+
+// Each of the three busy codes is retried; the request gets 3 attempts in
+// all, then the last refusal is returned.
+func TestRetryAtMostThreeAttempts(t *testing.T) {
+	for _, code := range []leveev1.ErrorCode{leveev1.ErrorCode_ERROR_CODE_BUSY, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED} {
+		got := make(chan *leveev1.ClientFrame, 8)
+		g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+			return refusal(f, code, 0)
+		}))
+		// rnd 0 and no retry_after: every wait is 0, so no clock is needed.
+		c := dial(t, g, "sam", client.Options{Rand: constRand(0), NoPacing: true,
+			Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
+		_, err := c.BuyItem(ctx5s(t), "potion", 1)
+		if client.Code(err) != code || errors.Is(err, client.ErrRetryBudget) {
+			t.Fatalf("%v: err = %v", code, err)
+		}
+		ids := map[uint64]bool{}
+		for range 3 {
+			ids[next(t, got).GetRequestId()] = true
+		}
+		nothing(t, got)
+		if len(ids) != 1 {
+			t.Fatalf("%v: attempts had ids %v", code, ids)
+		}
+		if st := c.Stats(); st.Requests != 1 || st.Sent != 3 || st.Retries != 2 {
+			t.Fatalf("%v: stats = %+v", code, st)
+		}
+	}
+}
+
+func TestRetryPolicyMaxAttempts(t *testing.T) {
+	got := make(chan *leveev1.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 0) }))
+	c := dial(t, g, "sue", client.Options{Rand: constRand(0), NoPacing: true, Retry: backoff.Policy{MaxAttempts: 5},
+		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1, MinPerSecond: 10})})
+	if _, err := c.GetProfile(ctx5s(t), ""); !client.IsBusy(err) {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Sent != 5 || st.Retries != 4 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// A server that refuses everything: 50 requests from two clients sharing
+// one budget (10 %, no reserve) get 5 retries between them, not 100.
+func TestRetryBudgetStopsAStorm(t *testing.T) {
+	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 0) }))
+	budget := backoff.NewBudget(backoff.BudgetConfig{Ratio: 0.1, MinPerSecond: 1e-9, Window: 10 * time.Second})
+	clk := clock.NewFake(time.Now()) // still: the budget's window never slides
+	opts := client.Options{Clock: clk, Rand: constRand(0), NoPacing: true, Budget: budget}
+	cs := []*client.Client{dial(t, g, "tom", opts), dial(t, g, "uma", opts)}
+	refused := 0
+	for i := range 50 {
+		_, err := cs[i%2].BuyItem(ctx5s(t), "potion", 1)
+		if !client.IsBusy(err) {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if errors.Is(err, client.ErrRetryBudget) {
+			refused++
+		}
+	}
+	var sent, retries, budgetRefused uint64
+	for _, c := range cs {
+		st := c.Stats()
+		sent, retries, budgetRefused = sent+st.Sent, retries+st.Retries, budgetRefused+st.BudgetRefused
+	}
+	// Every 10th request finds a whole retry in the budget; its second
+	// retry and every other request's first are refused.
+	if retries != 5 || sent != 55 || budgetRefused != 50 || refused != 50 {
+		t.Fatalf("retries %d, sent %d, budget refusals %d (%d errors)", retries, sent, budgetRefused, refused)
+	}
+}
+
+// Business and other non-busy errors come back at once, never retried.
+func TestRetryNotForOtherErrors(t *testing.T) {
+	codes := []leveev1.ErrorCode{
+		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, leveev1.ErrorCode_ERROR_CODE_NOT_FOUND,
+		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE,
+		leveev1.ErrorCode_ERROR_CODE_INTERNAL, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
+		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
+	}
+	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		return refusal(f, codes[n], 100)
+	}))
+	c := dial(t, g, "vic", client.Options{Rand: constRand(0), NoPacing: true})
+	for _, code := range codes {
+		if _, err := c.BuyItem(ctx5s(t), "potion", 1); client.Code(err) != code {
+			t.Fatalf("%v: err = %v", code, err)
+		}
+	}
+	if st := c.Stats(); st.Sent != uint64(len(codes)) || st.Retries != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// A retry whose wait would outlast the caller's deadline is not waited
+// for: the refusal comes back at once.
+func TestRetryNotPastTheDeadline(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 2000) }))
+	c := dial(t, g, "wes", client.Options{Clock: clk, Rand: constRand(0), NoPacing: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := c.BuyItem(ctx, "potion", 1)
+	if !client.IsBusy(err) || !errors.Is(err, client.ErrRetryDeadline) || client.RetryAfter(err) != 2*time.Second {
+		t.Fatalf("err = %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the call waited for its deadline")
+	}
+	if st := c.Stats(); st.Sent != 1 || st.RetryDeadline != 1 || st.Retries != 0 || clk.Waiters() != 0 {
+		t.Fatalf("stats = %+v, timers %d", st, clk.Waiters())
+	}
+}
+
+// The caller's ctx ends a retry wait; the error says both what the server
+// said and why there was no retry.
+func TestRetryWaitEndsWithCtx(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	got := make(chan *leveev1.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 300) }))
+	c := dial(t, g, "xia", client.Options{Clock: clk, NoPacing: true})
+	ctx, cancel := context.WithCancel(ctx5s(t))
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.BuyItem(ctx, "potion", 1)
+		res <- err
+	}()
+	next(t, got)
+	waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+	cancel()
+	err := result(t, res)
+	if !client.IsBusy(err) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if clk.Waiters() != 0 {
+		t.Fatal("the retry timer outlived the call")
+	}
+	nothing(t, got)
+}
+
+// NoRetry: a busy refusal comes back as it came.
+func TestNoRetry(t *testing.T) {
+	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 0) }))
+	c := dial(t, g, "yan", client.Options{NoRetry: true, Rand: constRand(0)})
+	_, err := c.BuyItem(ctx5s(t), "potion", 1)
+	if !client.IsBusy(err) || errors.Is(err, client.ErrRetryBudget) {
+		t.Fatalf("err = %v", err)
+	}
+	if st := c.Stats(); st.Sent != 1 || st.Retries != 0 || st.Requests != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// Many concurrent callers against a server that refuses a third of the
+// attempts at random: every call ends, a retry always repeats its own
+// request's id, and different requests never share one.
+func TestRetryConcurrentIDs(t *testing.T) {
+	var mu sync.Mutex
+	owner := map[uint64]string{} // request id -> the player id the request asked for
+	clash := ""
+	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		want := f.GetGetProfile().GetPlayerId()
+		mu.Lock()
+		if o, ok := owner[f.GetRequestId()]; ok && o != want {
+			clash = o + " and " + want
+		}
+		owner[f.GetRequestId()] = want
+		mu.Unlock()
+		if n%3 == 1 {
+			r := busy(f, 1)
+			r.Backpressure = &leveev1.Backpressure{Ratio: 0.5}
+			return r
+		}
+		return clienttest.Reply(f, &leveev1.ProfileReply{Player: &leveev1.Player{Id: want}})
+	}))
+	c := dial(t, g, "zed", client.Options{Retry: backoff.Policy{Base: time.Millisecond, Cap: 2 * time.Millisecond},
+		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1}), Pacer: pacerFast})
+	var wg sync.WaitGroup
+	const workers, each = 8, 25
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				want := string(rune('a'+w)) + "-" + string(rune('a'+i))
+				p, err := c.GetProfile(ctx5s(t), want)
+				if err == nil && p.GetId() != want {
+					t.Errorf("asked %s, got %s", want, p.GetId())
+				}
+				if err != nil && !client.IsBusy(err) {
+					t.Errorf("%s: %v", want, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if clash != "" {
+		t.Fatalf("one request id for %s", clash)
+	}
+	st := c.Stats()
+	if st.Requests != workers*each || len(owner) != workers*each || st.Retries == 0 || st.Sent != st.Requests+st.Retries || st.Unexpected != 0 {
+		t.Fatalf("stats = %+v, %d ids", st, len(owner))
+	}
+}
