@@ -1,15 +1,27 @@
 package gate
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
 )
 
 // BenchmarkRequestRoundTrip measures one player's request through the gate
-// to an in-process fake logic and back, one at a time.
+// to an in-process fake logic and back, one at a time. The rate limit is
+// off: the fake clock never refills the bucket.
 func BenchmarkRequestRoundTrip(b *testing.B) {
-	g := startGate(b, nil, startFakeLogic(b))
+	g := startGate(b, func(c *Config) { c.ConnRateLimit = false }, startFakeLogic(b))
 	c, _ := g.connect(b, "bench", wire.ProtoSubprotocol)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -21,3 +33,118 @@ func BenchmarkRequestRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkServerFull measures the server's own work to answer a player at
+// the connection cap: the whole /ws handler (handshake count, cap check,
+// gorilla's upgrade, one write of the pre-encoded SERVER_FULL and 1013
+// close frames, close) on a connection whose writes go nowhere, so kernel
+// and network time are left out (BenchmarkServerFullLoopback has them).
+func BenchmarkServerFull(b *testing.B) {
+	for _, sp := range []string{wire.ProtoSubprotocol, wire.JSONSubprotocol} {
+		b.Run(sp, func(b *testing.B) {
+			g := startGate(b, func(c *Config) { c.MaxConns = 1 }, startFakeLogic(b))
+			g.slots.Store(1) // full
+			r := upgradeRequest(sp)
+			w := newHijackRecorder()
+			g.handleWS(w, r)
+			if w.conn.written == 0 || w.conn.closed != 1 {
+				b.Fatalf("refusal wrote %d bytes, closed %d times", w.conn.written, w.conn.closed)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				g.handleWS(w, r)
+			}
+			b.StopTimer()
+			if got := testutil.ToFloat64(g.m.active); got != 0 {
+				b.Fatalf("gate_active_connections = %v", got)
+			}
+		})
+	}
+}
+
+// BenchmarkServerFullLoopback refuses real players over loopback and
+// reports the time spent inside the handler (server-ns/op), kernel writes
+// included; ns/op is the player's whole dial, read and close.
+func BenchmarkServerFullLoopback(b *testing.B) {
+	g := startGate(b, func(c *Config) { c.MaxConns = 1 }, startFakeLogic(b))
+	g.slots.Store(1)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var inHandler atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		g.handleWS(w, r)
+		inHandler.Add(int64(time.Since(start)))
+	})}
+	go func() { _ = srv.Serve(lis) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	u := "ws://" + lis.Addr().String() + "/ws"
+	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: []string{wire.ProtoSubprotocol}}
+	b.ResetTimer()
+	for b.Loop() {
+		ws, _, err := d.Dial(u, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, data, err := ws.ReadMessage()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if f, _ := (wire.Codec{}).DecodeServer(data); f.GetError().GetCode() != leveev1.ErrorCode_ERROR_CODE_SERVER_FULL {
+			b.Fatalf("frame %v", f)
+		}
+		if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseTryAgainLater) {
+			b.Fatalf("want close 1013, got %v", err)
+		}
+		_ = ws.Close()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(inHandler.Load())/float64(b.N), "server-ns/op")
+}
+
+func upgradeRequest(subprotocol string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "http://gate.test/ws", nil)
+	r.Header.Set("Connection", "Upgrade")
+	r.Header.Set("Upgrade", "websocket")
+	r.Header.Set("Sec-WebSocket-Version", "13")
+	r.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	r.Header.Set("Sec-WebSocket-Protocol", subprotocol)
+	return r
+}
+
+// hijackRecorder is an http.ResponseWriter whose Hijack hands out a
+// connection that discards what is written; its buffers are reused, as
+// net/http's are between requests.
+type hijackRecorder struct {
+	h    http.Header
+	conn *nullConn
+	brw  *bufio.ReadWriter
+}
+
+func newHijackRecorder() *hijackRecorder {
+	c := &nullConn{}
+	return &hijackRecorder{h: http.Header{}, conn: c, brw: bufio.NewReadWriter(bufio.NewReaderSize(c, 4096), bufio.NewWriterSize(c, 4096))}
+}
+
+func (w *hijackRecorder) Header() http.Header         { return w.h }
+func (w *hijackRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (w *hijackRecorder) WriteHeader(int)             {}
+func (w *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.brw.Reader.Reset(w.conn)
+	w.brw.Writer.Reset(w.conn)
+	return w.conn, w.brw, nil
+}
+
+type nullConn struct{ written, closed int }
+
+func (c *nullConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (c *nullConn) Write(b []byte) (int, error)      { c.written += len(b); return len(b), nil }
+func (c *nullConn) Close() error                     { c.closed++; return nil }
+func (c *nullConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (c *nullConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (c *nullConn) SetDeadline(time.Time) error      { return nil }
+func (c *nullConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *nullConn) SetWriteDeadline(time.Time) error { return nil }

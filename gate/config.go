@@ -3,6 +3,7 @@ package gate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -31,6 +32,37 @@ type Config struct {
 	RequestTimeout time.Duration // -request-timeout: the longest budget a request gets
 	MaxInFlight    int           // -max-inflight: concurrent requests per connection
 
+	// Overload protection (issue 3, level 1). A mechanism is active when
+	// Protection and its own switch are both true; an inactive one is
+	// unlimited (see each switch).
+	Protection bool // -protection: false turns every mechanism below off at once
+
+	// ConnCap (-conn-cap) refuses a player past MaxConns open connections
+	// with a SERVER_FULL frame, the optional card and a 1013 close. Off: no
+	// limit on connections.
+	ConnCap        bool
+	MaxConns       int           // -max-conns: open player connections per gate
+	FullRetryAfter time.Duration // -full-retry-after: retry_after of a SERVER_FULL refusal, jittered ±20 %
+	FullCardFile   string        // -full-card-file: optional "while you wait" text appended to the SERVER_FULL message
+
+	// HandshakeCap (-handshake-cap) answers HTTP 503 with Retry-After, before
+	// upgrading, while MaxHandshakes connections are starting (from the
+	// upgrade request until the player is welcomed or refused). Off: no limit.
+	HandshakeCap  bool
+	MaxHandshakes int // -max-handshakes
+
+	// ConnRateLimit (-conn-rate-limit) gives each connection a token bucket
+	// of ConnBurst tokens refilled at ConnRate per second; a frame that finds
+	// it empty is answered RATE_LIMITED with the time until the next token.
+	// Off: no rate limit.
+	ConnRateLimit bool
+	ConnRate      float64 // -conn-rate: requests per second per connection
+	ConnBurst     int     // -conn-burst: bucket size
+
+	// InflightLimit (-inflight-limit) answers RATE_LIMITED to a request past
+	// MaxInFlight on one connection. Off: no limit.
+	InflightLimit bool
+
 	ShutdownGrace time.Duration // -shutdown-grace: how long in-flight requests may take at shutdown
 	Drain         time.Duration // -drain: NOT_SERVING this long before new connections are refused
 
@@ -52,10 +84,36 @@ func DefaultConfig() Config {
 		WriteTimeout:   5 * time.Second,
 		RequestTimeout: 10 * time.Second,
 		MaxInFlight:    32,
+		Protection:     true,
+		ConnCap:        true,
+		MaxConns:       250_000,
+		FullRetryAfter: 30 * time.Second,
+		HandshakeCap:   true,
+		MaxHandshakes:  1024,
+		ConnRateLimit:  true,
+		ConnRate:       20,
+		ConnBurst:      40,
+		InflightLimit:  true,
 		ShutdownGrace:  10 * time.Second,
 		Clock:          clock.Real{},
 	}
 }
+
+// Whether each protection mechanism is active: its own switch and
+// Protection are both on.
+func (c Config) connCapOn() bool       { return c.Protection && c.ConnCap }
+func (c Config) handshakeCapOn() bool  { return c.Protection && c.HandshakeCap }
+func (c Config) connRateLimitOn() bool { return c.Protection && c.ConnRateLimit }
+func (c Config) inflightLimitOn() bool { return c.Protection && c.InflightLimit }
+
+// Bounds on the protection knobs: a retry_after must fit the protocol's
+// uint32 milliseconds with room for the jitter, and a bucket's arithmetic
+// must not overflow.
+const (
+	maxFullRetryAfter = 24 * time.Hour
+	maxConnRate       = 1e9
+	maxConnBurst      = 1_000_000
+)
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
 var ErrInvalidConfig = errors.New("invalid gate config")
@@ -103,6 +161,23 @@ func (c Config) Validate() error {
 	}
 	if c.Drain < 0 {
 		return bad("-drain: must be >= 0, got %s", c.Drain)
+	}
+	// The protection knobs are checked even when their switch is off, so
+	// turning a mechanism back on never reveals a bad value.
+	if c.MaxConns <= 0 {
+		return bad("-max-conns: must be > 0, got %d", c.MaxConns)
+	}
+	if c.FullRetryAfter <= 0 || c.FullRetryAfter > maxFullRetryAfter {
+		return bad("-full-retry-after: must be in (0, %s], got %s", maxFullRetryAfter, c.FullRetryAfter)
+	}
+	if c.MaxHandshakes <= 0 {
+		return bad("-max-handshakes: must be > 0, got %d", c.MaxHandshakes)
+	}
+	if math.IsNaN(c.ConnRate) || c.ConnRate <= 0 || c.ConnRate > maxConnRate {
+		return bad("-conn-rate: must be in (0, %g], got %g (use -conn-rate-limit=false for no limit)", float64(maxConnRate), c.ConnRate)
+	}
+	if c.ConnBurst < 1 || c.ConnBurst > maxConnBurst {
+		return bad("-conn-burst: must be in [1, %d], got %d", maxConnBurst, c.ConnBurst)
 	}
 	return nil
 }

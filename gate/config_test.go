@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +16,21 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		t.Fatalf("valid config: %v", err)
 	}
 	for flag, mod := range map[string]func(*Config){
-		"-logic-addrs":     func(c *Config) { c.LogicAddrs = nil },
-		"-shards":          func(c *Config) { c.Shards = 0 },
-		"-max-inflight":    func(c *Config) { c.MaxInFlight = -3 },
-		"-ping-interval":   func(c *Config) { c.PingInterval = 0 },
-		"-pong-timeout":    func(c *Config) { c.PongTimeout = -time.Second },
-		"-write-timeout":   func(c *Config) { c.WriteTimeout = 0 },
-		"-request-timeout": func(c *Config) { c.RequestTimeout = 0 },
-		"-shutdown-grace":  func(c *Config) { c.ShutdownGrace = 0 },
-		"-drain":           func(c *Config) { c.Drain = -time.Second },
-		"-addr":            func(c *Config) { c.Addr = "" },
+		"-logic-addrs":      func(c *Config) { c.LogicAddrs = nil },
+		"-shards":           func(c *Config) { c.Shards = 0 },
+		"-max-inflight":     func(c *Config) { c.MaxInFlight = -3 },
+		"-ping-interval":    func(c *Config) { c.PingInterval = 0 },
+		"-pong-timeout":     func(c *Config) { c.PongTimeout = -time.Second },
+		"-write-timeout":    func(c *Config) { c.WriteTimeout = 0 },
+		"-request-timeout":  func(c *Config) { c.RequestTimeout = 0 },
+		"-shutdown-grace":   func(c *Config) { c.ShutdownGrace = 0 },
+		"-drain":            func(c *Config) { c.Drain = -time.Second },
+		"-addr":             func(c *Config) { c.Addr = "" },
+		"-max-conns":        func(c *Config) { c.MaxConns = 0 },
+		"-full-retry-after": func(c *Config) { c.FullRetryAfter = 0 },
+		"-max-handshakes":   func(c *Config) { c.MaxHandshakes = -1 },
+		"-conn-rate":        func(c *Config) { c.ConnRate = 0 },
+		"-conn-burst":       func(c *Config) { c.ConnBurst = 0 },
 	} {
 		c := ok
 		mod(&c)
@@ -34,10 +40,40 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		}
 	}
 	c := ok
+	c.FullRetryAfter = 25 * time.Hour
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "-full-retry-after:") {
+		t.Errorf("a day-long retry: %v", err)
+	}
+	c = ok
+	c.ConnRate = math.NaN()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "-conn-rate:") {
+		t.Errorf("NaN rate: %v", err)
+	}
+	// Off switches do not excuse bad values.
+	c = ok
+	c.Protection, c.MaxConns = false, 0
+	if err := c.Validate(); err == nil {
+		t.Error("-max-conns 0 with -protection=false was accepted")
+	}
+	c = ok
 	c.LogicAddrs = []string{"a:1", "b:1", "c:1"}
 	c.Shards = 2
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "-shards:") {
 		t.Errorf("more instances than shards: %v", err)
+	}
+}
+
+func TestDefaultsTurnProtectionOn(t *testing.T) {
+	c := DefaultConfig()
+	if !c.connCapOn() || !c.handshakeCapOn() || !c.connRateLimitOn() || !c.inflightLimitOn() {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if c.MaxConns != 250_000 || c.FullRetryAfter != 30*time.Second || c.MaxHandshakes != 1024 || c.ConnRate != 20 || c.ConnBurst != 40 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	c.Protection = false
+	if c.connCapOn() || c.handshakeCapOn() || c.connRateLimitOn() || c.inflightLimitOn() {
+		t.Fatal("-protection=false left a mechanism on")
 	}
 }
 

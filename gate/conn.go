@@ -23,10 +23,11 @@ type conn struct {
 	ws       *websocket.Conn
 	codec    wire.Codec
 	msgType  int
-	playerID string // from the token; empty if the token was bad
+	playerID string // from the token
 	logic    leveev1.LogicClient
-	allow    allowFunc // nil allows everything
-	release  func()    // from the admission hook; nil if none
+	allow    allowFunc   // nil allows everything
+	release  func()      // from the admission hook; nil if none
+	bucket   tokenBucket // the request rate limit; used by the reader only
 
 	// ctx is cancelled when the connection ends, so work for a player who
 	// has gone is dropped.
@@ -42,7 +43,7 @@ type conn struct {
 // serve owns the connection until the player is logged in, then hands it to
 // a fresh reader goroutine: the login's gRPC call grows a goroutine's stack,
 // and an idle connection should not keep that stack.
-func (c *conn) serve(authErr error, refusal *leveev1.Error) {
+func (c *conn) serve() {
 	handedOff := false
 	defer func() {
 		if !handedOff {
@@ -52,18 +53,6 @@ func (c *conn) serve(authErr error, refusal *leveev1.Error) {
 	c.ws.SetReadLimit(wire.MaxFrame)
 	c.ws.SetPongHandler(func(string) error { c.extendReadDeadline(); return nil })
 	c.extendReadDeadline()
-
-	switch {
-	case authErr != nil:
-		c.s.m.connections.WithLabelValues(resultUnauthorized).Inc()
-		c.s.log.Debug("unauthorized connection", "err", authErr)
-		c.refuse(apperr.Reply(authErr, 0), websocket.ClosePolicyViolation, "unauthorized")
-		return
-	case refusal != nil:
-		c.s.m.connections.WithLabelValues(resultRefused).Inc()
-		c.refuse(refusal, websocket.CloseTryAgainLater, "try again later")
-		return
-	}
 	if !c.login() {
 		return
 	}
@@ -79,6 +68,7 @@ func (c *conn) serve(authErr error, refusal *leveev1.Error) {
 func (c *conn) login() bool {
 	start := time.Now()
 	if !c.s.beginRequest() {
+		c.s.endHandshake()
 		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
 		c.refuse(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter), websocket.CloseServiceRestart, "server restarting")
 		return false
@@ -86,6 +76,7 @@ func (c *conn) login() bool {
 	defer c.s.endRequest()
 	req := &leveev1.LogicRequest{PlayerId: c.playerID, Action: &leveev1.LogicRequest_Login{Login: &leveev1.LoginRequest{}}}
 	f := c.s.do(c.ctx, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
+	c.s.endHandshake() // the handshake ends with logic's answer, whatever it is
 	c.s.observe(actionLogin, start, f)
 	if e := f.GetError(); e != nil || f.GetWelcome() == nil {
 		if e == nil {

@@ -12,29 +12,60 @@ import (
 	"levee/internal/apperr"
 	"levee/internal/token"
 	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
 )
 
-// handleWS authenticates the player, upgrades, starts the connection's one
-// goroutine and returns, so no HTTP handler goroutine or HTTP buffers stay
-// with the connection.
+// handleWS admits or refuses a player. In order: over the handshake cap,
+// HTTP 503 with Retry-After before any upgrade; while stopping, HTTP 503;
+// at the connection cap, the pre-encoded SERVER_FULL frame and a 1013 close
+// (checked before the token, as it is the cheaper check); a bad token, an
+// UNAUTHORIZED frame and a 1008 close; the admission hook's refusal, its
+// error and a 1013 close. Every refusal is answered from this handler, with
+// no goroutine and nothing kept. An admitted player's connection is tracked
+// and handed to its own goroutine, and the handler returns, so no HTTP
+// handler goroutine or HTTP buffers stay with it.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	if !s.beginHandshake() {
+		s.m.rejectHandshakes.Inc()
+		refuseHandshake(w)
+		return
+	}
+	handedOff, slot := false, false
+	defer func() {
+		if !handedOff {
+			if slot {
+				s.releaseSlot()
+			}
+			s.endHandshake()
+		}
+	}()
 	if s.isDraining() {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "gate shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	playerID, authErr := s.authenticate(r)
+	if slot = s.takeSlot(); !slot {
+		s.m.rejectFull.Inc()
+		s.m.fullConns.Inc()
+		s.refuseUpgraded(w, r, s.fullFn)
+		return
+	}
 
+	playerID, err := s.authenticate(r)
+	if err != nil {
+		s.m.connections.WithLabelValues(resultUnauthorized).Inc()
+		s.log.Debug("unauthorized connection", "err", err, "remote", r.RemoteAddr)
+		s.refuseUpgraded(w, r, s.errorFrames(apperr.Reply(err, 0), websocket.ClosePolicyViolation, "unauthorized"))
+		return
+	}
 	var release func()
-	var refusal *leveev1.Error
-	if authErr == nil && s.admit != nil {
+	if s.admit != nil {
 		rel, retryAfter, err := s.admit(r, playerID)
 		if err != nil {
-			refusal = apperr.Reply(err, retryAfter)
-		} else {
-			release = rel
+			s.m.connections.WithLabelValues(resultRefused).Inc()
+			s.refuseUpgraded(w, r, s.errorFrames(apperr.Reply(err, retryAfter), websocket.CloseTryAgainLater, "try again later"))
+			return
 		}
+		release = rel
 	}
 
 	ws, err := s.upgrader.Upgrade(w, r, nil)
@@ -50,18 +81,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s:        s,
 		ws:       ws,
 		codec:    codec,
-		msgType:  websocket.BinaryMessage,
+		msgType:  messageType(codec),
 		playerID: playerID,
 		release:  release,
 	}
-	if codec.JSON {
-		c.msgType = websocket.TextMessage
+	_, c.logic = s.logic.route(playerID)
+	if s.newAllow != nil {
+		c.allow = s.newAllow(playerID)
 	}
-	if authErr == nil {
-		_, c.logic = s.logic.route(playerID)
-		if s.newAllow != nil {
-			c.allow = s.newAllow(playerID)
-		}
+	if s.cfg.connRateLimitOn() {
+		c.bucket = newTokenBucket(s.cfg.ConnRate, s.cfg.ConnBurst, s.clock.Now())
 	}
 	c.ctx, c.cancel = context.WithCancel(s.baseCtx)
 	if !s.track(c) {
@@ -77,7 +106,10 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	go c.serve(authErr, refusal)
+	// From here the connection owns the slot (untrack gives it back) and
+	// the handshake (serve ends it once the login is answered).
+	handedOff = true
+	go c.serve()
 }
 
 // authenticate reads the token from "Authorization: Bearer <tok>" or the

@@ -5,8 +5,11 @@ import (
 	"time"
 )
 
-// The seams where the connection cap, the admission queue and the
-// per-connection rate limits plug in. Nil hooks admit and allow everything.
+// The seams where the admission queue and further per-connection limits
+// plug in. Nil hooks admit and allow everything. The gate's own protection
+// (connection cap, handshake cap, rate and in-flight limits) runs besides
+// them: the connection cap before admit, the rate limit before allow and the
+// in-flight limit after it.
 
 // admitFunc decides, before the WebSocket upgrade, whether an authenticated
 // player may open a connection. On success release is called once, when the

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -16,6 +17,7 @@ const (
 	resultLogicRefused = "logic_refused"
 	resultRefused      = "refused"       // the admission hook said no
 	resultShuttingDown = "shutting_down" // upgraded while the gate began to stop
+	resultServerFull   = "server_full"   // refused at the connection cap
 	actionLogin        = "login"
 	actionGetProfile   = "get_profile"
 	actionBuyItem      = "buy_item"
@@ -24,18 +26,62 @@ const (
 	outcomeOK          = "ok"
 )
 
+// Reasons counted by gate_rejections_total; the per-request ones are also
+// counted by gate_request_rejections_total with the request's criticality.
+const (
+	reasonServerFull  = "server_full"  // the connection cap
+	reasonHandshakes  = "handshakes"   // the cap on handshakes in progress
+	reasonRateLimited = "rate_limited" // a connection's token bucket was empty
+	reasonInflight    = "inflight"     // a connection had too many requests in flight
+)
+
+// requestReasons are the per-request rejection reasons, in index order.
+var requestReasons = [...]string{reasonRateLimited, reasonInflight}
+
+const (
+	reqRateLimited = iota // index into requestReasons
+	reqInflight
+)
+
+// criticalities are the criticality labels, in critIndex order.
+var criticalities = [...]string{priority.Critical, priority.Default, priority.Sheddable}
+
+// critIndex is c's index in criticalities; UNSPECIFIED and unknown values
+// count as default.
+func critIndex(c leveev1.Criticality) int {
+	switch c {
+	case leveev1.Criticality_CRITICALITY_CRITICAL:
+		return 0
+	case leveev1.Criticality_CRITICALITY_SHEDDABLE:
+		return 2
+	}
+	return 1
+}
+
 type gateMetrics struct {
 	active      prometheus.Gauge
 	connections *prometheus.CounterVec
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
+	rejections  *prometheus.CounterVec
+	reqRejects  *prometheus.CounterVec
+	handshakes  prometheus.GaugeFunc
+
+	// Resolved once, so the refusal paths do no label look-ups.
+	fullConns         prometheus.Counter // gate_connections_total{server_full}
+	rejectFull        prometheus.Counter
+	rejectHandshakes  prometheus.Counter
+	rejectRequest     [len(requestReasons)]prometheus.Counter
+	rejectRequestCrit [len(requestReasons)][len(criticalities)]prometheus.Counter
 }
 
 // requestBuckets are finer than metrics.LatencyBuckets: 0.5 ms × 2^0..15
 // (up to about 16 s), because a gate's fast drops take well under 10 ms.
 var requestBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
 
-func newMetrics(reg prometheus.Registerer) *gateMetrics {
+// newMetrics registers the gate's metrics; handshakes reads the number of
+// handshakes in progress.
+func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetrics {
 	f := promauto.With(reg)
 	m := &gateMetrics{
 		active: f.NewGauge(prometheus.GaugeOpts{
@@ -55,9 +101,31 @@ func newMetrics(reg prometheus.Registerer) *gateMetrics {
 			Help:    "Time from reading a player's request to writing its reply.",
 			Buckets: requestBuckets,
 		}, []string{"action"}),
+		rejections: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_rejections_total",
+			Help: "Connections and requests the gate's own overload protection refused, by reason " +
+				"(server_full, handshakes, rate_limited, inflight).",
+		}, []string{"reason"}),
+		reqRejects: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_request_rejections_total",
+			Help: "Requests the gate's per-connection limits refused, by reason (rate_limited, inflight) and criticality.",
+		}, []string{"reason", "criticality"}),
 	}
-	for _, r := range []string{resultAccepted, resultUnauthorized, resultLogicRefused, resultRefused, resultShuttingDown} {
+	m.handshakes = f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gate_handshakes_in_progress",
+		Help: "Player connections starting: from the upgrade request until the player is welcomed or refused.",
+	}, handshakes)
+	for _, r := range []string{resultAccepted, resultUnauthorized, resultLogicRefused, resultRefused, resultShuttingDown, resultServerFull} {
 		m.connections.WithLabelValues(r)
+	}
+	m.fullConns = m.connections.WithLabelValues(resultServerFull)
+	m.rejectFull = m.rejections.WithLabelValues(reasonServerFull)
+	m.rejectHandshakes = m.rejections.WithLabelValues(reasonHandshakes)
+	for i, r := range requestReasons {
+		m.rejectRequest[i] = m.rejections.WithLabelValues(r)
+		for j, c := range criticalities {
+			m.rejectRequestCrit[i][j] = m.reqRejects.WithLabelValues(r, c)
+		}
 	}
 	return m
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"levee/internal/priority"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"levee/internal/apperr"
+	"levee/internal/priority"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -24,17 +24,30 @@ const (
 )
 
 // handleFrame answers one frame: at once with a typed error when it cannot
-// be routed, otherwise from a goroutine of its own, so the reader never
-// blocks on logic. Every frame gets exactly one reply.
+// be routed or a limit refuses it, otherwise from a goroutine of its own, so
+// the reader never blocks on logic. Every frame gets exactly one reply.
+//
+// Every frame read costs a token of the connection's rate limit, malformed
+// ones included, so a flood of garbage is throttled like any other.
 func (c *conn) handleFrame(data []byte) {
 	start := time.Now()
 	f, refusal := decodeFrame(c.codec, data)
+	action := actionInvalid
+	if refusal == nil {
+		action = actionOf(f)
+	}
+	id := f.GetRequestId()
+	if c.s.cfg.connRateLimitOn() {
+		if wait, ok := c.bucket.allow(c.s.clock.Now()); !ok {
+			c.s.rejectRequest(reqRateLimited, f.GetCriticality())
+			c.reply(action, start, errorFrame(id, errRateLimited, ceilMillis(wait)))
+			return
+		}
+	}
 	if refusal != nil {
 		c.reply(actionInvalid, start, refusal)
 		return
 	}
-	action := actionOf(f)
-	id := f.GetRequestId()
 	if !c.s.beginRequest() {
 		c.reply(action, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
 		return
@@ -46,11 +59,11 @@ func (c *conn) handleFrame(data []byte) {
 			return
 		}
 	}
-	if n := c.inflight.Add(1); int(n) > c.s.cfg.MaxInFlight {
+	if n := c.inflight.Add(1); c.s.cfg.inflightLimitOn() && int(n) > c.s.cfg.MaxInFlight {
 		c.inflight.Add(-1)
 		c.s.endRequest()
-		err := fmt.Errorf("%w: more than %d requests in flight", apperr.ErrRateLimited, c.s.cfg.MaxInFlight)
-		c.reply(action, start, errorFrame(id, err, inflightRetryAfter))
+		c.s.rejectRequest(reqInflight, f.GetCriticality())
+		c.reply(action, start, errorFrame(id, errInflight, inflightRetryAfter))
 		return
 	}
 	go func() {
@@ -61,6 +74,19 @@ func (c *conn) handleFrame(data []byte) {
 		c.inflight.Add(-1)
 		c.reply(action, start, out)
 	}()
+}
+
+// rejectRequest counts a request refused by one of the per-connection
+// limits (reason is an index into requestReasons).
+func (s *Server) rejectRequest(reason int, crit leveev1.Criticality) {
+	s.m.rejectRequest[reason].Inc()
+	s.m.rejectRequestCrit[reason][critIndex(crit)].Inc()
+}
+
+// ceilMillis rounds d up to a whole millisecond, so a retry_after in
+// milliseconds is never shorter than the real wait (and never 0).
+func ceilMillis(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // budget is the request's deadline: the client's timeout_ms when it is set
@@ -135,7 +161,10 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 
 // do calls logic once (the gate never retries) with the budget as the gRPC
 // deadline and the criticality in metadata, and turns the outcome into the
-// player's reply frame.
+// player's reply frame. A refusal under load (RESOURCE_EXHAUSTED) becomes a
+// typed BUSY with the pushback as retry_after and the queue depth and fill
+// ratio trailers as the frame's backpressure; a reply keeps the
+// backpressure logic attached to it.
 func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit leveev1.Criticality, budget time.Duration) *leveev1.ServerFrame {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
@@ -146,9 +175,15 @@ func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.Lo
 		if s.baseCtx.Err() != nil {
 			return errorFrame(req.GetRequestId(), apperr.ErrShuttingDown, shuttingDownRetryAfter)
 		}
+		e := apperr.FromGRPC(err, apperr.Pushback(trailer))
+		bp := apperr.BackpressureFrom(trailer)
+		if bp != nil && bp.RetryAfterMs == 0 {
+			bp.RetryAfterMs = e.GetRetryAfterMs()
+		}
 		return &leveev1.ServerFrame{
-			RequestId: req.GetRequestId(),
-			Payload:   &leveev1.ServerFrame_Error{Error: apperr.FromGRPC(err, apperr.Pushback(trailer))},
+			RequestId:    req.GetRequestId(),
+			Backpressure: bp,
+			Payload:      &leveev1.ServerFrame_Error{Error: e},
 		}
 	}
 	return serverFrame(req.GetRequestId(), rep)

@@ -42,12 +42,28 @@ type Server struct {
 	upgrader               websocket.Upgrader
 	ready                  atomic.Bool
 
+	// refuser upgrades connections that are refused at once (server full,
+	// bad token, admission hook): no buffers of its own, it reuses the ones
+	// net/http hijacks, and nothing of the connection is kept.
+	refuser websocket.Upgrader
+	full    *fullReply              // the pre-encoded SERVER_FULL answers
+	fullFn  func(wire.Codec) []byte // full.frames, bound once so refusals do not allocate it
+
+	// slots counts connection slots: taken before a player's upgrade,
+	// given back when the upgrade fails or the tracked connection ends.
+	// The connection cap compares it to MaxConns.
+	slots atomic.Int64
+	// handshakes counts connections starting: from the upgrade request
+	// until the player is welcomed or refused.
+	handshakes atomic.Int64
+
 	// baseCtx is the parent of every connection's context. It is cancelled
 	// when shutdown gives up waiting for in-flight requests.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
 
-	// Seams for the connection cap, the admission queue and rate limits.
+	// Seams for the admission queue and further per-connection limits (the
+	// connection cap and the gate's own limits do not use them).
 	admit    admitFunc
 	newAllow func(playerID string) allowFunc
 
@@ -83,7 +99,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:    metrics.NewRegistry("gate"),
 		conns:  map[*conn]struct{}{},
 	}
-	s.m = newMetrics(s.reg)
+	s.m = newMetrics(s.reg, func() float64 { return float64(s.handshakes.Load()) })
+	card, err := loadCard(cfg.FullCardFile)
+	if err != nil {
+		return nil, err
+	}
+	if s.full, err = newFullReply(cfg.FullRetryAfter, card); err != nil {
+		return nil, err
+	}
+	s.fullFn = s.full.frames
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: cfg.WriteTimeout,
@@ -95,8 +119,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		// cross-origin page gains nothing by opening a socket.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}
+	s.refuser = websocket.Upgrader{
+		HandshakeTimeout: cfg.WriteTimeout,
+		Subprotocols:     wire.Subprotocols,
+		CheckOrigin:      s.upgrader.CheckOrigin,
+	}
 
-	var err error
 	if s.logic, err = newLogicPool(cfg.LogicAddrs, cfg.Shards); err != nil {
 		s.cancelBase()
 		return nil, err
@@ -313,6 +341,48 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
+// beginHandshake counts a connection starting; false when the handshake
+// cap is on and MaxHandshakes are in progress already.
+func (s *Server) beginHandshake() bool {
+	if !s.cfg.handshakeCapOn() {
+		s.handshakes.Add(1)
+		return true
+	}
+	limit := int64(s.cfg.MaxHandshakes)
+	for {
+		n := s.handshakes.Load()
+		if n >= limit {
+			return false
+		}
+		if s.handshakes.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *Server) endHandshake() { s.handshakes.Add(-1) }
+
+// takeSlot takes a connection slot; false when the connection cap is on
+// and MaxConns slots are taken. The slot is given back by releaseSlot.
+func (s *Server) takeSlot() bool {
+	if !s.cfg.connCapOn() {
+		s.slots.Add(1)
+		return true
+	}
+	limit := int64(s.cfg.MaxConns)
+	for {
+		n := s.slots.Load()
+		if n >= limit {
+			return false
+		}
+		if s.slots.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (s *Server) releaseSlot() { s.slots.Add(-1) }
+
 // track registers a new connection; false once the gate is draining.
 func (s *Server) track(c *conn) bool {
 	s.mu.Lock()
@@ -330,6 +400,7 @@ func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
+	s.releaseSlot() // before the gauge, so a gauge that went down means a free slot
 	s.m.active.Dec()
 	s.connWG.Done()
 }

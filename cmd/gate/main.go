@@ -45,7 +45,21 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how late past a ping interval a pong may be before the player is dropped")
 			fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "deadline of each write to a player")
 			fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "longest budget a request gets (the client's timeout_ms may shorten it)")
-			fs.IntVar(&cfg.MaxInFlight, "max-inflight", cfg.MaxInFlight, "concurrent requests per connection; more are refused RATE_LIMITED")
+			fs.IntVar(&cfg.MaxInFlight, "max-inflight", cfg.MaxInFlight, "concurrent requests per connection; more are refused RATE_LIMITED (see -inflight-limit)")
+
+			// Overload protection: a mechanism is active when -protection
+			// and its own switch are both true; off means unlimited.
+			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit and -inflight-limit off at once (unlimited connections, handshakes, request rate and in-flight requests)")
+			fs.BoolVar(&cfg.ConnCap, "conn-cap", cfg.ConnCap, "refuse players past -max-conns with SERVER_FULL and close 1013; false: no connection limit")
+			fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open player connections per gate")
+			fs.DurationVar(&cfg.FullRetryAfter, "full-retry-after", cfg.FullRetryAfter, "retry_after of a SERVER_FULL refusal, jittered ±20 %")
+			fs.StringVar(&cfg.FullCardFile, "full-card-file", cfg.FullCardFile, "optional \"while you wait\" card (UTF-8 text or JSON, at most 2 KiB), read once at start and appended to the SERVER_FULL message after a blank line")
+			fs.BoolVar(&cfg.HandshakeCap, "handshake-cap", cfg.HandshakeCap, "answer HTTP 503 with Retry-After while -max-handshakes connections are starting; false: no limit")
+			fs.IntVar(&cfg.MaxHandshakes, "max-handshakes", cfg.MaxHandshakes, "connections starting at once (upgrade request until welcome or refusal)")
+			fs.BoolVar(&cfg.ConnRateLimit, "conn-rate-limit", cfg.ConnRateLimit, "per-connection token bucket; frames over it are answered RATE_LIMITED with the time until a token; false: no rate limit")
+			fs.Float64Var(&cfg.ConnRate, "conn-rate", cfg.ConnRate, "requests per second per connection (token refill rate)")
+			fs.IntVar(&cfg.ConnBurst, "conn-burst", cfg.ConnBurst, "token bucket size per connection")
+			fs.BoolVar(&cfg.InflightLimit, "inflight-limit", cfg.InflightLimit, "refuse requests past -max-inflight on one connection with RATE_LIMITED; false: no limit")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
 		},

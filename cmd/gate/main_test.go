@@ -30,6 +30,36 @@ func TestBadConfigExits2NamingTheFlag(t *testing.T) {
 	}
 }
 
+func TestProtectionFlags(t *testing.T) {
+	var errOut bytes.Buffer
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		{[]string{"-max-conns", "0"}, nil, "-max-conns:"},
+		{[]string{"-conn-rate", "-1"}, nil, "-conn-rate:"},
+		{[]string{"-conn-burst", "0"}, nil, "-conn-burst:"},
+		{[]string{"-max-handshakes", "0"}, nil, "-max-handshakes:"},
+		{nil, map[string]string{"GATE_FULL_RETRY_AFTER": "0s"}, "-full-retry-after:"},
+		{nil, map[string]string{"GATE_PROTECTION": "maybe"}, "GATE_PROTECTION"},
+	} {
+		errOut.Reset()
+		args := append([]string{"-logic-addrs", "a:1"}, tc.args...)
+		if code := run(args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag) {
+			t.Errorf("%v %v: exit %d, stderr %q", tc.args, tc.env, code, errOut.String())
+		}
+	}
+	errOut.Reset()
+	run([]string{"-h"}, env(nil), &errOut)
+	for _, f := range []string{"-protection", "-conn-cap", "-max-conns", "-full-retry-after", "-full-card-file",
+		"-handshake-cap", "-max-handshakes", "-conn-rate-limit", "-conn-rate", "-conn-burst", "-inflight-limit", "-max-inflight"} {
+		if !strings.Contains(errOut.String(), f+" ") && !strings.Contains(errOut.String(), f+"\n") {
+			t.Errorf("usage lacks %s", f)
+		}
+	}
+}
+
 func TestTokenSubcommand(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := mintToken([]string{"-player", "alice", "-ttl", "1h"}, env(map[string]string{"GATE_TOKEN_SECRET": "s3cret"}), &out, &errOut); code != 0 {
