@@ -70,31 +70,44 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 
 	select {
 	case f := <-c.first:
-		if w := f.GetWelcome(); w != nil {
-			c.welcome = w
-			c.log.Debug("connected", "player", w.GetPlayer().GetId(), "shard", w.GetShard(), "json", opts.JSON)
-			return c, nil
-		}
-		refused := fromProto(f.GetError())
-		// The gate closes right after refusing; wait briefly for its code.
-		t := time.NewTimer(opts.CloseTimeout)
-		defer t.Stop()
-		select {
-		case <-c.done:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		c.abort()
-		if ce := closeErrorOf(c.Err()); ce != nil {
-			return nil, fmt.Errorf("client: dial %s: refused: %w (%w)", rawURL, refused, ce)
-		}
-		return nil, fmt.Errorf("client: dial %s: refused: %w", rawURL, refused)
+		return c.firstFrame(ctx, rawURL, f)
 	case <-c.done:
+		// The refusal frame and the close can arrive together: a buffered
+		// first frame says more than the close does.
+		select {
+		case f := <-c.first:
+			return c.firstFrame(ctx, rawURL, f)
+		default:
+		}
 		return nil, fmt.Errorf("client: dial %s: no welcome: %w", rawURL, c.Err())
 	case <-ctx.Done():
 		c.abort()
 		return nil, fmt.Errorf("client: dial %s: waiting for welcome: %w", rawURL, ctx.Err())
 	}
+}
+
+// firstFrame finishes Dial with the gate's first push: a welcome, or a
+// typed refusal followed by a close.
+func (c *Client) firstFrame(ctx context.Context, rawURL string, f *leveev1.ServerFrame) (*Client, error) {
+	if w := f.GetWelcome(); w != nil {
+		c.welcome = w
+		c.log.Debug("connected", "player", w.GetPlayer().GetId(), "shard", w.GetShard(), "json", c.opts.JSON)
+		return c, nil
+	}
+	refused := fromProto(f.GetError())
+	// The gate closes right after refusing; wait briefly for its code.
+	t := time.NewTimer(c.opts.CloseTimeout)
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	c.abort()
+	if ce := closeErrorOf(c.Err()); ce != nil {
+		return nil, fmt.Errorf("client: dial %s: refused: %w (%w)", rawURL, refused, ce)
+	}
+	return nil, fmt.Errorf("client: dial %s: refused: %w", rawURL, refused)
 }
 
 // Dial errors that DialRetry does not retry: the url does not parse, or

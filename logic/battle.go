@@ -66,12 +66,17 @@ func battleSeed(playerID, battleID string) uint64 {
 // player's level and rating, team B from the seed.
 func simulateRequest(p *leveev1.Player, b *leveev1.StartBattleRequest) *leveev1.SimulateRequest {
 	seed := battleSeed(p.GetId(), b.GetBattleId())
+	// Hit points grow with the requested ticks so that a fight lasts about
+	// that long: a unit deals roughly 10-15 damage a tick, so without the
+	// scale every fight would end within a dozen ticks and "ticks" would
+	// not make a battle more expensive.
+	scale := max(uint32(1), b.GetTicks()/10)
 	lvl := min(p.GetLevel(), 1000)
 	rating := uint32(max(p.GetRating(), 0))
 	a := make([]*leveev1.Unit, b.GetUnits())
 	for i := range a {
 		a[i] = &leveev1.Unit{
-			Hp:      100 + 10*lvl,
+			Hp:      min((100+10*lvl)*scale, maxUnitHP),
 			Attack:  12 + 2*lvl + min(rating/200, 100),
 			Defense: 4 + lvl,
 			Speed:   10 + min(rating/250, 100),
@@ -81,7 +86,7 @@ func simulateRequest(p *leveev1.Player, b *leveev1.StartBattleRequest) *leveev1.
 	bt := make([]*leveev1.Unit, b.GetUnits())
 	for i := range bt {
 		bt[i] = &leveev1.Unit{
-			Hp:      uint32(100 + rng.next()%60),
+			Hp:      min(uint32(100+rng.next()%60)*scale, maxUnitHP),
 			Attack:  uint32(12 + rng.next()%8),
 			Defense: uint32(3 + rng.next()%5),
 			Speed:   uint32(8 + rng.next()%6),
@@ -95,6 +100,9 @@ func simulateRequest(p *leveev1.Player, b *leveev1.StartBattleRequest) *leveev1.
 		MaxTicks: b.GetTicks(),
 	}
 }
+
+// maxUnitHP is the most hit points battle accepts for a unit.
+const maxUnitHP = 1_000_000
 
 // splitmix64 is a tiny deterministic generator for team B.
 type splitmix64 uint64
