@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build demo test vet fuzz bench proto proto-check tools clean images
+.PHONY: all build demo overload test vet fuzz bench proto proto-check tools clean images
 
 all: build
 
@@ -18,6 +18,11 @@ build:
 
 demo: build
 	./scripts/demo.sh
+
+# The issue-3 overload test: capacity C, then 0.8 x C, then 10 x C, with
+# protection on and then off (about 2-3 minutes; see scripts/overload.sh).
+overload: build
+	OVERLOAD_BUILD=0 ./scripts/overload.sh
 
 vet:
 	$(GO) vet ./...

@@ -10,4 +10,12 @@
 //     outcome and latency;
 //   - the Report sums it up: outcomes by class and code, latency
 //     percentiles, and the problems that make a run fail.
+//
+// The overload scenario (RunOverload, OverloadConfig, OverloadReport) is
+// shaped differently, as open-loop load must be: a fixed pool of
+// connections (SDK retries and pacing off), a closed-loop phase that
+// measures the capacity C, then a dispatcher that issues request i at
+// start + i/rate (Due) whatever the replies do, at 0.8 × C and 10 × C. It
+// samples the tiers' memory from their /metrics and judges the run against
+// issue 3's criteria (goodput, p99 of served requests, exactly one reply).
 package loadtest

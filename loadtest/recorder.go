@@ -37,6 +37,7 @@ type recorder struct {
 	dialed, connected                 int
 	dialFailures, disconnects         map[string]int
 	frames, replies, late, unexpected uint64
+	retries                           uint64
 }
 
 func newRecorder(budget int) *recorder {
@@ -139,6 +140,7 @@ func (r *recorder) clientStats(s client.Stats) {
 	defer r.mu.Unlock()
 	r.frames += s.Sent
 	r.replies += s.Replies
+	r.retries += s.Retries
 	r.late += s.Late
 	r.unexpected += s.Unexpected
 }

@@ -91,6 +91,7 @@ type Report struct {
 	Lost              map[string]int `json:"lost"`               // no reply
 	Frames            uint64         `json:"frames"`             // request frames the clients wrote
 	Replies           uint64         `json:"replies"`            // replies the clients matched to a waiting call
+	Retries           uint64         `json:"retries"`            // attempts the SDK made after a busy refusal (same request)
 	LateReplies       uint64         `json:"late_replies"`       // replies after their request timed out
 	UnexpectedReplies uint64         `json:"unexpected_replies"` // replies matching no request
 	BudgetExhausted   bool           `json:"budget_exhausted"`   // bots stopped early: MaxRequests reached
@@ -123,8 +124,12 @@ func (r *Report) Problems() []string {
 	if lost := Sum(r.Lost); r.Sent != r.Answered+lost {
 		p = append(p, fmt.Sprintf("accounting: sent %d != answered %d + lost %d", r.Sent, r.Answered, lost))
 	}
-	if r.Replies != uint64(r.Answered) {
-		p = append(p, fmt.Sprintf("accounting: the clients matched %d replies but %d requests were answered", r.Replies, r.Answered))
+	// Every answered request had its reply matched; a request the SDK
+	// retried had one more matched refusal per retry (fewer when a retry
+	// was cut before it went out).
+	if r.Replies < uint64(r.Answered) || r.Replies > uint64(r.Answered)+r.Retries {
+		p = append(p, fmt.Sprintf("accounting: the clients matched %d replies but %d requests were answered after %d retries",
+			r.Replies, r.Answered, r.Retries))
 	}
 	add := func(m map[string]int, what string) {
 		if n := Sum(m); n > 0 {
@@ -195,6 +200,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	line("dial failures", r.DialFailures)
 	line("disconnects", r.Disconnects)
 	fmt.Fprintf(&b, "%-18s %d late, %d unexpected\n", "stray replies", r.LateReplies, r.UnexpectedReplies)
+	fmt.Fprintf(&b, "%-18s %d\n", "sdk retries", r.Retries)
 	fmt.Fprintf(&b, "%-18s %.1f answered/s, mean latency %s\n", "throughput", r.Throughput, ms(r.Latency.Mean))
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -228,7 +234,7 @@ func (r *recorder) report() *Report {
 		Dialed: r.dialed, Connected: r.connected,
 		DialFailures: maps.Clone(r.dialFailures), Disconnects: maps.Clone(r.disconnects),
 		Sent: r.sent, Answered: r.answered, OK: r.ok,
-		Frames: r.frames, Replies: r.replies,
+		Frames: r.frames, Replies: r.replies, Retries: r.retries,
 		Business: maps.Clone(r.business), Overload: maps.Clone(r.overload),
 		Failed: maps.Clone(r.failed), Lost: maps.Clone(r.lost),
 		LateReplies: r.late, UnexpectedReplies: r.unexpected, BudgetExhausted: r.used >= r.budget,

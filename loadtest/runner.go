@@ -204,21 +204,10 @@ func arrivalOrder(sc Scenario) []int {
 
 // runBot is one bot's life: token, dial, behaviour, close.
 func (r *Runner) runBot(ctx, stopCtx context.Context, sc Scenario, n int, runID string, seed uint64, secret []byte, exp time.Time, rec *recorder) {
-	id := fmt.Sprintf("bot-%s-%d", runID, n)
-	tok, err := token.Sign(secret, id, exp)
-	if err != nil {
-		rec.dial(fmt.Errorf("token: %w", err))
-		return
-	}
+	id := botID(runID, n)
 	// The dial is not cut by the run's deadline: once started it ends, within
 	// DialTimeout, so that it is counted honestly.
-	dctx, cancel := context.WithTimeout(ctx, r.cfg.DialTimeout)
-	c, err := client.Dial(dctx, r.cfg.GateURL, tok, client.Options{
-		JSON:   useJSON(n, r.cfg.JSONFraction),
-		Dialer: r.dialer,
-		Logger: r.log,
-	})
-	cancel()
+	c, err := r.dialBot(ctx, id, n, secret, exp, client.Options{})
 	rec.dial(err)
 	if err != nil {
 		r.log.Debug("dial failed", "bot", id, "err", err)
@@ -241,6 +230,23 @@ func (r *Runner) runBot(ctx, stopCtx context.Context, sc Scenario, n int, runID 
 	}
 	c.Close()
 	rec.clientStats(c.Stats())
+}
+
+func botID(runID string, n int) string { return fmt.Sprintf("bot-%s-%d", runID, n) }
+
+// dialBot signs bot n's token and connects it within DialTimeout, with opts
+// plus the runner's dialer, logger and the bot's share of JSON.
+func (r *Runner) dialBot(ctx context.Context, id string, n int, secret []byte, exp time.Time, opts client.Options) (*client.Client, error) {
+	tok, err := token.Sign(secret, id, exp)
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, r.cfg.DialTimeout)
+	defer cancel()
+	opts.JSON = useJSON(n, r.cfg.JSONFraction)
+	opts.Dialer = r.dialer
+	opts.Logger = r.log
+	return client.Dial(dctx, r.cfg.GateURL, tok, opts)
 }
 
 // useJSON picks exactly round(fraction*bots) bots, spread evenly.

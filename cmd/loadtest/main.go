@@ -1,8 +1,17 @@
 // Command loadtest drives simulated players against a Levee gate on this
-// machine and prints what happened. It exits 0 when every request got
-// exactly one reply and the only errors were typed business errors, 1
-// otherwise (saying why), and 2 on bad flags or a target that is not
-// loopback.
+// machine and prints what happened. Two scenarios (-scenario):
+//
+//   - smoke (the default): casual players; it exits 0 when every request got
+//     exactly one reply and the only errors were typed business errors;
+//   - overload: measures the cluster's capacity C, then offers 0.8 × C and
+//     10 × C open loop and judges goodput, p99 and replies; it exits 0 when
+//     the cluster held (or always, with -expect-hold=false).
+//
+// Otherwise it exits 1 (saying why), and 2 on bad flags or a target that is
+// not loopback.
+//
+// `loadtest compare LABEL=report.json ...` prints overload reports (their
+// -json-out files) side by side.
 package main
 
 import (
@@ -11,6 +20,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	"levee/internal/cli"
 	"levee/loadtest"
@@ -18,27 +30,71 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
 
+// Scenario names (-scenario).
+const (
+	scenarioSmoke    = "smoke"
+	scenarioOverload = "overload"
+)
+
+// Default request timeouts by scenario (-request-timeout 0).
+const (
+	smokeRequestTimeout    = 5 * time.Second
+	overloadRequestTimeout = 2 * time.Second
+)
+
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "compare" {
+		return compare(args[1:], stdout, stderr)
+	}
 	rc := loadtest.DefaultRunnerConfig()
+	rc.RequestTimeout = 0
 	sm := loadtest.DefaultSmoke()
+	ov := loadtest.DefaultOverload()
+	var metricsURLs []string
+	var maxRSSMB float64
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	scenario := fs.String("scenario", scenarioSmoke, "traffic to play: smoke (casual players) or overload (capacity, then 0.8x and 10x of it)")
 	fs.StringVar(&rc.GateURL, "gate-url", rc.GateURL, "gate WebSocket URL; must be loopback")
 	fs.StringVar(&rc.TokenSecret, "token-secret", rc.TokenSecret, "the gate's token signing secret")
-	fs.BoolVar(&rc.AllowNonlocal, "allow-nonlocal", false, "allow a -gate-url that is not loopback")
-	fs.DurationVar(&rc.RequestTimeout, "request-timeout", rc.RequestTimeout, "per-request timeout (also the dial timeout)")
+	fs.BoolVar(&rc.AllowNonlocal, "allow-nonlocal", false, "allow a -gate-url (and -metrics-urls) that is not loopback")
+	fs.DurationVar(&rc.RequestTimeout, "request-timeout", 0,
+		"per-request timeout, also the dial timeout and, in overload, the budget the server is told; 0 means 5s for smoke, 2s for overload")
 	fs.Float64Var(&rc.JSONFraction, "json-fraction", rc.JSONFraction, "share of bots speaking protojson instead of binary")
-	fs.Uint64Var(&rc.Seed, "seed", 0, "random seed for the bots' choices; 0 picks one (reported)")
+	fs.Uint64Var(&rc.Seed, "seed", 0, "smoke: random seed for the bots' choices; 0 picks one (reported)")
 	fs.StringVar(&rc.RunID, "run-id", "", "names the players bot-<run id>-<n>; empty picks one")
 	fs.DurationVar(&rc.ProgressEvery, "progress", rc.ProgressEvery, "log progress this often; 0 never")
-	fs.IntVar(&sm.Bots, "bots", sm.Bots, "number of bots")
-	fs.DurationVar(&sm.Ramp, "ramp", sm.Ramp, "bots arrive evenly over this long")
-	fs.DurationVar(&sm.Duration, "duration", sm.Duration, "length of the run, ramp included")
-	fs.DurationVar(&sm.Think, "think", sm.Think, "mean pause between a bot's actions")
-	fs.Float64Var(&sm.ThinkJitter, "think-jitter", sm.ThinkJitter, "pauses are uniform in think*(1±jitter)")
-	fs.Var((*cli.List)(&sm.Items), "items", "comma-separated item ids the bots buy")
-	fs.Float64Var(&sm.OverspendFraction, "overspend-fraction", sm.OverspendFraction, "share of purchases beyond a player's gold")
-	fs.IntVar(&sm.MaxRequests, "max-requests", 0, "bound on all requests; 0 derives it from bots, duration and think")
+	// smoke
+	fs.IntVar(&sm.Bots, "bots", sm.Bots, "smoke: number of bots")
+	fs.DurationVar(&sm.Ramp, "ramp", sm.Ramp, "smoke: bots arrive evenly over this long")
+	fs.DurationVar(&sm.Duration, "duration", sm.Duration, "smoke: length of the run, ramp included")
+	fs.DurationVar(&sm.Think, "think", sm.Think, "smoke: mean pause between a bot's actions")
+	fs.Float64Var(&sm.ThinkJitter, "think-jitter", sm.ThinkJitter, "smoke: pauses are uniform in think*(1±jitter)")
+	fs.Var((*cli.List)(&sm.Items), "items", "smoke: comma-separated item ids the bots buy")
+	fs.Float64Var(&sm.OverspendFraction, "overspend-fraction", sm.OverspendFraction, "smoke: share of purchases beyond a player's gold")
+	fs.IntVar(&sm.MaxRequests, "max-requests", 0, "smoke: bound on all requests; 0 derives it from bots, duration and think")
+	// overload
+	fs.IntVar(&ov.Conns, "conns", ov.Conns, "overload: connections (bots), all dialed first, SDK retries and pacing off")
+	uintVar(fs, &ov.Units, "units", "overload: units per team of every battle")
+	uintVar(fs, &ov.Ticks, "ticks", "overload: ticks of every battle")
+	fs.Float64Var(&ov.CriticalFraction, "critical-fraction", ov.CriticalFraction, "overload: share of requests that are CRITICAL purchases (the rest DEFAULT battles)")
+	fs.StringVar(&ov.Item, "item", ov.Item, "overload: the item the purchases buy (one each)")
+	fs.IntVar(&ov.CapacityConcurrency, "capacity-concurrency", ov.CapacityConcurrency, "overload: requests outstanding at once in the closed-loop capacity phase")
+	fs.DurationVar(&ov.CapacityTime, "capacity-time", ov.CapacityTime, "overload: length of the capacity phase (C = served/s)")
+	fs.Float64Var(&ov.BaselineFactor, "baseline-factor", ov.BaselineFactor, "overload: the baseline phase offers this x C")
+	fs.DurationVar(&ov.PhaseTime, "phase-time", ov.PhaseTime, "overload: length of the baseline phase")
+	fs.Float64Var(&ov.OverloadFactor, "overload-factor", ov.OverloadFactor, "overload: the overload phase offers this x C")
+	fs.DurationVar(&ov.OverloadTime, "overload-time", ov.OverloadTime, "overload: length of the overload phase")
+	fs.DurationVar(&ov.ReplyGrace, "reply-grace", ov.ReplyGrace, "overload: how long past -request-timeout a reply is still awaited before the request counts as lost")
+	fs.DurationVar(&ov.LateAfter, "late-after", ov.LateAfter, "overload: a request dispatched this long after its due time counts as late")
+	fs.Float64Var(&ov.MaxRate, "max-rate", ov.MaxRate, "overload: cap on any phase's requests per second")
+	fs.IntVar(&ov.MaxOutstanding, "max-outstanding", 0, "overload: cap on requests in flight; 0 derives it: rate x (timeout + grace) x 1.1 + 64")
+	fs.Var((*cli.List)(&metricsURLs), "metrics-urls", "overload: comma-separated [name=]URL of the tiers' /metrics (loopback) sampled for RSS, goroutines and CPU")
+	fs.DurationVar(&ov.MetricsEvery, "metrics-every", ov.MetricsEvery, "overload: sample -metrics-urls this often")
+	fs.Float64Var(&ov.MinGoodputRatio, "min-goodput-ratio", ov.MinGoodputRatio, "overload: pass needs overload goodput >= this x C")
+	fs.Float64Var(&ov.MaxP99Ratio, "max-p99-ratio", ov.MaxP99Ratio, "overload: pass needs overload p99 of served <= this x baseline p99")
+	fs.Float64Var(&maxRSSMB, "max-rss-mb", 0, "overload: pass needs every sampled tier's RSS <= this many MiB; 0 does not check")
+	expectHold := fs.Bool("expect-hold", true, "overload: exit 1 when the criteria fail; false only reports (the unprotected comparison run)")
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to this file")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	cli.UsageWithEnv(fs, "LOADTEST")
@@ -49,12 +105,39 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return 2
+	}
+	if rc.RequestTimeout == 0 {
+		rc.RequestTimeout = smokeRequestTimeout
+		if *scenario == scenarioOverload {
+			rc.RequestTimeout = overloadRequestTimeout
+		}
+	}
 	if err := rc.Validate(); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	if err := sm.Validate(); err != nil {
-		fmt.Fprintln(stderr, err)
+	switch *scenario {
+	case scenarioSmoke:
+		if err := sm.Validate(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	case scenarioOverload:
+		targets, err := loadtest.ParseMetricsTargets(metricsURLs)
+		if err == nil {
+			ov.MetricsTargets = targets
+			ov.MaxRSSBytes = maxRSSMB * (1 << 20)
+			err = ov.Validate()
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	default:
+		fmt.Fprintf(stderr, "-scenario: must be %s or %s, got %q\n", scenarioSmoke, scenarioOverload, *scenario)
 		return 2
 	}
 	logger, err := cli.NewLogger(stderr, *logLevel)
@@ -70,13 +153,28 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	rep, err := runner.Run(ctx, sm.Scenario())
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		if errors.Is(err, loadtest.ErrNonLocal) || errors.Is(err, loadtest.ErrScenario) {
-			return 2
+	var rep report
+	var problems []string
+	if *scenario == scenarioOverload {
+		orep, err := runner.RunOverload(ctx, ov)
+		if err != nil {
+			return startError(stderr, err)
 		}
-		return 1
+		rep = orep
+		if !orep.Passed {
+			for _, c := range orep.Criteria {
+				if !c.Pass {
+					problems = append(problems, c.Name+": "+c.Got)
+				}
+			}
+		}
+	} else {
+		srep, err := runner.Run(ctx, sm.Scenario())
+		if err != nil {
+			return startError(stderr, err)
+		}
+		rep = srep
+		problems = srep.Problems()
 	}
 	if err := rep.WriteTable(stdout); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -88,10 +186,14 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return 1
 		}
 	}
-	if problems := rep.Problems(); len(problems) > 0 {
+	if len(problems) > 0 {
 		fmt.Fprintln(stdout, "\nFAIL")
 		for _, p := range problems {
 			fmt.Fprintln(stdout, "  -", p)
+		}
+		if *scenario == scenarioOverload && !*expectHold {
+			fmt.Fprintln(stdout, "(-expect-hold=false: reported, not failed)")
+			return 0
 		}
 		return 1
 	}
@@ -99,7 +201,33 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return 0
 }
 
-func writeJSON(path string, rep *loadtest.Report) error {
+// report is what both scenarios' reports can do.
+type report interface {
+	WriteTable(io.Writer) error
+	WriteJSON(io.Writer) error
+}
+
+func startError(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, err)
+	if errors.Is(err, loadtest.ErrNonLocal) || errors.Is(err, loadtest.ErrScenario) {
+		return 2
+	}
+	return 1
+}
+
+// uintVar binds a uint32 flag.
+func uintVar(fs *flag.FlagSet, p *uint32, name, usage string) {
+	fs.Func(name, fmt.Sprintf("%s (default %d)", usage, *p), func(s string) error {
+		v, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return err
+		}
+		*p = uint32(v)
+		return nil
+	})
+}
+
+func writeJSON(path string, rep report) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -109,4 +237,32 @@ func writeJSON(path string, rep *loadtest.Report) error {
 		return err
 	}
 	return f.Close()
+}
+
+// compare prints overload reports side by side: args are LABEL=path.json.
+func compare(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "usage: loadtest compare LABEL=report.json [LABEL=report.json ...]")
+		return 2
+	}
+	var labels []string
+	var reps []*loadtest.OverloadReport
+	for _, a := range args {
+		label, path, ok := strings.Cut(a, "=")
+		if !ok {
+			label, path = a, a
+		}
+		rep, err := loadtest.ReadOverloadReport(path)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		labels = append(labels, label)
+		reps = append(reps, rep)
+	}
+	if err := loadtest.WriteComparison(stdout, labels, reps); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
 }

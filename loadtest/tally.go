@@ -1,0 +1,158 @@
+package loadtest
+
+import (
+	"maps"
+	"sync"
+	"time"
+)
+
+// CritCounts is one criticality's share of a phase.
+type CritCounts struct {
+	Sent   int `json:"sent"`
+	Served int `json:"served"`
+}
+
+// PhaseReport is what one phase of the overload scenario did. Served means
+// the cluster did the work and answered with its result: a result (OK) or a
+// typed game outcome (Business, e.g. INSUFFICIENT_GOLD); refusals for load
+// are in Overload, other error replies in Failed, no reply in Lost.
+type PhaseReport struct {
+	Name        string        `json:"name"`
+	Mode        string        `json:"mode"`                  // "closed" or "open"
+	Concurrency int           `json:"concurrency,omitempty"` // closed loop: requests outstanding at once
+	TargetRate  float64       `json:"target_rate_per_s"`     // open loop: the rate asked for
+	Duration    time.Duration `json:"duration_ns"`           // the window the rates are measured over
+	Started     time.Time     `json:"started"`
+	Drained     time.Duration `json:"drained_ns"` // after the window, until the last outstanding request ended
+
+	Dispatch       DispatchStats `json:"dispatch"`        // open loop only
+	SemaphoreWaits int           `json:"semaphore_waits"` // the dispatcher found max-outstanding requests in flight
+	MaxOutstanding int           `json:"max_outstanding"`
+	OfferedRate    float64       `json:"offered_rate_per_s"` // requests sent per second of the window
+
+	Sent     int            `json:"sent"`
+	Answered int            `json:"answered"`
+	OK       int            `json:"ok"`
+	Served   int            `json:"served"`
+	Business map[string]int `json:"business"`
+	Overload map[string]int `json:"overload"`
+	Failed   map[string]int `json:"failed"`
+	Lost     map[string]int `json:"lost"`
+	Critical CritCounts     `json:"critical"`
+	Default  CritCounts     `json:"default"`
+
+	// Goodput is served replies received inside the window per second of
+	// the window.
+	Goodput float64 `json:"goodput_per_s"`
+	// Latency is of served requests; Answered of every answered one,
+	// refusals included (how fast a "no" is).
+	Latency         Latency `json:"latency_served"`
+	AnsweredLatency Latency `json:"latency_answered"`
+}
+
+// tally records one phase's requests. Call begin before sending and end
+// exactly once after.
+type tally struct {
+	mu          sync.Mutex
+	windowEnd   time.Time
+	sent        int
+	answered    int
+	ok          int
+	served      int
+	inWindow    int // served replies received before windowEnd
+	outstanding int
+	maxOut      int
+	business    map[string]int
+	overload    map[string]int
+	failed      map[string]int
+	lost        map[string]int
+	crit, def   CritCounts
+	servedLat   []time.Duration
+	answeredLat []time.Duration
+}
+
+func newTally(windowEnd time.Time, expect int) *tally {
+	expect = min(max(expect, 16), 1<<20)
+	return &tally{
+		windowEnd:   windowEnd,
+		business:    map[string]int{},
+		overload:    map[string]int{},
+		failed:      map[string]int{},
+		lost:        map[string]int{},
+		servedLat:   make([]time.Duration, 0, expect),
+		answeredLat: make([]time.Duration, 0, expect),
+	}
+}
+
+func (t *tally) begin(critical bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sent++
+	t.outstanding++
+	t.maxOut = max(t.maxOut, t.outstanding)
+	if critical {
+		t.crit.Sent++
+	} else {
+		t.def.Sent++
+	}
+}
+
+// end records the outcome of a request that began; at is when it ended,
+// lat how long it took.
+func (t *tally) end(critical bool, o Outcome, lat time.Duration, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.outstanding--
+	if o.Class == ClassLost {
+		t.lost[o.Reason]++
+		return
+	}
+	t.answered++
+	t.answeredLat = append(t.answeredLat, lat)
+	switch o.Class {
+	case ClassOK:
+		t.ok++
+	case ClassBusiness:
+		t.business[o.Reason]++
+	case ClassOverload:
+		t.overload[o.Reason]++
+		return
+	default:
+		t.failed[o.Reason]++
+		return
+	}
+	t.served++
+	if at.Before(t.windowEnd) {
+		t.inWindow++
+	}
+	if critical {
+		t.crit.Served++
+	} else {
+		t.def.Served++
+	}
+	t.servedLat = append(t.servedLat, lat)
+}
+
+func (t *tally) counts() (sent, answered, outstanding int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent, t.answered, t.outstanding
+}
+
+// fill copies the counts into p and computes its rates over p.Duration.
+// Call it once every request has ended.
+func (t *tally) fill(p *PhaseReport) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.Sent, p.Answered, p.OK, p.Served = t.sent, t.answered, t.ok, t.served
+	p.Business, p.Overload = maps.Clone(t.business), maps.Clone(t.overload)
+	p.Failed, p.Lost = maps.Clone(t.failed), maps.Clone(t.lost)
+	p.Critical, p.Default = t.crit, t.def
+	p.MaxOutstanding = t.maxOut
+	if s := p.Duration.Seconds(); s > 0 {
+		p.OfferedRate = float64(t.sent) / s
+		p.Goodput = float64(t.inWindow) / s
+	}
+	p.Latency = Summarize(t.servedLat)
+	p.AnsweredLatency = Summarize(t.answeredLat)
+}
