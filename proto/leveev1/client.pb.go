@@ -160,6 +160,8 @@ type ServerFrame struct {
 	//	*ServerFrame_Profile
 	//	*ServerFrame_BuyItem
 	//	*ServerFrame_Battle
+	//	*ServerFrame_Queue
+	//	*ServerFrame_Admitted
 	Payload       isServerFrame_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -261,6 +263,24 @@ func (x *ServerFrame) GetBattle() *BattleReply {
 	return nil
 }
 
+func (x *ServerFrame) GetQueue() *QueueStatus {
+	if x != nil {
+		if x, ok := x.Payload.(*ServerFrame_Queue); ok {
+			return x.Queue
+		}
+	}
+	return nil
+}
+
+func (x *ServerFrame) GetAdmitted() *Admitted {
+	if x != nil {
+		if x, ok := x.Payload.(*ServerFrame_Admitted); ok {
+			return x.Admitted
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Payload interface {
 	isServerFrame_Payload()
 }
@@ -285,6 +305,14 @@ type ServerFrame_Battle struct {
 	Battle *BattleReply `protobuf:"bytes,14,opt,name=battle,proto3,oneof"`
 }
 
+type ServerFrame_Queue struct {
+	Queue *QueueStatus `protobuf:"bytes,15,opt,name=queue,proto3,oneof"` // push: your place in the admission line
+}
+
+type ServerFrame_Admitted struct {
+	Admitted *Admitted `protobuf:"bytes,16,opt,name=admitted,proto3,oneof"` // push: you are in; the welcome follows
+}
+
 func (*ServerFrame_Error) isServerFrame_Payload() {}
 
 func (*ServerFrame_Welcome) isServerFrame_Payload() {}
@@ -294,6 +322,10 @@ func (*ServerFrame_Profile) isServerFrame_Payload() {}
 func (*ServerFrame_BuyItem) isServerFrame_Payload() {}
 
 func (*ServerFrame_Battle) isServerFrame_Payload() {}
+
+func (*ServerFrame_Queue) isServerFrame_Payload() {}
+
+func (*ServerFrame_Admitted) isServerFrame_Payload() {}
 
 var File_levee_v1_client_proto protoreflect.FileDescriptor
 
@@ -311,7 +343,7 @@ const file_levee_v1_client_proto_rawDesc = "" +
 	"getProfile\x125\n" +
 	"\bbuy_item\x18\v \x01(\v2\x18.levee.v1.BuyItemRequestH\x00R\abuyItem\x12A\n" +
 	"\fstart_battle\x18\f \x01(\v2\x1c.levee.v1.StartBattleRequestH\x00R\vstartBattleB\t\n" +
-	"\apayload\"\xe5\x02\n" +
+	"\apayload\"\xc6\x03\n" +
 	"\vServerFrame\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12:\n" +
@@ -321,7 +353,9 @@ const file_levee_v1_client_proto_rawDesc = "" +
 	"\awelcome\x18\v \x01(\v2\x11.levee.v1.WelcomeH\x00R\awelcome\x122\n" +
 	"\aprofile\x18\f \x01(\v2\x16.levee.v1.ProfileReplyH\x00R\aprofile\x123\n" +
 	"\bbuy_item\x18\r \x01(\v2\x16.levee.v1.BuyItemReplyH\x00R\abuyItem\x12/\n" +
-	"\x06battle\x18\x0e \x01(\v2\x15.levee.v1.BattleReplyH\x00R\x06battleB\t\n" +
+	"\x06battle\x18\x0e \x01(\v2\x15.levee.v1.BattleReplyH\x00R\x06battle\x12-\n" +
+	"\x05queue\x18\x0f \x01(\v2\x15.levee.v1.QueueStatusH\x00R\x05queue\x120\n" +
+	"\badmitted\x18\x10 \x01(\v2\x12.levee.v1.AdmittedH\x00R\badmittedB\t\n" +
 	"\apayloadB\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
 
 var (
@@ -350,6 +384,8 @@ var file_levee_v1_client_proto_goTypes = []any{
 	(*ProfileReply)(nil),       // 9: levee.v1.ProfileReply
 	(*BuyItemReply)(nil),       // 10: levee.v1.BuyItemReply
 	(*BattleReply)(nil),        // 11: levee.v1.BattleReply
+	(*QueueStatus)(nil),        // 12: levee.v1.QueueStatus
+	(*Admitted)(nil),           // 13: levee.v1.Admitted
 }
 var file_levee_v1_client_proto_depIdxs = []int32{
 	2,  // 0: levee.v1.ClientFrame.criticality:type_name -> levee.v1.Criticality
@@ -362,11 +398,13 @@ var file_levee_v1_client_proto_depIdxs = []int32{
 	9,  // 7: levee.v1.ServerFrame.profile:type_name -> levee.v1.ProfileReply
 	10, // 8: levee.v1.ServerFrame.buy_item:type_name -> levee.v1.BuyItemReply
 	11, // 9: levee.v1.ServerFrame.battle:type_name -> levee.v1.BattleReply
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	12, // 10: levee.v1.ServerFrame.queue:type_name -> levee.v1.QueueStatus
+	13, // 11: levee.v1.ServerFrame.admitted:type_name -> levee.v1.Admitted
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_levee_v1_client_proto_init() }
@@ -386,6 +424,8 @@ func file_levee_v1_client_proto_init() {
 		(*ServerFrame_Profile)(nil),
 		(*ServerFrame_BuyItem)(nil),
 		(*ServerFrame_Battle)(nil),
+		(*ServerFrame_Queue)(nil),
+		(*ServerFrame_Admitted)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -1088,6 +1088,146 @@ func (x *SimulateReply) GetResultHash() uint64 {
 	return 0
 }
 
+// QueueStatus is pushed to a player waiting in the gate's admission line, at
+// least every 2 seconds while they wait.
+type QueueStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Position      uint64                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`                           // 1 means next in line
+	EtaMs         uint64                 `protobuf:"varint,2,opt,name=eta_ms,json=etaMs,proto3" json:"eta_ms,omitempty"`                    // estimated wait from the measured release rate; 0 when unknown
+	ReleaseRate   float64                `protobuf:"fixed64,3,opt,name=release_rate,json=releaseRate,proto3" json:"release_rate,omitempty"` // players let in per second, as measured
+	LineLength    uint64                 `protobuf:"varint,4,opt,name=line_length,json=lineLength,proto3" json:"line_length,omitempty"`     // players waiting in this gate's line
+	Ticket        string                 `protobuf:"bytes,5,opt,name=ticket,proto3" json:"ticket,omitempty"`                                // reconnect with ?ticket=<this> within grace_ms to keep your place
+	GraceMs       uint32                 `protobuf:"varint,6,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	Mode          string                 `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"` // "queueing" (line held), "paced" (moving), "closed" (maintenance)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueStatus) Reset() {
+	*x = QueueStatus{}
+	mi := &file_levee_v1_game_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueStatus) ProtoMessage() {}
+
+func (x *QueueStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_levee_v1_game_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
+func (*QueueStatus) Descriptor() ([]byte, []int) {
+	return file_levee_v1_game_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *QueueStatus) GetPosition() uint64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetEtaMs() uint64 {
+	if x != nil {
+		return x.EtaMs
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetReleaseRate() float64 {
+	if x != nil {
+		return x.ReleaseRate
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetLineLength() uint64 {
+	if x != nil {
+		return x.LineLength
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
+}
+
+func (x *QueueStatus) GetGraceMs() uint32 {
+	if x != nil {
+		return x.GraceMs
+	}
+	return 0
+}
+
+func (x *QueueStatus) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+// Admitted tells a waiting player that their turn has come; the welcome
+// follows.
+type Admitted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WaitedMs      uint64                 `protobuf:"varint,1,opt,name=waited_ms,json=waitedMs,proto3" json:"waited_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Admitted) Reset() {
+	*x = Admitted{}
+	mi := &file_levee_v1_game_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Admitted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Admitted) ProtoMessage() {}
+
+func (x *Admitted) ProtoReflect() protoreflect.Message {
+	mi := &file_levee_v1_game_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Admitted.ProtoReflect.Descriptor instead.
+func (*Admitted) Descriptor() ([]byte, []int) {
+	return file_levee_v1_game_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Admitted) GetWaitedMs() uint64 {
+	if x != nil {
+		return x.WaitedMs
+	}
+	return 0
+}
+
 var File_levee_v1_game_proto protoreflect.FileDescriptor
 
 const file_levee_v1_game_proto_rawDesc = "" +
@@ -1167,7 +1307,18 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\bdamage_a\x18\x06 \x01(\x04R\adamageA\x12\x19\n" +
 	"\bdamage_b\x18\a \x01(\x04R\adamageB\x12\x1f\n" +
 	"\vresult_hash\x18\b \x01(\x06R\n" +
-	"resultHash*x\n" +
+	"resultHash\"\xcb\x01\n" +
+	"\vQueueStatus\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\x04R\bposition\x12\x15\n" +
+	"\x06eta_ms\x18\x02 \x01(\x04R\x05etaMs\x12!\n" +
+	"\frelease_rate\x18\x03 \x01(\x01R\vreleaseRate\x12\x1f\n" +
+	"\vline_length\x18\x04 \x01(\x04R\n" +
+	"lineLength\x12\x16\n" +
+	"\x06ticket\x18\x05 \x01(\tR\x06ticket\x12\x19\n" +
+	"\bgrace_ms\x18\x06 \x01(\rR\agraceMs\x12\x12\n" +
+	"\x04mode\x18\a \x01(\tR\x04mode\"'\n" +
+	"\bAdmitted\x12\x1b\n" +
+	"\twaited_ms\x18\x01 \x01(\x04R\bwaitedMs*x\n" +
 	"\vCriticality\x12\x1b\n" +
 	"\x17CRITICALITY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CRITICALITY_CRITICAL\x10\x01\x12\x17\n" +
@@ -1204,7 +1355,7 @@ func file_levee_v1_game_proto_rawDescGZIP() []byte {
 }
 
 var file_levee_v1_game_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_levee_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_levee_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_levee_v1_game_proto_goTypes = []any{
 	(Criticality)(0),           // 0: levee.v1.Criticality
 	(ErrorCode)(0),             // 1: levee.v1.ErrorCode
@@ -1222,11 +1373,13 @@ var file_levee_v1_game_proto_goTypes = []any{
 	(*Unit)(nil),               // 13: levee.v1.Unit
 	(*SimulateRequest)(nil),    // 14: levee.v1.SimulateRequest
 	(*SimulateReply)(nil),      // 15: levee.v1.SimulateReply
-	nil,                        // 16: levee.v1.Player.InventoryEntry
+	(*QueueStatus)(nil),        // 16: levee.v1.QueueStatus
+	(*Admitted)(nil),           // 17: levee.v1.Admitted
+	nil,                        // 18: levee.v1.Player.InventoryEntry
 }
 var file_levee_v1_game_proto_depIdxs = []int32{
 	1,  // 0: levee.v1.Error.code:type_name -> levee.v1.ErrorCode
-	16, // 1: levee.v1.Player.inventory:type_name -> levee.v1.Player.InventoryEntry
+	18, // 1: levee.v1.Player.inventory:type_name -> levee.v1.Player.InventoryEntry
 	4,  // 2: levee.v1.Welcome.player:type_name -> levee.v1.Player
 	4,  // 3: levee.v1.ProfileReply.player:type_name -> levee.v1.Player
 	4,  // 4: levee.v1.BuyItemReply.player:type_name -> levee.v1.Player
@@ -1252,7 +1405,7 @@ func file_levee_v1_game_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v1_game_proto_rawDesc), len(file_levee_v1_game_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
