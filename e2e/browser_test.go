@@ -1,0 +1,409 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/gorilla/websocket"
+
+	"levee/gate/waitpage"
+	"levee/internal/apperr"
+	"levee/internal/token"
+	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
+)
+
+// The browser test drives Debian's chromium against the waiting page,
+// served by a fake gate: the real gate's admission line is tested on its own,
+// this test is about what a person sees. The fake gate's script, for one
+// player: 5 and 4 on the first connection, then a 1012 close (a gate
+// restart); the page reconnects with its ticket; 3 (held there until the
+// test has its screenshot), 2, 1, admitted, welcome. Real time, as a
+// browser needs it: about 2 s plus the page's random 0-5 s reconnect delay.
+
+const (
+	browserTicket = "tkt-1"
+	pushEvery     = 300 * time.Millisecond
+)
+
+var browserSecret = []byte("browser-test-secret")
+
+func browserFindChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("LEVEE_REQUIRE_BROWSER") != "" {
+		t.Fatal("LEVEE_REQUIRE_BROWSER is set but neither chromium nor chromium-browser is on PATH; run scripts/ensure-chromium.sh")
+	}
+	t.Skip("chromium is not installed: run scripts/ensure-chromium.sh (or set LEVEE_REQUIRE_BROWSER=1 to make this a failure)")
+	return ""
+}
+
+// browserGate serves the waiting page at "/" and a scripted line at /ws.
+type browserGate struct {
+	srv  *httptest.Server
+	ctx  context.Context
+	hold chan struct{} // closed by the test to let the line move past 3
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	tickets []string // the ticket each accepted connection presented
+}
+
+func startBrowserGate(t *testing.T) *browserGate {
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &browserGate{ctx: ctx, hold: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.Handle("GET /", waitpage.Handler())
+	mux.HandleFunc("GET /ws", g.serveWS)
+	g.srv = httptest.NewServer(mux) // 127.0.0.1
+	t.Cleanup(func() {
+		cancel()
+		g.srv.Close()
+		g.wg.Wait() // the upgraded connections' handlers
+	})
+	return g
+}
+
+var browserUpgrader = websocket.Upgrader{Subprotocols: []string{wire.JSONSubprotocol}}
+
+func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
+	g.wg.Add(1)
+	defer g.wg.Done()
+	ws, err := browserUpgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	gone := make(chan struct{})
+	go func() { // the reader, needed to see the player's close frame
+		defer close(gone)
+		for {
+			if _, _, err := ws.NextReader(); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { _ = ws.Close(); <-gone }()
+	c := &browserConn{ws: ws, codec: wire.Codec{JSON: true}, gone: gone, ctx: g.ctx}
+	if ws.Subprotocol() != wire.JSONSubprotocol {
+		c.close(websocket.CloseProtocolError, "want "+wire.JSONSubprotocol)
+		return
+	}
+	player, err := token.Verify(browserSecret, r.URL.Query().Get("token"), time.Now())
+	if err != nil {
+		c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: apperr.Reply(fmt.Errorf("%w: %v", apperr.ErrUnauthorized, err), 0)}})
+		c.close(websocket.ClosePolicyViolation, "unauthorized")
+		return
+	}
+	if player == "bob" { // the gate is full: SERVER_FULL with retry_after, then 1013
+		c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
+			Code: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, Message: "the server is full", RetryAfterMs: 30_000}}})
+		c.close(websocket.CloseTryAgainLater, "try again later")
+		return
+	}
+	g.mu.Lock()
+	g.tickets = append(g.tickets, r.URL.Query().Get("ticket"))
+	n := len(g.tickets)
+	g.mu.Unlock()
+	switch n {
+	case 1: // 5, 4, then the gate "restarts"
+		_ = c.queue(5, nil) && c.queue(4, nil) && c.close(websocket.CloseServiceRestart, "server restarting")
+	case 2: // 3 (held), 2, 1, admitted, welcome; then stay connected
+		if c.queue(3, g.hold) && c.queue(2, nil) && c.queue(1, nil) &&
+			c.after(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Admitted{Admitted: &leveev1.Admitted{WaitedMs: 4200}}}) &&
+			c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Welcome{Welcome: &leveev1.Welcome{
+				Player: &leveev1.Player{Id: player, Level: 7, Gold: 1234}, Shard: 3}}}) {
+			c.stay()
+		}
+	default:
+		c.close(websocket.CloseTryAgainLater, "unexpected connection")
+	}
+}
+
+// browserConn is one scripted connection; each step reports whether to go on.
+type browserConn struct {
+	ws    *websocket.Conn
+	codec wire.Codec
+	gone  chan struct{}
+	ctx   context.Context
+}
+
+func (c *browserConn) send(f *leveev1.ServerFrame) bool {
+	data, err := c.codec.EncodeServer(f)
+	if err != nil {
+		return false
+	}
+	_ = c.ws.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	return c.ws.WriteMessage(websocket.TextMessage, data) == nil
+}
+
+// wait paces the script: it returns true after one push interval, or when
+// release is closed if release is not nil, and false once the player or the
+// test is gone. While it waits it repeats last every interval (the real
+// gate pushes at least every 2 s).
+func (c *browserConn) wait(release <-chan struct{}, last ...*leveev1.ServerFrame) bool {
+	tick := time.NewTicker(pushEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.gone:
+			return false
+		case <-c.ctx.Done():
+			return false
+		case <-release:
+			return true
+		case <-tick.C:
+			if release == nil {
+				return true
+			}
+			for _, f := range last {
+				c.send(f)
+			}
+		}
+	}
+}
+
+// stay keeps the connection until the player or the test is gone.
+func (c *browserConn) stay() {
+	select {
+	case <-c.gone:
+	case <-c.ctx.Done():
+	}
+}
+
+// after sends f after one push interval.
+func (c *browserConn) after(f *leveev1.ServerFrame) bool { return c.wait(nil) && c.send(f) }
+
+// queue pushes position pos, then waits one interval (or until release).
+func (c *browserConn) queue(pos uint64, release <-chan struct{}) bool {
+	f := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
+		Position: pos, EtaMs: pos * uint64(pushEvery/time.Millisecond), ReleaseRate: 3.3,
+		LineLength: pos + 7, Ticket: browserTicket, GraceMs: 60_000, Mode: "paced",
+	}}}
+	return c.send(f) && c.wait(release, f)
+}
+
+// close sends a close frame and waits (briefly) for the player's reply.
+func (c *browserConn) close(code int, reason string) bool {
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	select {
+	case <-c.gone:
+	case <-time.After(2 * time.Second):
+	}
+	return false
+}
+
+// browserPageState is the page's machine-readable state and visible text.
+type browserPageState struct {
+	State, Position, Seen string
+	Live, Text, Search    string // the aria-live position line, all of <main>'s text, location.search
+}
+
+const browserReadState = `(() => { const m = document.getElementById("app");
+  return {State: m.dataset.state, Position: m.dataset.position, Seen: m.dataset.positionsSeen,
+          Live: document.getElementById("position").textContent, Text: m.innerText, Search: location.search}; })()`
+
+type chromeBrowser struct {
+	t    *testing.T
+	ctx  context.Context
+	dir  string // screenshots
+	mu   sync.Mutex
+	errs []string // exceptions and console errors seen in the page
+}
+
+func startChromium(t *testing.T, bin string) *chromeBrowser {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // bounds the whole browser
+	t.Cleanup(cancel)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(390, 844))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc) // kills chromium and waits for it
+	return &chromeBrowser{t: t, ctx: actx, dir: t.TempDir()}
+}
+
+// tab opens a new tab with a phone-sized viewport and records its errors.
+func (b *chromeBrowser) tab() context.Context {
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	b.t.Cleanup(cancel)
+	err := chromedp.Listen(ctx, func(ev any) {
+		var msg string
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			msg = "exception: " + (&chromedp.ExceptionError{ExceptionDetails: e.ExceptionDetails}).Error()
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.EntryLevelError {
+				msg = fmt.Sprintf("%s error: %s", e.Entry.Source, e.Entry.Text)
+			}
+		}
+		if msg != "" {
+			b.mu.Lock()
+			b.errs = append(b.errs, msg)
+			b.mu.Unlock()
+		}
+	})
+	if err != nil {
+		b.t.Fatalf("starting chromium: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)); err != nil {
+		b.t.Fatalf("viewport: %v", err)
+	}
+	return ctx
+}
+
+// waitFor polls a JavaScript condition and returns the page's state.
+func (b *chromeBrowser) waitFor(ctx context.Context, what, cond string) browserPageState {
+	b.t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		s, _ := chromedp.Run(ctx, chromedp.Evaluate[browserPageState](browserReadState))
+		b.t.Fatalf("waiting for %s: %v; page: %+v", what, err, s)
+	}
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[browserPageState](browserReadState))
+	if err != nil {
+		b.t.Fatalf("reading the page: %v", err)
+	}
+	return s
+}
+
+// screenshot saves the viewport as name.png, and a copy in
+// $LEVEE_SCREENSHOT_DIR when that is set.
+func (b *chromeBrowser) screenshot(ctx context.Context, name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	paths := []string{filepath.Join(b.dir, name+".png")}
+	if d := os.Getenv("LEVEE_SCREENSHOT_DIR"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.t.Fatal(err)
+		}
+		paths = append(paths, filepath.Join(d, name+".png"))
+	}
+	for _, p := range paths {
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	b.t.Logf("screenshot: %s", paths[len(paths)-1])
+}
+
+func (b *chromeBrowser) noErrors() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errs {
+		b.t.Errorf("page: %s", e)
+	}
+}
+
+const browserMainIs = `document.getElementById("app").dataset.state === %q`
+
+func TestBrowserWaitingPage(t *testing.T) {
+	bin := browserFindChromium(t)
+	g := startBrowserGate(t)
+	b := startChromium(t, bin)
+	tok, err := token.Sign(browserSecret, "alice", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	page := b.tab()
+	if err := chromedp.Do(page, chromedp.Navigate(g.srv.URL+"/?token="+tok)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	// Position 3 comes after a 1012 close and a reconnect with the ticket;
+	// the gate holds the line there until the screenshot is taken.
+	s := b.waitFor(page, "position 3", fmt.Sprintf(browserMainIs, "waiting")+` && document.getElementById("app").dataset.position === "3"`)
+	b.screenshot(page, "waiting")
+	close(g.hold)
+	if s.Live != "You are number 3 in line" || !strings.Contains(s.Text, "3 a second") || !strings.Contains(s.Text, "less than a minute") {
+		t.Errorf("waiting page lacks the position, the rate or the ETA: %q\n%s", s.Live, s.Text)
+	}
+	if s.Search != "" {
+		t.Errorf("the token is still in the address bar: %q", s.Search)
+	}
+
+	s = b.waitFor(page, "the welcome", fmt.Sprintf(browserMainIs, "admitted")+` && !document.getElementById("player").hidden`)
+	b.screenshot(page, "admitted")
+	for _, want := range []string{"You're in!", "alice", "7", "1,234"} {
+		if !strings.Contains(s.Text, want) {
+			t.Errorf("admitted page lacks %q:\n%s", want, s.Text)
+		}
+	}
+	seen := browserPositions(t, s.Seen)
+	if len(seen) < 2 {
+		t.Errorf("positions seen %v: want at least two", seen)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] >= seen[i-1] {
+			t.Errorf("positions seen %v: want each smaller than the one before", seen)
+			break
+		}
+	}
+	if !slices.Equal(seen, []int{5, 4, 3, 2, 1}) {
+		t.Errorf("positions seen %v, want 5,4,3,2,1 (none lost across the reconnect)", seen)
+	}
+	g.mu.Lock()
+	tickets := slices.Clone(g.tickets)
+	g.mu.Unlock()
+	if !slices.Equal(tickets, []string{"", browserTicket}) {
+		t.Errorf("tickets presented %q, want none and then %q (the reconnect keeps the place)", tickets, browserTicket)
+	}
+
+	// A bad token: the gate's error frame and 1008 close; no retry.
+	bad := b.tab()
+	if err := chromedp.Do(bad, chromedp.Navigate(g.srv.URL+"/?token=forged")); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	s = b.waitFor(bad, "the refusal", fmt.Sprintf(browserMainIs, "error"))
+	b.screenshot(bad, "refused")
+	if !strings.Contains(s.Text, "not valid") || !strings.Contains(s.Text, "Unauthorized") {
+		t.Errorf("refusal page lacks the close meaning or the error message:\n%s", s.Text)
+	}
+	// A full gate: the error's retry_after (30 s) and a 1013 close; the page
+	// counts down to its retry.
+	full := b.tab()
+	bob, err := token.Sign(browserSecret, "bob", time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(full, chromedp.Navigate(g.srv.URL+"/?token="+bob)); err != nil {
+		t.Fatalf("navigate: %v", err)
+	}
+	s = b.waitFor(full, "the countdown", fmt.Sprintf(browserMainIs, "retrying"))
+	b.screenshot(full, "retrying")
+	if !strings.Contains(s.Text, "The server is full") || !strings.Contains(s.Text, "Trying again in 3") {
+		t.Errorf("retrying page lacks the message or a countdown from 30-35 s:\n%s", s.Text)
+	}
+	b.noErrors()
+}
+
+func browserPositions(t *testing.T, csv string) []int {
+	t.Helper()
+	var out []int
+	for _, f := range strings.Split(csv, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("data-positions-seen %q: %v", csv, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
