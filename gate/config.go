@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"time"
 
 	"levee/internal/clock"
+	"levee/queue"
 )
 
 // DevTokenSecret is the token secret a gate uses when none is configured. It
@@ -66,6 +68,32 @@ type Config struct {
 	ShutdownGrace time.Duration // -shutdown-grace: how long in-flight requests may take at shutdown
 	Drain         time.Duration // -drain: NOT_SERVING this long before new connections are refused
 
+	// The admission line (issue 4); see the package doc.
+	LineMode       string        // -line-mode: open, queueing, paced, closed or auto
+	LineRate       int           // -line-rate: players released per -line-interval when paced
+	LineInterval   time.Duration // -line-interval
+	LineMax        int           // -line-max: the longest the line may be; past it SERVER_FULL
+	LineGrace      time.Duration // -line-grace: how long a player who dropped keeps their place
+	LinePush       time.Duration // -line-push: how often every waiting player gets a QueueStatus
+	LineRetryAfter time.Duration // -line-retry-after: retry_after given to newcomers while closed
+
+	// AdminToken (-admin-token, GATE_ADMIN_TOKEN) is the bearer token of the
+	// admin API on the ops listener (/admin/line). Empty: the API is off and
+	// answers 404.
+	AdminToken string
+
+	// Auto mode: the release rate follows the health of the tiers below,
+	// between AutoMinRate and AutoMaxRate players per second.
+	AutoMinRate         float64       // -auto-min-rate: per second
+	AutoMaxRate         float64       // -auto-max-rate: per second
+	AutoInterval        time.Duration // -auto-interval: how often the signals are read and the rate adjusted
+	AutoUp              float64       // -auto-up: rate factor when healthy (> 1)
+	AutoDown            float64       // -auto-down: rate factor when unhealthy (< 1)
+	AutoMetricsURLs     []string      // -auto-metrics-urls: logic and battle /metrics URLs
+	AutoMaxQueueDepth   int           // -auto-max-queue-depth: healthy below this sum of logic_queue_depth
+	AutoBattleP99       time.Duration // -auto-battle-p99: healthy below this battle p99 (max over instances)
+	AutoMaxBackpressure float64       // -auto-max-backpressure: healthy at or below this EWMA of logic's reply backpressure ratio
+
 	// Clock is the time tokens are verified against and what drives the ping
 	// ticker. Nil means the wall clock. Socket deadlines always use the wall
 	// clock, as the operating system does.
@@ -95,7 +123,25 @@ func DefaultConfig() Config {
 		ConnBurst:      40,
 		InflightLimit:  true,
 		ShutdownGrace:  10 * time.Second,
-		Clock:          clock.Real{},
+
+		LineMode:       "open",
+		LineRate:       1000,
+		LineInterval:   10 * time.Second,
+		LineMax:        200_000,
+		LineGrace:      60 * time.Second,
+		LinePush:       2 * time.Second,
+		LineRetryAfter: 60 * time.Second,
+
+		AutoMinRate:         10,
+		AutoMaxRate:         1000,
+		AutoInterval:        5 * time.Second,
+		AutoUp:              1.25,
+		AutoDown:            0.5,
+		AutoMaxQueueDepth:   500,
+		AutoBattleP99:       500 * time.Millisecond,
+		AutoMaxBackpressure: 0.5,
+
+		Clock: clock.Real{},
 	}
 }
 
@@ -178,6 +224,77 @@ func (c Config) Validate() error {
 	}
 	if c.ConnBurst < 1 || c.ConnBurst > maxConnBurst {
 		return bad("-conn-burst: must be in [1, %d], got %d", maxConnBurst, c.ConnBurst)
+	}
+	return c.validateLine(bad)
+}
+
+// Bounds on the line's knobs the queue package does not bound itself.
+const (
+	minLinePush     = 100 * time.Millisecond
+	maxLinePush     = time.Minute
+	minAutoInterval = 100 * time.Millisecond
+	maxAutoInterval = time.Hour
+	maxAutoUp       = 10
+)
+
+// validateLine checks the admission line's and auto mode's fields.
+func (c Config) validateLine(bad func(string, ...any) error) error {
+	if _, _, err := parseLineMode(c.LineMode); err != nil {
+		return bad("-line-mode: %v", err)
+	}
+	if c.LineRate < 1 {
+		return bad("-line-rate: must be >= 1, got %d", c.LineRate)
+	}
+	if c.LineInterval < queue.MinInterval || c.LineInterval > queue.MaxInterval {
+		return bad("-line-interval: must be in [%s, %s], got %s", queue.MinInterval, queue.MaxInterval, c.LineInterval)
+	}
+	if err := (queue.Rate{N: c.LineRate, Interval: c.LineInterval}).Validate(); err != nil {
+		return bad("-line-rate: %v", err)
+	}
+	if c.LineMax < 1 || c.LineMax > queue.MaxMaxLength {
+		return bad("-line-max: must be in [1, %d], got %d", queue.MaxMaxLength, c.LineMax)
+	}
+	if c.LineGrace <= 0 || c.LineGrace > queue.MaxGrace {
+		return bad("-line-grace: must be in (0, %s], got %s", queue.MaxGrace, c.LineGrace)
+	}
+	if c.LinePush < minLinePush || c.LinePush > maxLinePush {
+		return bad("-line-push: must be in [%s, %s], got %s", minLinePush, maxLinePush, c.LinePush)
+	}
+	if c.LineRetryAfter <= 0 || c.LineRetryAfter > queue.MaxRetryAfter {
+		return bad("-line-retry-after: must be in (0, %s], got %s", queue.MaxRetryAfter, c.LineRetryAfter)
+	}
+	if strings.ContainsAny(c.AdminToken, " \t\r\n") {
+		return bad("-admin-token: must not contain white space")
+	}
+	if !(c.AutoMinRate > 0) || c.AutoMinRate > queue.MaxPerSecond {
+		return bad("-auto-min-rate: must be in (0, %d], got %g", queue.MaxPerSecond, c.AutoMinRate)
+	}
+	if !(c.AutoMaxRate >= c.AutoMinRate) || c.AutoMaxRate > queue.MaxPerSecond {
+		return bad("-auto-max-rate: must be in [-auto-min-rate (%g), %d], got %g", c.AutoMinRate, queue.MaxPerSecond, c.AutoMaxRate)
+	}
+	if c.AutoInterval < minAutoInterval || c.AutoInterval > maxAutoInterval {
+		return bad("-auto-interval: must be in [%s, %s], got %s", minAutoInterval, maxAutoInterval, c.AutoInterval)
+	}
+	if !(c.AutoUp > 1) || c.AutoUp > maxAutoUp {
+		return bad("-auto-up: must be in (1, %d], got %g", maxAutoUp, c.AutoUp)
+	}
+	if !(c.AutoDown > 0) || c.AutoDown >= 1 {
+		return bad("-auto-down: must be in (0, 1), got %g", c.AutoDown)
+	}
+	for i, u := range c.AutoMetricsURLs {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return bad("-auto-metrics-urls: entry %d (%q) is not an http(s) URL", i, u)
+		}
+	}
+	if c.AutoMaxQueueDepth < 1 {
+		return bad("-auto-max-queue-depth: must be >= 1, got %d", c.AutoMaxQueueDepth)
+	}
+	if c.AutoBattleP99 <= 0 {
+		return bad("-auto-battle-p99: must be > 0, got %s", c.AutoBattleP99)
+	}
+	if !(c.AutoMaxBackpressure > 0) || c.AutoMaxBackpressure > 1 {
+		return bad("-auto-max-backpressure: must be in (0, 1], got %g", c.AutoMaxBackpressure)
 	}
 	return nil
 }

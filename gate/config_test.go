@@ -31,6 +31,24 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		"-max-handshakes":   func(c *Config) { c.MaxHandshakes = -1 },
 		"-conn-rate":        func(c *Config) { c.ConnRate = 0 },
 		"-conn-burst":       func(c *Config) { c.ConnBurst = 0 },
+
+		"-line-mode":             func(c *Config) { c.LineMode = "sometimes" },
+		"-line-rate":             func(c *Config) { c.LineRate = 0 },
+		"-line-interval":         func(c *Config) { c.LineInterval = 0 },
+		"-line-max":              func(c *Config) { c.LineMax = 0 },
+		"-line-grace":            func(c *Config) { c.LineGrace = -time.Second },
+		"-line-push":             func(c *Config) { c.LinePush = time.Millisecond },
+		"-line-retry-after":      func(c *Config) { c.LineRetryAfter = 0 },
+		"-admin-token":           func(c *Config) { c.AdminToken = "two words" },
+		"-auto-min-rate":         func(c *Config) { c.AutoMinRate = 0 },
+		"-auto-max-rate":         func(c *Config) { c.AutoMaxRate = 5 },
+		"-auto-interval":         func(c *Config) { c.AutoInterval = 0 },
+		"-auto-up":               func(c *Config) { c.AutoUp = 1 },
+		"-auto-down":             func(c *Config) { c.AutoDown = 1 },
+		"-auto-metrics-urls":     func(c *Config) { c.AutoMetricsURLs = []string{"logic:9090/metrics"} },
+		"-auto-max-queue-depth":  func(c *Config) { c.AutoMaxQueueDepth = 0 },
+		"-auto-battle-p99":       func(c *Config) { c.AutoBattleP99 = 0 },
+		"-auto-max-backpressure": func(c *Config) { c.AutoMaxBackpressure = 1.5 },
 	} {
 		c := ok
 		mod(&c)
@@ -56,6 +74,11 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		t.Error("-max-conns 0 with -protection=false was accepted")
 	}
 	c = ok
+	c.LineRate, c.LineInterval = 10_000_000, time.Second // 10 M per second
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "-line-rate:") {
+		t.Errorf("an absurd rate: %v", err)
+	}
+	c = ok
 	c.LogicAddrs = []string{"a:1", "b:1", "c:1"}
 	c.Shards = 2
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "-shards:") {
@@ -70,6 +93,11 @@ func TestDefaultsTurnProtectionOn(t *testing.T) {
 	}
 	if c.MaxConns != 250_000 || c.FullRetryAfter != 30*time.Second || c.MaxHandshakes != 1024 || c.ConnRate != 20 || c.ConnBurst != 40 {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c.LineMode != "open" || c.LineRate != 1000 || c.LineInterval != 10*time.Second || c.LineMax != 200_000 ||
+		c.LineGrace != time.Minute || c.LinePush != 2*time.Second || c.AdminToken != "" ||
+		c.AutoInterval != 5*time.Second || c.AutoMaxQueueDepth != 500 || c.AutoBattleP99 != 500*time.Millisecond {
+		t.Fatalf("line defaults: %+v", c)
 	}
 	c.Protection = false
 	if c.connCapOn() || c.handshakeCapOn() || c.connRateLimitOn() || c.inflightLimitOn() {

@@ -13,6 +13,7 @@ import (
 	"levee/internal/apperr"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
+	"levee/queue"
 )
 
 // conn is one player's WebSocket. It has one goroutine at a time: serve
@@ -38,24 +39,35 @@ type conn struct {
 	dmu      sync.Mutex // orders closing against the pong handler's deadline extension
 	closing  bool       // under dmu: the server has sent or is sending a close frame
 	inflight atomic.Int32
+
+	// The admission line: lineState is lineIn once admitted; ticket is the
+	// place in line (set before the reader starts); ticketTok, under wmu,
+	// is the signed ticket pushed while waiting.
+	lineState atomic.Uint32
+	ticket    queue.TicketID
+	ticketTok string
 }
 
 // serve owns the connection until the player is logged in, then hands it to
 // a fresh reader goroutine: the login's gRPC call grows a goroutine's stack,
-// and an idle connection should not keep that stack.
-func (c *conn) serve() {
+// and an idle connection should not keep that stack. admitted, if not nil,
+// is pushed first (a player let in from the line on reconnecting).
+func (c *conn) serve(admitted *leveev1.ServerFrame) {
 	handedOff := false
 	defer func() {
 		if !handedOff {
 			c.finish()
 		}
 	}()
-	c.ws.SetReadLimit(wire.MaxFrame)
-	c.ws.SetPongHandler(func(string) error { c.extendReadDeadline(); return nil })
-	c.extendReadDeadline()
+	c.prepareReads()
+	if admitted != nil && c.send(admitted) != nil {
+		c.s.endHandshake()
+		return
+	}
 	if !c.login() {
 		return
 	}
+	c.lineState.Store(lineIn)
 	handedOff = true
 	go func() {
 		defer c.finish()
@@ -63,10 +75,17 @@ func (c *conn) serve() {
 	}()
 }
 
+// prepareReads sets the read limit and the keepalive deadline; it is called
+// once, before the first read.
+func (c *conn) prepareReads() {
+	c.ws.SetReadLimit(wire.MaxFrame)
+	c.ws.SetPongHandler(func(string) error { c.extendReadDeadline(); return nil })
+	c.extendReadDeadline()
+}
+
 // login asks the player's logic instance for the player and pushes the
 // welcome; on a refusal it sends the typed error and closes the socket.
 func (c *conn) login() bool {
-	start := time.Now()
 	if !c.s.beginRequest() {
 		c.s.endHandshake()
 		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
@@ -74,8 +93,20 @@ func (c *conn) login() bool {
 		return false
 	}
 	defer c.s.endRequest()
+	f, ok := c.callLogin()
+	if !ok {
+		c.refuse(f.GetError(), loginCloseCode(f.GetError().GetCode()), "login failed")
+		return false
+	}
+	return c.send(f) == nil
+}
+
+// callLogin calls logic's login and ends the handshake. It returns the
+// welcome frame, or (ok false) the refusal to send before closing.
+func (c *conn) callLogin() (f *leveev1.ServerFrame, ok bool) {
+	start := time.Now()
 	req := &leveev1.LogicRequest{PlayerId: c.playerID, Action: &leveev1.LogicRequest_Login{Login: &leveev1.LoginRequest{}}}
-	f := c.s.do(c.ctx, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
+	f = c.s.do(c.ctx, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
 	c.s.endHandshake() // the handshake ends with logic's answer, whatever it is
 	c.s.observe(actionLogin, start, f)
 	if e := f.GetError(); e != nil || f.GetWelcome() == nil {
@@ -83,13 +114,11 @@ func (c *conn) login() bool {
 			f.Payload = &leveev1.ServerFrame_Error{Error: apperr.Reply(errNoWelcome, 0)}
 		}
 		c.s.m.connections.WithLabelValues(resultLogicRefused).Inc()
-		code := loginCloseCode(f.GetError().GetCode())
 		c.s.log.Debug("login refused", "player", c.playerID, "code", f.GetError().GetCode().String())
-		c.refuse(f.GetError(), code, "login failed")
-		return false
+		return f, false
 	}
 	c.s.m.connections.WithLabelValues(resultAccepted).Inc()
-	return c.send(f) == nil
+	return f, true
 }
 
 var errNoWelcome = errors.New("internal error: logic answered login without a welcome")
@@ -139,6 +168,7 @@ func (c *conn) readLoop() {
 func (c *conn) finish() {
 	_ = c.ws.Close()
 	c.cancel()
+	c.s.line.leave(c, c.s.clock.Now())
 	if c.release != nil {
 		c.release()
 	}
@@ -149,6 +179,18 @@ func (c *conn) finish() {
 // bounded by the write timeout. A frame that cannot be encoded is replaced
 // by an INTERNAL error for the same request id, so the reply still goes out.
 func (c *conn) send(f *leveev1.ServerFrame) error {
+	data, err := c.encode(f)
+	if err != nil {
+		return err
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writeLocked(data, c.s.cfg.WriteTimeout)
+}
+
+// encode encodes f in the connection's codec; a frame that cannot be
+// encoded becomes an INTERNAL error for the same request id.
+func (c *conn) encode(f *leveev1.ServerFrame) ([]byte, error) {
 	data, err := c.codec.EncodeServer(f)
 	if err != nil {
 		c.s.log.Error("encoding a reply", "err", err, "request_id", f.GetRequestId())
@@ -156,14 +198,14 @@ func (c *conn) send(f *leveev1.ServerFrame) error {
 			RequestId: f.GetRequestId(),
 			Payload:   &leveev1.ServerFrame_Error{Error: apperr.Reply(apperr.ErrInternal, 0)},
 		})
-		if err != nil {
-			return err
-		}
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-	err = c.ws.WriteMessage(c.msgType, data)
+	return data, err
+}
+
+// writeLocked writes one data frame within timeout; wmu must be held.
+func (c *conn) writeLocked(data []byte, timeout time.Duration) error {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(timeout))
+	err := c.ws.WriteMessage(c.msgType, data)
 	if err != nil && !errors.Is(err, websocket.ErrCloseSent) {
 		// A failed or timed-out write leaves the socket unusable: close it
 		// so the reader ends the connection.

@@ -29,4 +29,172 @@
 // When logic refuses under load (RESOURCE_EXHAUSTED) the player gets a typed
 // BUSY with logic's pushback as retry_after and its queue depth and fill
 // ratio as the frame's backpressure. The gate never retries logic.
+//
+// # The admission line
+//
+// Every player with a valid token goes through one line per gate (package
+// queue; -line-mode, -line-rate, -line-interval, -line-max, -line-grace,
+// -line-push, -line-retry-after). Modes: open (the default: with nobody
+// waiting a player is let in at once and nothing changes for clients that
+// know nothing of the line), queueing (accept and hold; nobody is let in and
+// nothing reaches logic), paced (-line-rate per -line-interval, smoothly:
+// one every interval/rate), closed (maintenance) and auto (paced, with the
+// rate set by the auto pacer, below). A player joins the line when the mode
+// is not open or when anyone is waiting already (in open mode the line
+// empties as fast as the gate's room allows).
+//
+// What a player sees (every push has request_id 0):
+//
+//	connect /ws?token=T[&ticket=K]
+//	  -> welcome                                 let in at once (open, empty line)
+//	  -> queue{position, eta_ms, release_rate,   in line: at once, then at least every
+//	           line_length, ticket, grace_ms,    -line-push (and at once after an
+//	           mode}                             operator's change)
+//	     ... requests -> error NOT_ADMITTED, retry_after = the ETA (100 ms..1 min;
+//	                     1 min when there is no ETA, 200 ms once released)
+//	  -> admitted{waited_ms} -> welcome          released; requests are served from
+//	                                             the welcome on
+//	  -> error + close                           refused: see below
+//
+// The ETA is the queue's (position / measured release rate; 0 when
+// unknown, i.e. queueing or closed); release_rate is the measured rate (the
+// configured one until measured, 0 when the line does not move); mode is
+// the queue's mode ("paced" in auto mode). If logic refuses the login of a
+// released player, the player gets Admitted, the typed error and the close
+// code of a refused login (1013 for BUSY), and may come back with the
+// ticket (priority lane, below).
+//
+// Refusals, each an error frame then a close, counted by
+// gate_line_refusals_total{reason}, and none of them changes the line:
+//
+//   - closed: UNAVAILABLE (the tier is down for maintenance, come back
+//     later) with the operator's retry_after (-line-retry-after or POST
+//     retry_after, not jittered: it is a time the operator announces) and a
+//     message saying so, then 1013. UNAVAILABLE rather than SERVER_FULL,
+//     because it is not about load: clients should not retry sooner. A
+//     player who was in line before the closing (away, with a ticket) may
+//     still come back to their place; the line is frozen.
+//   - full (-line-max): SERVER_FULL, retry_after = the rate's interval
+//     (at least 1 s) ±20 %, 1013.
+//   - bad_ticket: a ticket that is malformed, forged (HMAC mismatch, checked
+//     in constant time), signed with another secret or expired is
+//     UNAUTHORIZED; a ticket given to another player is FORBIDDEN; 1008.
+//   - ticket_in_use: the ticket's place is held by a connection that is
+//     still open: FORBIDDEN (gate.ErrTicketInUse in the message), 1008. The
+//     old connection must close first (a dead one is dropped after
+//     -ping-interval + -pong-timeout).
+//
+// Tickets (ticket.go): "t1.<line id>.<ticket id>.<player>.<expiry>.<mac>",
+// an HMAC-SHA256 with the gate's token secret over the rest; valid 24 h
+// (the line decides how long a place is kept). The line id is drawn at
+// random when the gate starts, so a ticket of another gate or of an
+// earlier run of this one is recognised and ignored: the player joins the
+// back of the line and gets a new ticket (this is not an error).
+//
+// Reconnecting with ?ticket= (same player token):
+//
+//   - within -line-grace of dropping: the same place, the same ticket;
+//   - the ticket's turn came while the player was away: let in at once
+//     (admitted, then welcome); the turn used its slot of the pace;
+//   - the grace is over, or the ticket is unknown: the back of the line,
+//     with a new ticket; a client sees it from the ticket in the first
+//     QueueStatus differing from the one it sent (the protocol has no
+//     message field there, and an error push before the QueueStatus would
+//     read as a refusal to existing clients);
+//   - the ticket was let in within -line-grace (the player dropped right
+//     after being let in, e.g. in the middle of a match): the priority
+//     lane, which the line empties before anyone else, or at once if the
+//     gate is open with nobody waiting. Each such ticket is good for one
+//     reconnect; the new ticket the player gets in line is good for the
+//     next. Players let in at once (open mode, never waited) have no
+//     ticket and no priority.
+//
+// # Cost of a waiting player
+//
+// A waiting connection costs what an idle one does: its reader goroutine
+// (which answers NOT_ADMITTED), its 1 KiB read buffer, no write buffer
+// between writes, and about 200 bytes of line state (its ticket string and
+// its slot in the queue). One server-owned walker goroutine (line.go)
+// releases players every 100 ms (queue.AppendRelease, limited by the gate's
+// room: the free handshakes and connection slots, for the caps that are on)
+// and every -line-push walks the line once (queue.AppendPositions) and
+// writes each waiter one QueueStatus through its write path, with a write
+// deadline of at most 500 ms; a waiter whose connection is being written to
+// (a reply, say) is skipped for that round, and one whose write fails is
+// closed (it keeps its place for the grace period). A released player's
+// Admitted push and login run in a goroutine of their own, like a request;
+// the walker releases no more players than there is room for, so the
+// handshake cap bounds those goroutines. A waiting player does not count
+// against the handshake cap (so the line can be far longer than
+// -max-handshakes) but does hold a connection slot (-max-conns).
+//
+// # Admin API
+//
+// On the ops listener, with -admin-token (or GATE_ADMIN_TOKEN): GET
+// /admin/line gives the line as JSON (mode, rate{n, interval, per_second},
+// length, waiting, away, held, priority, admitted_total, dropped_total,
+// measured_rate, oldest_wait_ms, room, auto{...}); POST /admin/line (form or
+// JSON object) sets any of mode, rate, interval, max_length, retry_after,
+// auto_min_rate, auto_max_rate at once. Without the token the API answers
+// 404; a missing or wrong bearer token 401 (compared in constant time); an
+// invalid value (zero, negative, absurd, unknown mode or field) 400 naming
+// it, and nothing is applied: a POST is validated whole first. Every change
+// is logged with its old and new values and the caller's address, and
+// pushed to the waiting players at once. The seed's launch:
+//
+//	A='Authorization: Bearer '$GATE_ADMIN_TOKEN; L=http://gate:8082/admin/line
+//	curl -H "$A" -d mode=queueing $L                            # T-5 min: accept, forward nothing
+//	curl -H "$A" -d mode=paced -d rate=1000 -d interval=10s $L  # T-0: 1,000 every 10 s
+//	curl -H "$A" $L                                             # T+5: read length, oldest_wait_ms, ...
+//	curl -H "$A" -d rate=2000 $L                                # ... and speed up if logic keeps up
+//	curl -H "$A" -d mode=open $L                                # T+15: the line is done
+//	curl -H "$A" -d mode=closed -d retry_after=30m $L           # maintenance
+//	curl -H "$A" -d mode=auto -d auto_min_rate=50 -d auto_max_rate=500 $L
+//
+// # Auto mode
+//
+// Every -auto-interval (5 s) the gate reads the tiers' health (auto.go,
+// scrape.go): the sum of logic_queue_depth over the -auto-metrics-urls
+// pages, the battle p99 over the last interval (from the change in the
+// battle_latency_seconds buckets, the maximum over instances), and the
+// backpressure ratio on logic's replies to this gate (the interval's mean,
+// in an EWMA). The decision (autopace.go, pure and unit-tested): any known
+// signal at or over its threshold (-auto-max-queue-depth 500,
+// -auto-battle-p99 500 ms; backpressure above -auto-max-backpressure 0.5)
+// multiplies the rate by -auto-down (0.5); all known signals healthy
+// multiply it by -auto-up (1.25), except the first healthy interval after
+// a fall, which holds (the signals lag the rate by an interval); no known
+// signal (pages unreadable, no battles, no replies) holds. The rate stays
+// within -auto-min-rate..-auto-max-rate (per second; POST auto_min_rate,
+// auto_max_rate). An unreadable page is left out, logged, and shown in GET
+// /admin/line (scrape_errors). Every change is logged with its reason.
+//
+// # Several gates
+//
+// Each gate runs its own line; nothing is shared but the token secret. A
+// global release rate R is split evenly: with N gate replicas, give each
+// rate R/N (POST to every replica; the load balancer should spread players
+// evenly, or the longer lines wait longer). In auto mode each gate adapts on
+// its own from the same tier signals (plus its own replies' backpressure),
+// so they move together, but the bounds are per gate: set them to the
+// global bounds / N. When a reconnecting player is routed to another gate,
+// their ticket verifies (same secret) but names another gate's line: the
+// player joins the back of the new gate's line with a new ticket, and loses
+// both their place and the priority lane. The old gate keeps the place for
+// the grace period; if its turn comes meanwhile it uses a slot of that
+// gate's pace for nobody. Only routing that sends a player back to the same
+// gate (session affinity on the client address, or a hash of the player id
+// in the load balancer) keeps places across reconnects; there is no
+// cross-gate hand-over, and no global order across gates. A gate that
+// restarts forgets its line: its players join the new line at the back.
+//
+// # Metrics
+//
+// gate_line_length (in line, away ones included), gate_line_waiting,
+// gate_line_admitted_total, gate_line_release_rate (configured, per
+// second), gate_line_measured_rate, gate_line_wait_seconds (join to
+// admission, for players who waited; up to 30 min),
+// gate_line_refusals_total{reason}, gate_line_mode{mode} (1 for the current
+// one), gate_line_pushes_total{result}, gate_line_auto_changes_total{direction},
+// gate_line_auto_steps_total{verdict}.
 package gate

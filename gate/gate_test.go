@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"levee/gate/waitpage"
 	"levee/internal/apperr"
 	"levee/internal/shardmap"
 	"levee/internal/token"
@@ -387,16 +388,24 @@ func TestKeepalivePingsAndDropsSilentPlayers(t *testing.T) {
 	waitFor(t, "the silent player to be dropped", func() bool { return testutil.ToFloat64(g2.m.active) == 0 })
 }
 
-func TestPlainHTTPRoot(t *testing.T) {
+func TestWaitingPageAtRoot(t *testing.T) {
 	g := startGate(t, nil, startFakeLogic(t))
-	resp, err := http.Get("http://" + g.Addr().String() + "/")
+	resp, err := http.Get("http://" + g.Addr().String() + "/?token=x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != "levee gate" {
-		t.Fatalf("GET / = %d %q", resp.StatusCode, b)
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(b), "data-state") {
+		t.Fatalf("GET / = %d %s %.200q", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	resp3, err := http.Get("http://" + g.Addr().String() + waitpage.AssetPrefix + "app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp3.Body.Close()
+	if resp3.StatusCode != 200 {
+		t.Fatalf("GET %sapp.js = %d", waitpage.AssetPrefix, resp3.StatusCode)
 	}
 	resp2, err := http.Get("http://" + g.OpsAddr().String() + "/metrics")
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"levee/internal/apperr"
 	"levee/internal/token"
 	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
+	"levee/queue"
 )
 
 // handleWS admits or refuses a player. In order: over the handshake cap,
@@ -55,6 +57,15 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.m.connections.WithLabelValues(resultUnauthorized).Inc()
 		s.log.Debug("unauthorized connection", "err", err, "remote", r.RemoteAddr)
 		s.refuseUpgraded(w, r, s.errorFrames(apperr.Reply(err, 0), websocket.ClosePolicyViolation, "unauthorized"))
+		return
+	}
+	now := s.clock.Now()
+	claims, ticketTok, err := s.ticketOf(r, playerID, now)
+	if err == nil {
+		err = s.line.precheck(playerID, claims, now)
+	}
+	if err != nil {
+		s.refuseLine(w, r, err)
 		return
 	}
 	var release func()
@@ -107,9 +118,76 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// From here the connection owns the slot (untrack gives it back) and
-	// the handshake (serve ends it once the login is answered).
+	// the handshake (ended once the login is answered or the player is in
+	// line).
 	handedOff = true
-	go c.serve()
+	s.enterLine(c, claims, ticketTok)
+}
+
+// ticketOf reads and verifies the ticket query parameter. No ticket, or a
+// ticket of another gate's line (or of an earlier run of this gate), gives
+// nil claims: the player joins the back of the line. A ticket that fails
+// verification is an error, and the player is refused.
+func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*ticketClaims, string, error) {
+	tok := r.URL.Query().Get("ticket")
+	if tok == "" {
+		return nil, "", nil
+	}
+	cl, err := verifyTicket(s.secret, tok, playerID, now)
+	if err != nil {
+		return nil, "", ticketError(err)
+	}
+	if cl.Line != s.line.id {
+		s.log.Debug("ticket of another gate's line; joining at the back", "player", playerID)
+		return nil, "", nil
+	}
+	return &cl, tok, nil
+}
+
+// refuseLine refuses, before the upgrade, a player the line turns away.
+func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
+	reason, e, code, text := lineRefusal(err)
+	s.m.line.refusals[reason].Inc()
+	s.m.connections.WithLabelValues(resultRefused).Inc()
+	s.log.Debug("refused by the admission line", "reason", reason, "err", err, "remote", r.RemoteAddr)
+	s.refuseUpgraded(w, r, s.errorFrames(e, code, text))
+}
+
+// enterLine puts a tracked connection in the admission line and starts it
+// accordingly: waiting (first QueueStatus, then its reader), admitted at
+// once (login as before), admitted on reconnecting (Admitted, then login),
+// or refused (a race with an operator's change since precheck).
+func (s *Server) enterLine(c *conn, claims *ticketClaims, tok string) {
+	now := s.clock.Now()
+	c.wmu.Lock() // nothing is written to c before its first frame below
+	st, resumed, err := s.line.enter(c, claims, now)
+	if err != nil {
+		c.wmu.Unlock()
+		reason, e, code, text := lineRefusal(err)
+		s.m.line.refusals[reason].Inc()
+		s.m.connections.WithLabelValues(resultRefused).Inc()
+		go func() {
+			defer c.finish()
+			s.endHandshake()
+			c.refuse(e, code, text)
+		}()
+		return
+	}
+	if st.State == queue.Waiting {
+		if !resumed {
+			tok = signTicket(s.secret, s.line.id, st.Ticket.ID, c.playerID, now.Add(ticketTTL))
+		}
+		c.startWaiting(st, tok)
+		return
+	}
+	c.wmu.Unlock()
+	var admitted *leveev1.ServerFrame
+	if resumed { // released while the player was away
+		waited := now.Sub(st.Ticket.Joined)
+		s.m.line.wait.Observe(waited.Seconds())
+		admitted = admittedFrame(waited)
+	}
+	go c.serve(admitted)
 }
 
 // authenticate reads the token from "Authorization: Bearer <tok>" or the

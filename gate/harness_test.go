@@ -35,6 +35,12 @@ type testGate struct {
 
 func startGate(t testing.TB, mod func(*Config), logics ...*fakeLogic) *testGate {
 	t.Helper()
+	return startGateLog(t, mod, nil, logics...)
+}
+
+// startGateLog is startGate with a logger.
+func startGateLog(t testing.TB, mod func(*Config), logger *slog.Logger, logics ...*fakeLogic) *testGate {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.TokenSecret = testSecret
@@ -47,7 +53,7 @@ func startGate(t testing.TB, mod func(*Config), logics ...*fakeLogic) *testGate 
 	if mod != nil {
 		mod(&cfg)
 	}
-	s, err := New(cfg, nil)
+	s, err := New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,8 @@ type gateMetrics struct {
 	rejectHandshakes  prometheus.Counter
 	rejectRequest     [len(requestReasons)]prometheus.Counter
 	rejectRequestCrit [len(requestReasons)][len(criticalities)]prometheus.Counter
+
+	line *lineMetrics // the admission line's
 }
 
 // requestBuckets are finer than metrics.LatencyBuckets: 0.5 ms × 2^0..15

@@ -48,6 +48,10 @@ func (c *conn) handleFrame(data []byte) {
 		c.reply(actionInvalid, start, refusal)
 		return
 	}
+	if c.lineState.Load() != lineIn {
+		c.reply(action, start, errorFrame(id, errNotAdmitted, c.s.line.notAdmittedRetry(c, c.s.clock.Now())))
+		return
+	}
 	if !c.s.beginRequest() {
 		c.reply(action, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
 		return
@@ -75,6 +79,9 @@ func (c *conn) handleFrame(data []byte) {
 		c.reply(action, start, out)
 	}()
 }
+
+// errNotAdmitted answers a request from a player still in the line.
+var errNotAdmitted = fmt.Errorf("%w: you are still in line; requests are answered once you are welcomed", apperr.ErrNotAdmitted)
 
 // rejectRequest counts a request refused by one of the per-connection
 // limits (reason is an index into requestReasons).
@@ -177,14 +184,20 @@ func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.Lo
 		}
 		e := apperr.FromGRPC(err, apperr.Pushback(trailer))
 		bp := apperr.BackpressureFrom(trailer)
-		if bp != nil && bp.RetryAfterMs == 0 {
-			bp.RetryAfterMs = e.GetRetryAfterMs()
+		if bp != nil {
+			s.pressure.observe(bp.GetRatio())
+			if bp.RetryAfterMs == 0 {
+				bp.RetryAfterMs = e.GetRetryAfterMs()
+			}
 		}
 		return &leveev1.ServerFrame{
 			RequestId:    req.GetRequestId(),
 			Backpressure: bp,
 			Payload:      &leveev1.ServerFrame_Error{Error: e},
 		}
+	}
+	if bp := rep.GetBackpressure(); bp != nil {
+		s.pressure.observe(bp.GetRatio())
 	}
 	return serverFrame(req.GetRequestId(), rep)
 }

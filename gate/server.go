@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"levee/gate/waitpage"
 	"levee/internal/clock"
 	"levee/internal/metrics"
 	"levee/internal/serve"
@@ -67,6 +69,13 @@ type Server struct {
 	admit    admitFunc
 	newAllow func(playerID string) allowFunc
 
+	// The admission line, auto mode's metric reader (nil without
+	// -auto-metrics-urls) and the backpressure logic's replies carry.
+	line     *line
+	scraper  *scraper
+	pressure pressureMeter
+	admitWG  sync.WaitGroup // logins of players released from the line
+
 	mu       sync.RWMutex // guards draining against new conns and requests
 	draining bool
 	conns    map[*conn]struct{}
@@ -104,6 +113,14 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.m.line = newLineMetrics(s.reg)
+	if s.line, err = newLine(s, cfg.Clock.Now()); err != nil {
+		return nil, err
+	}
+	s.m.line.releaseRate.Set(s.line.q.Stats(cfg.Clock.Now()).ConfiguredPerSecond)
+	if len(cfg.AutoMetricsURLs) > 0 {
+		s.scraper = newScraper(cfg.AutoMetricsURLs)
+	}
 	if s.full, err = newFullReply(cfg.FullRetryAfter, card); err != nil {
 		return nil, err
 	}
@@ -138,10 +155,10 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", s.handleWS)
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = w.Write([]byte("levee gate\n"))
-	})
+	// The browser waiting page: the page at / and its assets.
+	page := waitpage.Handler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET "+waitpage.AssetPrefix, page)
 	s.httpSrv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -149,7 +166,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	s.opsSrv = &http.Server{Handler: metrics.OpsMux(s.reg, s.ready.Load), ReadHeaderTimeout: 5 * time.Second}
+	ops := metrics.OpsMux(s.reg, s.ready.Load)
+	ops.Handle(adminLinePath, s.adminHandler())
+	s.opsSrv = &http.Server{Handler: ops, ReadHeaderTimeout: 5 * time.Second}
 	s.grpcSrv = grpc.NewServer()
 	s.health = health.NewServer()
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -237,6 +256,10 @@ func (s *Server) Run(ctx context.Context) error {
 	pingCtx, stopPing := context.WithCancel(context.Background())
 	var pinger sync.WaitGroup
 	pinger.Go(func() { s.keepalive(pingCtx) })
+	lineCtx, stopLine := context.WithCancel(context.Background())
+	var lineLoops sync.WaitGroup
+	lineLoops.Go(func() { s.line.run(lineCtx) })
+	lineLoops.Go(func() { s.autoLoop(lineCtx) })
 
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.ready.Store(true)
@@ -244,6 +267,11 @@ func (s *Server) Run(ctx context.Context) error {
 		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
 
 	<-runCtx.Done()
+	// The line stops moving first: a gate that is going away lets nobody
+	// else in (waiting players keep their tickets, for another gate's line
+	// they are unknown; see the package doc).
+	stopLine()
+	lineLoops.Wait()
 	s.shutdown(wsDone)
 	stopPing()
 	pinger.Wait()
@@ -299,6 +327,7 @@ func (s *Server) shutdown(wsDone <-chan struct{}) {
 		}
 		s.connWG.Wait()
 	}
+	s.admitWG.Wait() // their logins ended with the requests above
 	s.cancelBase()
 	if err := s.logic.close(); err != nil {
 		s.log.Warn("closing logic connections", "err", err)
@@ -382,6 +411,21 @@ func (s *Server) takeSlot() bool {
 }
 
 func (s *Server) releaseSlot() { s.slots.Add(-1) }
+
+// room is how many players the gate may let in from the line now: the free
+// handshakes (logins in progress count) and the free connection slots not
+// taken by waiting players, for the caps that are on; math.MaxInt when no
+// cap is on.
+func (s *Server) room() int {
+	room := math.MaxInt
+	if s.cfg.handshakeCapOn() {
+		room = min(room, s.cfg.MaxHandshakes-int(s.handshakes.Load()))
+	}
+	if s.cfg.connCapOn() {
+		room = min(room, s.cfg.MaxConns-int(s.slots.Load()-s.line.nWaiting.Load()))
+	}
+	return max(room, 0)
+}
 
 // track registers a new connection; false once the gate is draining.
 func (s *Server) track(c *conn) bool {

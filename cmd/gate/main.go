@@ -1,5 +1,5 @@
 // Command gate runs Levee's gate tier: players' WebSocket connections,
-// authentication, and routing to the logic shards.
+// authentication, the admission line, and routing to the logic shards.
 //
 //	gate -logic-addrs logic-0:9000,logic-1:9000 [flags]
 //	gate healthcheck [-addr 127.0.0.1:8081]
@@ -62,6 +62,25 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.BoolVar(&cfg.InflightLimit, "inflight-limit", cfg.InflightLimit, "refuse requests past -max-inflight on one connection with RATE_LIMITED; false: no limit")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
+
+			// The admission line and its admin API.
+			fs.StringVar(&cfg.LineMode, "line-mode", cfg.LineMode, "admission line mode: open (let players in at once while there is room), queueing (accept and hold everyone, forward nothing), paced (release -line-rate per -line-interval, smoothly), closed (maintenance: refuse newcomers with -line-retry-after), auto (paced at a rate that follows the tiers' health between -auto-min-rate and -auto-max-rate); change it live with POST /admin/line")
+			fs.IntVar(&cfg.LineRate, "line-rate", cfg.LineRate, "players released per -line-interval when paced")
+			fs.DurationVar(&cfg.LineInterval, "line-interval", cfg.LineInterval, "the interval of -line-rate")
+			fs.IntVar(&cfg.LineMax, "line-max", cfg.LineMax, "the longest the line may be; newcomers past it get SERVER_FULL")
+			fs.DurationVar(&cfg.LineGrace, "line-grace", cfg.LineGrace, "how long a player who dropped out of the line keeps their place (reconnect with ?ticket=)")
+			fs.DurationVar(&cfg.LinePush, "line-push", cfg.LinePush, "how often every waiting player is sent their position and ETA")
+			fs.DurationVar(&cfg.LineRetryAfter, "line-retry-after", cfg.LineRetryAfter, "retry_after told to newcomers while the line is closed")
+			fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token of the admin API (/admin/line on -ops-addr); empty: the API is off (404). Prefer GATE_ADMIN_TOKEN to keep it out of ps")
+			fs.Float64Var(&cfg.AutoMinRate, "auto-min-rate", cfg.AutoMinRate, "auto mode: the lowest release rate, players per second")
+			fs.Float64Var(&cfg.AutoMaxRate, "auto-max-rate", cfg.AutoMaxRate, "auto mode: the highest release rate, players per second")
+			fs.DurationVar(&cfg.AutoInterval, "auto-interval", cfg.AutoInterval, "auto mode: how often the tiers' health is read and the rate adjusted")
+			fs.Float64Var(&cfg.AutoUp, "auto-up", cfg.AutoUp, "auto mode: rate factor per healthy interval (> 1)")
+			fs.Float64Var(&cfg.AutoDown, "auto-down", cfg.AutoDown, "auto mode: rate factor per unhealthy interval (< 1)")
+			fs.Var((*cli.List)(&cfg.AutoMetricsURLs), "auto-metrics-urls", "auto mode: comma-separated /metrics URLs of the logic and battle tiers (logic_queue_depth, battle_latency_seconds)")
+			fs.IntVar(&cfg.AutoMaxQueueDepth, "auto-max-queue-depth", cfg.AutoMaxQueueDepth, "auto mode: unhealthy when the sum of logic_queue_depth reaches this")
+			fs.DurationVar(&cfg.AutoBattleP99, "auto-battle-p99", cfg.AutoBattleP99, "auto mode: unhealthy when the battle p99 of the last interval (max over instances) reaches this")
+			fs.Float64Var(&cfg.AutoMaxBackpressure, "auto-max-backpressure", cfg.AutoMaxBackpressure, "auto mode: unhealthy when the average backpressure ratio on logic's replies (EWMA) is above this")
 		},
 		Validate: func() error { return cfg.Validate() },
 		Run: func(ctx context.Context, logger *slog.Logger) error {

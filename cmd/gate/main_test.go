@@ -87,3 +87,50 @@ func TestHealthcheckFailsWithNothingListening(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 }
+
+func TestLineFlags(t *testing.T) {
+	var errOut bytes.Buffer
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		{[]string{"-line-mode", "sometimes"}, nil, "-line-mode:"},
+		{[]string{"-line-rate", "0"}, nil, "-line-rate:"},
+		{[]string{"-line-interval", "0s"}, nil, "-line-interval:"},
+		{[]string{"-line-max", "-1"}, nil, "-line-max:"},
+		{[]string{"-line-grace", "0s"}, nil, "-line-grace:"},
+		{[]string{"-line-push", "1ms"}, nil, "-line-push:"},
+		{[]string{"-line-retry-after", "0s"}, nil, "-line-retry-after:"},
+		{[]string{"-auto-min-rate", "0"}, nil, "-auto-min-rate:"},
+		{[]string{"-auto-max-rate", "1"}, nil, "-auto-max-rate:"},
+		{[]string{"-auto-interval", "0s"}, nil, "-auto-interval:"},
+		{[]string{"-auto-up", "0.9"}, nil, "-auto-up:"},
+		{[]string{"-auto-down", "2"}, nil, "-auto-down:"},
+		{[]string{"-auto-metrics-urls", "logic:9090"}, nil, "-auto-metrics-urls:"},
+		{[]string{"-auto-max-queue-depth", "0"}, nil, "-auto-max-queue-depth:"},
+		{[]string{"-auto-battle-p99", "0s"}, nil, "-auto-battle-p99:"},
+		{[]string{"-auto-max-backpressure", "0"}, nil, "-auto-max-backpressure:"},
+		{nil, map[string]string{"GATE_LINE_MODE": "later"}, "-line-mode:"},
+		{nil, map[string]string{"GATE_ADMIN_TOKEN": "has space"}, "-admin-token:"},
+		{nil, map[string]string{"GATE_LINE_RATE": "many"}, "GATE_LINE_RATE"},
+	} {
+		errOut.Reset()
+		args := append([]string{"-logic-addrs", "a:1"}, tc.args...)
+		if code := run(args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag) {
+			t.Errorf("%v %v: exit %d, stderr %q", tc.args, tc.env, code, errOut.String())
+		}
+	}
+	errOut.Reset()
+	run([]string{"-h"}, env(nil), &errOut)
+	for _, f := range []string{"-line-mode", "-line-rate", "-line-interval", "-line-max", "-line-grace", "-line-push",
+		"-line-retry-after", "-admin-token", "-auto-min-rate", "-auto-max-rate", "-auto-interval", "-auto-up", "-auto-down",
+		"-auto-metrics-urls", "-auto-max-queue-depth", "-auto-battle-p99", "-auto-max-backpressure"} {
+		if !strings.Contains(errOut.String(), f+" ") && !strings.Contains(errOut.String(), f+"\n") {
+			t.Errorf("usage lacks %s", f)
+		}
+	}
+	if !strings.Contains(errOut.String(), "GATE_ADMIN_TOKEN") {
+		t.Error("usage does not name GATE_ADMIN_TOKEN")
+	}
+}

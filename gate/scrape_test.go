@@ -1,0 +1,208 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"levee/internal/metrics"
+)
+
+// tierPage serves a /metrics page from a registry with the logic or battle
+// metrics the auto mode reads, as the real tiers export them.
+type tierPage struct {
+	reg   *prometheus.Registry
+	depth *prometheus.GaugeVec
+	lat   prometheus.Histogram
+	srv   *httptest.Server
+	fail  sync.Mutex
+	down  bool
+}
+
+func newTierPage(t *testing.T) *tierPage {
+	t.Helper()
+	p := &tierPage{reg: prometheus.NewRegistry()}
+	p.depth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "logic_queue_depth", Help: "d"}, []string{"shard"})
+	p.lat = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "battle_latency_seconds", Help: "l", Buckets: metrics.LatencyBuckets})
+	p.reg.MustRegister(p.depth, p.lat)
+	h := promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{})
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.fail.Lock()
+		down := p.down
+		p.fail.Unlock()
+		if down {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *tierPage) setDown(down bool) {
+	p.fail.Lock()
+	p.down = down
+	p.fail.Unlock()
+}
+
+func TestParsePage(t *testing.T) {
+	text := `# HELP logic_queue_depth d
+# TYPE logic_queue_depth gauge
+logic_queue_depth{shard="0"} 120
+logic_queue_depth{shard="1"} 30.5
+# TYPE battle_latency_seconds histogram
+battle_latency_seconds_bucket{le="0.1"} 50
+battle_latency_seconds_bucket{le="0.2"} 90
+battle_latency_seconds_bucket{le="0.4"} 100
+battle_latency_seconds_bucket{le="+Inf"} 100
+battle_latency_seconds_sum 12
+battle_latency_seconds_count 100
+other_metric 7
+`
+	p, err := parsePage(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.depthKnown || p.depth != 150.5 {
+		t.Fatalf("depth %v %v", p.depth, p.depthKnown)
+	}
+	q, ok := p.hist.quantile(0.99) // rank 99 in (0.2, 0.4]: 0.2 + 0.2 × 9/10
+	if !ok || math.Abs(q-0.38) > 1e-9 {
+		t.Fatalf("p99 %v %v, want 0.38", q, ok)
+	}
+	if q, _ := p.hist.quantile(0.5); q != 0.1 {
+		t.Fatalf("p50 %v, want 0.1", q)
+	}
+	if _, err := parsePage(strings.NewReader("this is { not metrics")); err == nil {
+		t.Fatal("garbage parsed")
+	}
+	if p, err := parsePage(strings.NewReader("up 1\n")); err != nil || p.depthKnown || p.hist != nil {
+		t.Fatalf("a page without the metrics: %+v %v", p, err)
+	}
+}
+
+func TestQuantileEdges(t *testing.T) {
+	inf := math.Inf(1)
+	h := cumHist{bounds: []float64{0.1, 0.2, inf}, counts: []float64{0, 0, 10}, count: 10}
+	if q, ok := h.quantile(0.99); !ok || q != 0.2 {
+		t.Fatalf("all in +Inf: %v %v, want the highest finite bound", q, ok)
+	}
+	if _, ok := (cumHist{bounds: []float64{0.1, inf}, counts: []float64{0, 0}}).quantile(0.99); ok {
+		t.Fatal("an empty histogram has a quantile")
+	}
+	prev := cumHist{bounds: []float64{0.1, 0.2, inf}, counts: []float64{5, 8, 20}, count: 20}
+	if _, ok := h.sub(prev); ok {
+		t.Fatal("a count that went down (a restart) gave a delta")
+	}
+	if _, ok := h.sub(cumHist{}); ok {
+		t.Fatal("a first reading gave a delta")
+	}
+}
+
+func TestScraperReadsDepthAndIntervalP99(t *testing.T) {
+	logic1, logic2, battle1, battle2 := newTierPage(t), newTierPage(t), newTierPage(t), newTierPage(t)
+	logic1.depth.WithLabelValues("0").Set(200)
+	logic2.depth.WithLabelValues("1").Set(150)
+	for range 1000 {
+		battle1.lat.Observe(0.05) // an old burst of slow battles must not count later
+		battle1.lat.Observe(3)
+	}
+	sc := newScraper([]string{logic1.srv.URL, logic2.srv.URL, battle1.srv.URL, battle2.srv.URL})
+	ctx := context.Background()
+	r := sc.scrape(ctx)
+	if !r.QueueKnown || r.QueueDepth != 350 || r.P99Known || len(r.Errors) != 0 {
+		t.Fatalf("first scrape %+v: depth summed, no p99 yet (no previous reading)", r)
+	}
+	for range 100 {
+		battle1.lat.Observe(0.015)
+		battle2.lat.Observe(0.3)
+	}
+	r = sc.scrape(ctx)
+	if !r.P99Known || r.BattleP99 < 300*time.Millisecond || r.BattleP99 > 320*time.Millisecond {
+		t.Fatalf("second scrape %+v: want the max of the instances' interval p99, about 0.32 s", r)
+	}
+	r = sc.scrape(ctx)
+	if r.P99Known {
+		t.Fatalf("no battles since the last scrape: %+v", r)
+	}
+	logic2.setDown(true)
+	r = sc.scrape(ctx)
+	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "HTTP 500") || r.QueueDepth != 200 {
+		t.Fatalf("one tier down: %+v", r)
+	}
+}
+
+// TestAutoModeFollowsTheTiers runs a gate in auto mode against a fake logic
+// /metrics page: the rate rises while the queue is short and falls when it
+// is deep.
+func TestAutoModeFollowsTheTiers(t *testing.T) {
+	page := newTierPage(t)
+	page.depth.WithLabelValues("0").Set(10)
+	logs := &syncBuffer{}
+	g := startGateLog(t, func(c *Config) {
+		c.LineMode = "auto"
+		c.LineRate, c.LineInterval = 1000, 10*time.Second
+		c.AutoMinRate, c.AutoMaxRate = 20, 200
+		c.AutoInterval = 5 * time.Second
+		c.AutoMetricsURLs = []string{page.srv.URL + "/metrics"}
+	}, newTextLogger(logs), startFakeLogic(t))
+	waitFor(t, "the walker's ticker", g.line.ticking.Load)
+	rate := func() float64 { return g.stats().ConfiguredPerSecond }
+	if rate() != 100 {
+		t.Fatalf("auto starts at %v/s, want the configured 100/s", rate())
+	}
+	steps := func() float64 {
+		return testGauge(g, "gate_line_auto_steps_total")
+	}
+	tick := func() {
+		t.Helper()
+		n := steps()
+		g.advance(t, 5*time.Second)
+		waitFor(t, "an auto step", func() bool { return steps() > n })
+	}
+	tick()
+	if rate() != 125 {
+		t.Fatalf("healthy: %v/s, want 125", rate())
+	}
+	tick()
+	if math.Abs(rate()-156.25) > 0.1 {
+		t.Fatalf("healthy again: %v/s, want about 156", rate())
+	}
+	page.depth.WithLabelValues("0").Set(900)
+	tick()
+	if math.Abs(rate()-78.1) > 0.1 {
+		t.Fatalf("deep queue: %v/s, want about 78", rate())
+	}
+	if !strings.Contains(logs.String(), "auto pace: release rate changed") || !strings.Contains(logs.String(), "logic queue depth 900") {
+		t.Fatalf("changes not logged with their reason:\n%s", logs)
+	}
+	v := fmt.Sprint(g.view(g.clock.Now()).Auto.Signals.QueueDepth)
+	if v != "900" {
+		t.Fatalf("GET /admin/line signals depth %s", v)
+	}
+}
+
+// testGauge sums every series of a metric in the gate's registry.
+func testGauge(g *testGate, name string) float64 {
+	mfs, _ := g.reg.Gather()
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}

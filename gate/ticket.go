@@ -1,0 +1,126 @@
+package gate
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"levee/internal/token"
+	"levee/queue"
+)
+
+// A ticket token names a place in one gate's admission line, so that a
+// player who drops can come back to it. Its format, like the player token's
+// but with its own version tag so neither passes for the other:
+//
+//	"t1.<line id, hex>.<ticket id, hex>.<base64url(player id)>.<expiry unix>.<base64url(mac)>"
+//
+// mac is HMAC-SHA256, keyed with the gate's token secret, over everything
+// before the last dot. The line id is drawn at random when a gate starts, so
+// a ticket from another gate (or an earlier run of this one) is recognised
+// as such and not looked up. The token only proves who the place was given
+// to and until when; whether the place still exists is the line's business.
+
+// Errors of ticket verification. A player who presents a bad ticket is
+// refused (see the package doc) and nothing about the line changes.
+var (
+	ErrTicketMalformed = errors.New("gate: malformed ticket")
+	ErrTicketSignature = errors.New("gate: bad ticket signature")
+	ErrTicketExpired   = errors.New("gate: ticket expired")
+	ErrTicketPlayer    = errors.New("gate: ticket belongs to another player")
+	// ErrTicketInUse: another connection holds the ticket's place.
+	ErrTicketInUse = errors.New("gate: ticket in use by another connection")
+)
+
+// ticketVersion tags ticket tokens; player tokens start with "v1.".
+const ticketVersion = "t1"
+
+// ticketTTL is how long a ticket token is valid: longer than any line is
+// expected to last, as the line itself decides (by its grace period) how
+// long an away player keeps their place.
+const ticketTTL = 24 * time.Hour
+
+// maxTicketLen bounds what verifyTicket reads (a 64-character player id
+// makes a token of about 160 bytes).
+const maxTicketLen = 256
+
+// ticketClaims is what a verified ticket token says.
+type ticketClaims struct {
+	Line   uint64
+	ID     queue.TicketID
+	Player string
+	Expiry time.Time
+}
+
+var ticketB64 = base64.RawURLEncoding.Strict()
+
+func ticketMAC(secret []byte, payload string) []byte {
+	h := hmac.New(sha256.New, secret)
+	h.Write([]byte(payload))
+	return h.Sum(nil)
+}
+
+// signTicket returns the token of ticket id in line for player, valid until
+// exp (whole seconds).
+func signTicket(secret []byte, line uint64, id queue.TicketID, player string, exp time.Time) string {
+	var b strings.Builder
+	b.Grow(120)
+	b.WriteString(ticketVersion)
+	b.WriteByte('.')
+	b.WriteString(strconv.FormatUint(line, 16))
+	b.WriteByte('.')
+	b.WriteString(strconv.FormatUint(uint64(id), 16))
+	b.WriteByte('.')
+	b.WriteString(ticketB64.EncodeToString([]byte(player)))
+	b.WriteByte('.')
+	b.WriteString(strconv.FormatInt(exp.Unix(), 10))
+	payload := b.String()
+	return payload + "." + ticketB64.EncodeToString(ticketMAC(secret, payload))
+}
+
+// verifyTicket checks tok's signature (in constant time), its expiry at now
+// and that it was given to player. The errors are the ErrTicket* ones.
+func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaims, error) {
+	if len(tok) > maxTicketLen {
+		return ticketClaims{}, fmt.Errorf("%w: longer than %d bytes", ErrTicketMalformed, maxTicketLen)
+	}
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return ticketClaims{}, fmt.Errorf("%w: unexpected character at %d", ErrTicketMalformed, i)
+		}
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 6 || parts[0] != ticketVersion {
+		return ticketClaims{}, ErrTicketMalformed
+	}
+	sig, err := ticketB64.DecodeString(parts[5])
+	if err != nil {
+		return ticketClaims{}, ErrTicketMalformed
+	}
+	payload := tok[:len(tok)-len(parts[5])-1]
+	if !hmac.Equal(sig, ticketMAC(secret, payload)) {
+		return ticketClaims{}, ErrTicketSignature
+	}
+	// Signed by this secret, so the fields are ours; parse them anyway.
+	line, err1 := strconv.ParseUint(parts[1], 16, 64)
+	id, err2 := strconv.ParseUint(parts[2], 16, 64)
+	p, err3 := ticketB64.DecodeString(parts[3])
+	exp, err4 := strconv.ParseInt(parts[4], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || !token.ValidPlayerID(string(p)) {
+		return ticketClaims{}, ErrTicketMalformed
+	}
+	c := ticketClaims{Line: line, ID: queue.TicketID(id), Player: string(p), Expiry: time.Unix(exp, 0)}
+	if !now.Before(c.Expiry) {
+		return ticketClaims{}, ErrTicketExpired
+	}
+	if c.Player != player {
+		return ticketClaims{}, ErrTicketPlayer
+	}
+	return c, nil
+}
