@@ -197,9 +197,9 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev1.StartBattleRequest) {
 }
 
 // launch runs f's battle call on its own goroutine, bounded by MaxBattles.
-// The result comes back through the shard's channel; that send is not
-// subject to admission (it must never be refused) and gives up only when
-// the server stops.
+// The result comes back through the shard's internal channel, which the
+// shard drains before its requests; that send is not subject to admission
+// (it must never be refused) and gives up only when the server stops.
 func (sh *shard) launch(f *flight) {
 	s := sh.srv
 	select {
@@ -217,10 +217,10 @@ func (sh *shard) launch(f *flight) {
 		defer func() { <-s.battleSem }()
 		// The first request's deadline and criticality travel to battle.
 		ctx := priority.Outgoing(f.first.ctx, f.first.class.criticality())
-		rep, pushback, err := s.battle.Simulate(ctx, f.req)
+		rep, pushback, err := s.battle.Simulate(ctx, f.req, f.first.class)
 		msg := &op{battle: &battleResult{key: f.key, rep: rep, err: err, pushback: pushback}}
 		select {
-		case sh.ch <- msg:
+		case sh.in <- msg:
 		case <-s.stop:
 		}
 	}()

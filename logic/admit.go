@@ -71,21 +71,51 @@ func limits(cfg Config) [numClasses]int {
 	return l
 }
 
+// waitLimits is the estimated wait (in ns) above which each class is
+// refused at admission: DEFAULT at maxWait, SHEDDABLE at half of it,
+// CRITICAL never (0: no time rule).
+func waitLimits(maxWait time.Duration) [numClasses]int64 {
+	var w [numClasses]int64
+	if maxWait > 0 {
+		w[classSheddable] = max(int64(maxWait/2), 1)
+		w[classDefault] = int64(maxWait)
+	}
+	return w
+}
+
+// verdict is what offer decided.
+type verdict uint8
+
+const (
+	admitted verdict = iota
+	refusedFull
+	refusedWait
+)
+
 // offer puts o on the channel, without ever blocking, if o's class may still
-// enter; n is the channel's length when it looked. The check and the send are
-// not one atomic step: concurrent admissions can overshoot a class's limit by
-// at most their number, and the channel's capacity stays the hard bound.
-func (sh *shard) offer(o *op) (n int, ok bool) {
+// enter; n is the channel's length when it looked. A class is refused when
+// the channel holds limit[c] requests (the fill rule, the hard ceiling) or
+// when the estimated wait n × perOp exceeds maxWait[c] (the time rule;
+// tested as n > maxWait/perOp, which cannot overflow). The check and the
+// send are not one atomic step: concurrent admissions can overshoot a
+// class's limit by at most their number, and the channel's capacity stays
+// the hard bound.
+func (sh *shard) offer(o *op) (n int, v verdict) {
 	n = len(sh.ch)
 	if n >= sh.limit[o.class] {
-		return n, false
+		return n, refusedFull
+	}
+	if w := sh.maxWait[o.class]; w > 0 {
+		if per := sh.perOp.Load(); per > 0 && int64(n) > w/per {
+			return n, refusedWait
+		}
 	}
 	select {
 	case sh.ch <- o:
 		sh.depth.Set(float64(len(sh.ch)))
-		return n, true
+		return n, admitted
 	default:
-		return cap(sh.ch), false
+		return cap(sh.ch), refusedFull
 	}
 }
 
@@ -121,23 +151,24 @@ func (sh *shard) observeBatch(n int, d time.Duration) {
 	sh.perOp.Store(old + (per-old)/5) // α = 0.2
 }
 
-// refusals are the errors a shard refuses with, built once so that a
-// refusal allocates nothing.
-func refusals(id int, lim [numClasses]int, capacity int) [numClasses]error {
-	var errs [numClasses]error
+// refusals are the errors a shard refuses with at admission, built once so
+// that a refusal allocates nothing: by the fill rule, and by the time rule.
+func refusals(id int, lim [numClasses]int, capacity int, wait [numClasses]int64) (full, slow [numClasses]error) {
 	for c := range numClasses {
-		errs[c] = fmt.Errorf("%w: shard %d queue is full for %s requests (%d of %d)", apperr.ErrBusy, id, c, lim[c], capacity)
+		full[c] = fmt.Errorf("%w: shard %d queue is full for %s requests (%d of %d)", apperr.ErrBusy, id, c, lim[c], capacity)
+		slow[c] = fmt.Errorf("%w: shard %d queue wait would exceed %v for %s requests", apperr.ErrBusy, id, time.Duration(wait[c]), c)
 	}
-	return errs
+	return full, slow
 }
 
 // admit puts o on sh's channel or says why not. It is the one place that
 // decides whether a request gets in. With -reject-early (the default) it
 // never blocks: a request of class c is refused when the channel holds at
-// least limit[c] requests, with the channel's length then and a retry delay
-// for the RESOURCE_EXHAUSTED trailers. Without it the caller waits for room
-// until its context ends. Internal messages (battle results) do not pass
-// through here.
+// least limit[c] requests, or when the estimated wait exceeds maxWait[c],
+// with the channel's length then and a retry delay for the
+// RESOURCE_EXHAUSTED trailers. Without it the caller waits for room until
+// its context ends. Internal messages (battle results) do not pass through
+// here.
 func (s *Server) admit(sh *shard, o *op) (depth int, retryAfter time.Duration, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -147,9 +178,13 @@ func (s *Server) admit(sh *shard, o *op) (depth int, retryAfter time.Duration, e
 	if !s.rejectEarly {
 		return 0, 0, s.enqueue(sh, o)
 	}
-	n, ok := sh.offer(o)
-	if ok {
+	n, v := sh.offer(o)
+	switch v {
+	case admitted:
 		return 0, 0, nil
+	case refusedWait:
+		sh.rejectedWait[o.class].Inc()
+		return n, sh.retryAfter(n), sh.slow[o.class]
 	}
 	sh.rejected[o.class].Inc()
 	return n, sh.retryAfter(n), sh.refusal[o.class]

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"levee/internal/apperr"
+	"levee/internal/clock"
 	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
@@ -223,11 +224,19 @@ func TestCriticalityForwardedToBattle(t *testing.T) {
 	}
 }
 
-// twoBattles starts logic with two battle instances, f1 first.
+// twoBattles starts logic with two battle instances, f1 first, on a fake
+// clock (e.clk), so that a refusing instance cools until the test advances
+// the clock past its pushback.
 func twoBattles(t *testing.T, mut func(*Config)) (*env, *fakeBattle, *fakeBattle) {
-	f1, f2 := &fakeBattle{pushback: "100"}, &fakeBattle{pushback: "100"}
+	return twoBattlesPushback(t, "100", mut)
+}
+
+// twoBattlesPushback is twoBattles with instances that send pushback (ms)
+// when they refuse.
+func twoBattlesPushback(t *testing.T, pushback string, mut func(*Config)) (*env, *fakeBattle, *fakeBattle) {
+	f1, f2 := &fakeBattle{pushback: pushback}, &fakeBattle{pushback: pushback}
 	a1, a2 := startFakeBattle(t, f1), startFakeBattle(t, f2)
-	e := start(t, envOpts{battle: f1, cfg: func(c *Config) {
+	e := start(t, envOpts{battle: f1, clock: clock.NewFake(time.Unix(1_000_000, 0)), cfg: func(c *Config) {
 		c.BattleAddrs = []string{a1, a2}
 		if mut != nil {
 			mut(c)
@@ -242,12 +251,15 @@ func (e *env) retries(outcome string) float64 {
 }
 
 // A battle call refused by one instance is retried once, on the other, at
-// once (not after the 100 ms pushback), with the same criticality.
+// once (not after the 100 ms pushback), with the same criticality. (The
+// clock moves past the refusing instance's cooling before each call, so
+// that every other call tries it first again.)
 func TestBattleRetryOnOtherInstance(t *testing.T) {
 	e, f1, f2 := twoBattles(t, nil)
 	f1.failWith(statusBusy)
 	const n = 6
 	for i := range n {
+		e.clk.Advance(time.Second)
 		ctx := priority.Outgoing(ctxT(t), critical)
 		r, err := e.cli.Do(ctx, battleReq("alice", "retry-"+string(rune('a'+i)), 2, 10))
 		if err != nil || r.GetBattle() == nil {
@@ -297,12 +309,13 @@ func TestBattleRetryAroundDeadInstance(t *testing.T) {
 // When battle is broadly unhealthy the throttle stops the retries: with 10
 // tokens, the first two failed calls are retried (4 failed attempts leave
 // 6), the third failure leaves 5, not more than half, and from then on
-// nothing is retried.
+// nothing is retried. (The clock moves past the cooling before each call.)
 func TestBattleRetryThrottled(t *testing.T) {
 	e, f1, f2 := twoBattles(t, nil)
 	f1.failWith(statusBusy)
 	f2.failWith(statusBusy)
 	for i := range 5 {
+		e.clk.Advance(time.Second)
 		_, err := e.cli.Do(ctxT(t), battleReq("alice", "down-"+string(rune('a'+i)), 2, 10))
 		wantStatus(t, err, codes.ResourceExhausted, "")
 	}
@@ -443,16 +456,29 @@ func TestDropExpiredOffExecutes(t *testing.T) {
 
 func TestProtectionSwitches(t *testing.T) {
 	cfg := DefaultConfig()
-	if !cfg.rejectEarly() || !cfg.dropExpired() || !cfg.battleRetry() {
+	if !cfg.rejectEarly() || !cfg.dropExpired() || !cfg.battleRetry() || !cfg.battlePushback() {
 		t.Fatal("a mechanism is off by default")
 	}
+	if cfg.admitMaxWait() != 50*time.Millisecond || cfg.staleAfter() != 100*time.Millisecond {
+		t.Fatalf("time bounds %v and %v, want 50ms and 100ms", cfg.admitMaxWait(), cfg.staleAfter())
+	}
 	cfg.Protection = false
-	if cfg.rejectEarly() || cfg.dropExpired() || cfg.battleRetry() {
+	if cfg.rejectEarly() || cfg.dropExpired() || cfg.battleRetry() || cfg.battlePushback() || cfg.admitMaxWait() != 0 || cfg.staleAfter() != 0 {
 		t.Fatal("-protection=false left a mechanism on")
 	}
 	cfg = DefaultConfig()
 	cfg.DropExpired = false
-	if !cfg.rejectEarly() || cfg.dropExpired() || !cfg.battleRetry() {
-		t.Fatal("one switch turned off another")
+	if !cfg.rejectEarly() || cfg.dropExpired() || !cfg.battleRetry() || cfg.staleAfter() != 0 || cfg.admitMaxWait() == 0 {
+		t.Fatal("-drop-expired=false: wrong switches")
+	}
+	cfg = DefaultConfig()
+	cfg.RejectEarly = false
+	if cfg.admitMaxWait() != 0 || cfg.staleAfter() == 0 {
+		t.Fatal("-reject-early=false: wrong time bounds")
+	}
+	cfg = DefaultConfig()
+	cfg.BattlePushback = false
+	if cfg.battlePushback() || !cfg.battleRetry() {
+		t.Fatal("-battle-pushback=false: wrong switches")
 	}
 }

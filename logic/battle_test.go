@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"levee/internal/apperr"
+	"levee/internal/clock"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -186,10 +187,11 @@ func TestBattleWaitsForInFlight(t *testing.T) {
 }
 
 // A failed battle call is a status error with the callee's pushback, and
-// applies nothing; the same battle id can be fought again.
+// applies nothing; the same battle id can be fought again. (The clock moves
+// past the instance's cooling before each call.)
 func TestBattleErrorAppliesNothing(t *testing.T) {
 	fb := &fakeBattle{pushback: "250"}
-	e := start(t, envOpts{battle: fb})
+	e := start(t, envOpts{battle: fb, clock: clock.NewFake(time.Unix(1_000_000, 0))})
 	before := e.login("alice")
 	for _, c := range []struct {
 		err  error
@@ -201,6 +203,7 @@ func TestBattleErrorAppliesNothing(t *testing.T) {
 		{status.Error(codes.Internal, "oops"), codes.Internal, "error"},
 	} {
 		fb.failWith(c.err)
+		e.clk.Advance(time.Second)
 		var trailer metadata.MD
 		_, err := e.cli.Do(ctxT(t), battleReq("alice", "b1", 4, 100), grpc.Trailer(&trailer))
 		wantStatus(t, err, c.code, "")
@@ -215,6 +218,7 @@ func TestBattleErrorAppliesNothing(t *testing.T) {
 		}
 	}
 	fb.failWith(nil)
+	e.clk.Advance(time.Second)
 	r := e.call(battleReq("alice", "b1", 4, 100)).GetBattle()
 	if r.GetReplayed() {
 		t.Fatalf("retry after failures = %v", r)

@@ -17,13 +17,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
+	"levee/internal/clock"
 	leveev1 "levee/proto/leveev1"
 )
 
-// simulator is what the shards need from the battle tier: one simulation,
-// its error as a domain error, and the retry delay the callee asked for.
+// simulator is what the shards need from the battle tier: one simulation
+// for a caller of class c, its error as a domain error, and the retry delay
+// the callee asked for.
 type simulator interface {
-	Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error)
+	Simulate(ctx context.Context, req *leveev1.SimulateRequest, c class) (*leveev1.SimulateReply, time.Duration, error)
 }
 
 var _ simulator = (*battleClient)(nil)
@@ -34,6 +36,9 @@ type battleInstance struct {
 	addr string
 	conn *grpc.ClientConn
 	rpc  leveev1.BattleClient
+	// coolUntil (Unix ns on the client's clock) is when the instance's last
+	// refusal's pushback ends; it is cooling while now < coolUntil.
+	coolUntil atomic.Int64
 }
 
 // battleClient calls the battle tier round robin over its instances
@@ -49,21 +54,39 @@ type battleInstance struct {
 // retrying: that pushback speaks for the instance that sent it, and the
 // retry goes elsewhere at once. The throttle is gRPC's retryThrottling
 // token bucket (see retryThrottle).
+//
+// With pushback on, the client honours that pushback for the instance that
+// sent it: the instance is cooling until it has passed, the picker skips it,
+// and when every instance is cooling a non-critical call is refused here,
+// without an RPC (see pick).
 type battleClient struct {
-	insts   []*battleInstance
-	next    atomic.Uint64 // round robin of first attempts
-	rnext   atomic.Uint64 // round robin of retries over the other instances
-	timeout time.Duration
-	retry   *retryThrottle // nil: no retries (switched off, or one instance)
-	calls   *prometheus.CounterVec
-	retries *prometheus.CounterVec
+	insts    []*battleInstance
+	next     atomic.Uint64 // round robin of first attempts
+	rnext    atomic.Uint64 // round robin of retries over the other instances
+	timeout  time.Duration
+	retry    *retryThrottle // nil: no retries (switched off, or one instance)
+	pushback bool           // cool instances that refuse (-battle-pushback)
+	clk      clock.Clock    // for cooling; set before use
+	calls    *prometheus.CounterVec
+	cooling  prometheus.Counter // calls{cooling}
+	retries  *prometheus.CounterVec
 }
+
+// Bounds of the cooling that a refusal starts: the pushback the instance
+// sent, or defaultCooling when it sent none (an unreachable instance), at
+// most maxCooling whatever it asks for.
+const (
+	defaultCooling = 100 * time.Millisecond
+	maxCooling     = maxRetryAfter
+)
 
 // dialBattle builds the client, one ClientConn per address; they connect
 // lazily. retry nil switches retries off; with one address they are off
-// too, since there is no other instance to retry on.
-func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, m *tierMetrics) (*battleClient, error) {
-	c := &battleClient{timeout: timeout, calls: m.battleCalls, retries: m.retries}
+// too, since there is no other instance to retry on. pushback switches the
+// cooling of refusing instances on, on clk's time.
+func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) (*battleClient, error) {
+	c := &battleClient{timeout: timeout, pushback: pushback, clk: clk,
+		calls: m.battleCalls, cooling: m.battleCalls.WithLabelValues(outcomeCooling), retries: m.retries}
 	for _, a := range addrs {
 		a = strings.TrimSpace(a)
 		conn, err := grpc.NewClient("passthrough:///"+a, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -82,11 +105,18 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, m *
 // Simulate calls one battle instance, and on a retryable failure maybe a
 // second one, within the caller's remaining deadline capped at the battle
 // timeout (both attempts together). The caller's outgoing metadata (the
-// criticality) goes with both attempts.
-func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
+// criticality) goes with both attempts; cl decides what happens when
+// instances are cooling (see pick).
+func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest, cl class) (*leveev1.SimulateReply, time.Duration, error) {
+	critical := cl == classCritical
+	first, wait := c.pick(-1, critical)
+	if first < 0 {
+		c.cooling.Inc()
+		wait = ceilMillis(wait)
+		return nil, wait, fmt.Errorf("battle: %w: every battle instance is cooling after refusing; the first is ready in %v", apperr.ErrBusy, wait)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	first := c.pick(-1)
 	rep, pushback, err := c.attempt(ctx, first, req)
 	if c.retry == nil {
 		return rep, pushback, err
@@ -105,7 +135,17 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 	if ctx.Err() != nil {
 		return nil, pushback, err
 	}
-	rep, pushback, err = c.attempt(ctx, c.pick(first), req)
+	second, wait := c.pick(first, critical)
+	if second < 0 {
+		// Every other instance asked to be left alone for now: the
+		// earliest any instance is ready is the retry delay to pass on.
+		c.retries.WithLabelValues(retryCooling).Inc()
+		if wait = ceilMillis(wait); pushback <= 0 || wait < pushback {
+			pushback = wait
+		}
+		return nil, pushback, err
+	}
+	rep, pushback, err = c.attempt(ctx, second, req)
 	switch {
 	case err == nil:
 		c.retry.success()
@@ -118,24 +158,49 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 	return nil, pushback, err
 }
 
-// attempt is one call to instance i.
+// attempt is one call to instance i. A refusal (RESOURCE_EXHAUSTED or
+// UNAVAILABLE) starts the instance's cooling when pushback is on.
 func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
 	var trailer metadata.MD
 	rep, err := c.insts[i].rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
 	if err != nil {
 		derr := battleError(err)
 		c.calls.WithLabelValues(battleOutcome(derr)).Inc()
-		return nil, apperr.Pushback(trailer), derr
+		pushback := apperr.Pushback(trailer)
+		if c.pushback && retryable(derr) {
+			c.cool(i, pushback)
+		}
+		return nil, pushback, derr
 	}
 	c.calls.WithLabelValues("ok").Inc()
 	return rep, 0, nil
 }
 
+// cool marks instance i as cooling for pushback from now (defaultCooling
+// when it sent none, at most maxCooling). It never shortens a cooling
+// already in force.
+func (c *battleClient) cool(i int, pushback time.Duration) {
+	if pushback <= 0 {
+		pushback = defaultCooling
+	}
+	until := c.clk.Now().Add(min(pushback, maxCooling)).UnixNano()
+	in := c.insts[i]
+	for {
+		old := in.coolUntil.Load()
+		if old >= until || in.coolUntil.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
 // pick chooses an instance round robin: for a first attempt (avoid -1)
 // any, for a retry one of the others (avoid is the first attempt's), with
 // their own turns so that retries do not shift the first attempts' turns.
-// It passes over an instance in TRANSIENT_FAILURE when a later one is not.
-func (c *battleClient) pick(avoid int) int {
+// It passes over a cooling instance, and over one in TRANSIENT_FAILURE when
+// a later one is not. When every candidate is cooling it returns the one
+// whose cooling ends first for a critical call, and for any other -1 and
+// how long until that end.
+func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration) {
 	n := len(c.insts)
 	var start int
 	if avoid < 0 || n == 1 {
@@ -143,20 +208,59 @@ func (c *battleClient) pick(avoid int) int {
 	} else {
 		start = (avoid + 1 + int((c.rnext.Add(1)-1)%uint64(n-1))) % n
 	}
-	fallback := -1
+	var now int64
+	if c.pushback {
+		now = c.clk.Now().UnixNano()
+	}
+	fallback, coolest := -1, -1
+	var coolEnd int64
 	for k := range n {
 		i := (start + k) % n
 		if i == avoid && n > 1 {
 			continue
 		}
+		if c.pushback {
+			if u := c.insts[i].coolUntil.Load(); u > now {
+				if coolest < 0 || u < coolEnd {
+					coolest, coolEnd = i, u
+				}
+				continue
+			}
+		}
 		if fallback < 0 {
 			fallback = i
 		}
 		if c.insts[i].conn.GetState() != connectivity.TransientFailure {
-			return i
+			return i, 0
 		}
 	}
-	return fallback
+	if fallback >= 0 {
+		return fallback, 0
+	}
+	if critical {
+		return coolest, 0
+	}
+	return -1, time.Duration(coolEnd - now)
+}
+
+// allCooling says whether every instance is cooling at now, and if so how
+// long until the first is ready. Always false with pushback off.
+func (c *battleClient) allCooling(now time.Time) (time.Duration, bool) {
+	if !c.pushback {
+		return 0, false
+	}
+	t := now.UnixNano()
+	var first int64
+	for i, in := range c.insts {
+		u := in.coolUntil.Load()
+		if u <= t {
+			return 0, false
+		}
+		if i == 0 || u < first {
+			first = u
+		}
+	}
+	return time.Duration(first - t), true
 }
 
 func (c *battleClient) close() error {

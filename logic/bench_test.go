@@ -56,8 +56,11 @@ func benchmarkBuy(b *testing.B, shards int) {
 }
 
 // BenchmarkAdmit measures the shard admission check alone (Server.admit on
-// a shard with no goroutine): accept puts a request on the channel (and the
-// loop takes it off again), refuse finds the channel at the 90 % threshold.
+// a shard with no goroutine, default configuration, 1 ms per request as if
+// measured): accept puts a request on the channel (and the loop takes it
+// off again), refuse finds the channel at the 90 % threshold (the fill
+// rule), refuse-wait finds 60 requests queued, 60 ms of estimated wait
+// against -queue-max-wait 50 ms (the time rule).
 func BenchmarkAdmit(b *testing.B) {
 	s := &Server{cfg: DefaultConfig(), m: newMetrics(prometheus.NewRegistry()), rejectEarly: true}
 	sh := newShard(0, nil, s)
@@ -72,14 +75,25 @@ func BenchmarkAdmit(b *testing.B) {
 			<-sh.ch
 		}
 	})
+	b.Run("refuse-wait", func(b *testing.B) {
+		for len(sh.ch) < 60 {
+			sh.ch <- o
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := s.admit(sh, o); err != sh.slow[classDefault] {
+				b.Fatalf("admit = %v, want the time rule's refusal", err)
+			}
+		}
+	})
 	b.Run("refuse", func(b *testing.B) {
 		for len(sh.ch) < sh.limit[classDefault] {
 			sh.ch <- o
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := s.admit(sh, o); err == nil {
-				b.Fatal("admitted past the threshold")
+			if _, _, err := s.admit(sh, o); err != sh.refusal[classDefault] {
+				b.Fatalf("admit = %v, want the fill rule's refusal", err)
 			}
 		}
 	})

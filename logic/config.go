@@ -35,6 +35,15 @@ type Config struct {
 	// RejectFillSheddable is the same threshold for SHEDDABLE requests, which
 	// are refused first; at most RejectFill.
 	RejectFillSheddable float64
+	// QueueMaxWait bounds the queue by time as well as by count. At
+	// admission a shard refuses a DEFAULT request when the estimated wait
+	// (queue depth × the shard's measured time per request) exceeds it, a
+	// SHEDDABLE one when it exceeds half of it; CRITICAL requests only by the
+	// fill rule, which stays the hard ceiling (part of RejectEarly). At
+	// dequeue (CoDel-style guard, part of DropExpired) a DEFAULT or
+	// SHEDDABLE request that has already waited more than 2 × QueueMaxWait is
+	// answered RESOURCE_EXHAUSTED unexecuted. 0 turns both off.
+	QueueMaxWait time.Duration
 	// BattleAddrs are the battle instances, called round robin.
 	BattleAddrs []string
 	// BattleTimeout caps one battle call (it also ends at the caller's
@@ -74,6 +83,15 @@ type Config struct {
 	// throttle. Off: no retries. With one battle address there is no other
 	// instance, so there are never retries.
 	BattleRetry bool
+	// BattlePushback honours a battle instance's refusal: an instance that
+	// answers RESOURCE_EXHAUSTED or UNAVAILABLE is left alone ("cooling")
+	// until its grpc-retry-pushback-ms has passed (100 ms when it sent none);
+	// the picker skips cooling instances, and when every instance is cooling
+	// a DEFAULT or SHEDDABLE battle is refused locally (RESOURCE_EXHAUSTED,
+	// retry after the earliest end of cooling) without any RPC, at admission
+	// when it is a new StartBattle. A CRITICAL call still tries the instance
+	// whose cooling ends first. Off: every call goes out round robin.
+	BattlePushback bool
 }
 
 // DefaultConfig is the configuration used when nothing is set. DataDir and
@@ -88,6 +106,7 @@ func DefaultConfig() Config {
 		QueueSize:           1024,
 		RejectFill:          0.9,
 		RejectFillSheddable: 0.5,
+		QueueMaxWait:        50 * time.Millisecond,
 		BattleTimeout:       5 * time.Second,
 		BattleRetryBudget:   10,
 		MaxBatch:            256,
@@ -98,14 +117,35 @@ func DefaultConfig() Config {
 		RejectEarly:         true,
 		DropExpired:         true,
 		BattleRetry:         true,
+		BattlePushback:      true,
 	}
 }
 
-// rejectEarly, dropExpired and battleRetry say whether each mechanism is
-// active: its own switch and the master switch are both on.
-func (c Config) rejectEarly() bool { return c.Protection && c.RejectEarly }
-func (c Config) dropExpired() bool { return c.Protection && c.DropExpired }
-func (c Config) battleRetry() bool { return c.Protection && c.BattleRetry }
+// rejectEarly, dropExpired, battleRetry and battlePushback say whether each
+// mechanism is active: its own switch and the master switch are both on.
+func (c Config) rejectEarly() bool    { return c.Protection && c.RejectEarly }
+func (c Config) dropExpired() bool    { return c.Protection && c.DropExpired }
+func (c Config) battleRetry() bool    { return c.Protection && c.BattleRetry }
+func (c Config) battlePushback() bool { return c.Protection && c.BattlePushback }
+
+// admitMaxWait is the estimated wait above which admission refuses a
+// DEFAULT request (0: no time rule); it is part of rejectEarly.
+func (c Config) admitMaxWait() time.Duration {
+	if !c.rejectEarly() {
+		return 0
+	}
+	return c.QueueMaxWait
+}
+
+// staleAfter is how long a DEFAULT or SHEDDABLE request may have waited when
+// its shard picks it up before it is answered busy unexecuted (0: never); it
+// is part of dropExpired.
+func (c Config) staleAfter() time.Duration {
+	if !c.dropExpired() {
+		return 0
+	}
+	return 2 * c.QueueMaxWait
+}
 
 // unprotectedBattles stands for "no cap": an empty-struct channel of that
 // size costs no memory.
@@ -156,6 +196,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-reject-fill-sheddable: must be in (0, 1], got %v", c.RejectFillSheddable))
 	} else if c.RejectFillSheddable > c.RejectFill && c.RejectFill > 0 && c.RejectFill <= 1 {
 		errs = append(errs, fmt.Errorf("-reject-fill-sheddable: must be <= -reject-fill (%v), got %v", c.RejectFill, c.RejectFillSheddable))
+	}
+	if c.QueueMaxWait < 0 {
+		errs = append(errs, fmt.Errorf("-queue-max-wait: must be >= 0 (0: off), got %v", c.QueueMaxWait))
 	}
 	if !(c.BattleRetryBudget > 0 && c.BattleRetryBudget <= maxRetryTokens) {
 		errs = append(errs, fmt.Errorf("-battle-retry-budget: must be in (0, %d], got %v", maxRetryTokens, c.BattleRetryBudget))

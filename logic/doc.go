@@ -1,17 +1,23 @@
 // Package logic is Levee's stateful tier: it owns player state, sharded by a
 // hash of the player id. Each shard is one goroutine that drains a bounded
-// channel, so its state needs no locks.
+// request channel and an internal channel (battle results), the internal
+// one always first, so its state needs no locks and a result never waits
+// behind new requests.
 //
 // Admission (level 2 of the backpressure) never blocks: a request is refused
 // at once with RESOURCE_EXHAUSTED when the channel is at least 90 % full
 // (-reject-fill; SHEDDABLE requests from 50 %, -reject-fill-sheddable;
-// CRITICAL ones only when it is full), with trailers that carry the retry
-// delay (queue depth × the shard's measured time per request, in [50 ms,
-// 5 s]), the queue depth and the fill ratio. A request whose caller has gone
-// by the time the shard picks it up is answered with a deadline error and
-// never executed. The criticality arrives in gRPC metadata and travels on to
-// battle with the remaining deadline. -protection=false (or the switch of
-// each mechanism) turns this off, for comparison.
+// CRITICAL ones only when it is full), or, for DEFAULT and SHEDDABLE
+// requests, when the estimated wait (queue depth × the shard's measured time
+// per request) exceeds -queue-max-wait (50 ms; half for SHEDDABLE). The
+// refusal carries trailers with the retry delay (that estimated wait, in
+// [50 ms, 5 s]), the queue depth and the fill ratio. A request whose caller
+// has gone by the time the shard picks it up is answered with a deadline
+// error and never executed, and a non-critical one that has waited more
+// than 2 × -queue-max-wait is answered busy, unexecuted. The criticality
+// arrives in gRPC metadata and travels on to battle with the remaining
+// deadline. -protection=false (or the switch of each mechanism) turns this
+// off, for comparison.
 //
 // State is durable: every shard has its own bbolt file, and a shard commits
 // all the mutations of one pass over its channel in a single transaction
@@ -24,5 +30,8 @@
 // goroutine; the result comes back to the shard as an internal message
 // (which bypasses admission) and is applied there exactly once. Logic is the
 // one layer that retries: a battle call refused or unreachable is retried
-// once, on another battle instance, under a retry throttle.
+// once, on another battle instance, under a retry throttle. A refusing
+// battle instance is left to cool for the pushback it sent; while every
+// instance cools, non-critical battles are refused locally without an RPC
+// (new StartBattles already at admission).
 package logic

@@ -46,7 +46,19 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 	if err := validateAction(req); err != nil {
 		return &leveev1.LogicReply{Backpressure: sh.backpressure(), Result: &leveev1.LogicReply_Error{Error: apperr.Reply(err, 0)}}, "rejected", nil
 	}
-	o := &op{ctx: ctx, req: req, class: classOf(priority.FromIncoming(ctx)), done: make(chan result, 1)}
+	cl := classOf(priority.FromIncoming(ctx))
+	now := s.clk.Now()
+	if req.GetStartBattle() != nil && cl != classCritical {
+		// Cheap: a few atomic loads. A battle that could only be refused
+		// locally after its turn in the queue is refused now instead.
+		if wait, all := s.battleCli.allCooling(now); all {
+			sh.coolingRefuse[cl].Inc()
+			depth := len(sh.ch)
+			err := fmt.Errorf("%w: every battle instance is cooling after refusing; the first is ready in %v", apperr.ErrBusy, wait)
+			return nil, errOutcome(err), apperr.Overloaded(ctx, err, ceilMillis(wait), depth, float64(depth)/float64(cap(sh.ch)))
+		}
+	}
+	o := &op{ctx: ctx, req: req, class: cl, arrived: now, done: make(chan result, 1)}
 	if depth, retryAfter, err := s.admit(sh, o); err != nil {
 		if errors.Is(err, apperr.ErrBusy) {
 			return nil, errOutcome(err), apperr.Overloaded(ctx, err, retryAfter, depth, float64(depth)/float64(cap(sh.ch)))
@@ -63,6 +75,10 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 		r = result{err: apperr.ErrShuttingDown}
 	}
 	if r.err != nil {
+		if errors.Is(r.err, apperr.ErrBusy) {
+			depth := len(sh.ch)
+			return nil, errOutcome(r.err), apperr.Overloaded(ctx, r.err, r.pushback, depth, float64(depth)/float64(cap(sh.ch)))
+		}
 		return nil, errOutcome(r.err), apperr.ToStatus(ctx, r.err, r.pushback)
 	}
 	switch {
@@ -72,6 +88,12 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 		return r.reply, "replayed", nil
 	}
 	return r.reply, "ok", nil
+}
+
+// ceilMillis rounds d up to a whole millisecond (the unit of the pushback
+// trailer), at least 1 ms, so that a short wait is not sent as "0".
+func ceilMillis(d time.Duration) time.Duration {
+	return max(((d+time.Millisecond-1)/time.Millisecond)*time.Millisecond, time.Millisecond)
 }
 
 // validateAction checks what can be checked without the player's state, so

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
+	"levee/internal/clock"
 	"levee/internal/priority"
 	"levee/internal/shardmap"
 	leveev1 "levee/proto/leveev1"
@@ -161,6 +162,7 @@ type env struct {
 	battle *fakeBattle
 	gate   *loopGate
 	cfg    Config
+	clk    *clock.Fake // nil: the server runs on the real clock
 	stop   func() error
 	bg     sync.WaitGroup // requests started by helpers
 }
@@ -170,14 +172,21 @@ type envOpts struct {
 	dir        string
 	battle     *fakeBattle
 	hookCommit func() error
+	clock      *clock.Fake // the server's clock (arrivals, battle cooling)
 }
 
+// testConfig is the default configuration on loopback with one shard,
+// except that the queue's time bound (-queue-max-wait) is off: it depends
+// on the measured pace and on wall-clock waits, which tests that park a
+// shard cannot control. The tests of that bound turn it on with a known
+// time per request and a fake clock.
 func testConfig(dir string, battleAddr string) Config {
 	cfg := DefaultConfig()
 	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DataDir = dir
 	cfg.Shards = 1
 	cfg.BattleAddrs = []string{battleAddr}
+	cfg.QueueMaxWait = 0
 	return cfg
 }
 
@@ -199,7 +208,10 @@ func start(t testing.TB, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, srv: srv, battle: o.battle, gate: newLoopGate(), cfg: cfg}
+	e := &env{t: t, srv: srv, battle: o.battle, gate: newLoopGate(), cfg: cfg, clk: o.clock}
+	if o.clock != nil {
+		srv.setClock(o.clock)
+	}
 	srv.hookBatch = e.gate.wait
 	srv.hookCommit = o.hookCommit
 	ctx, cancel := context.WithCancel(context.Background())
@@ -290,7 +302,8 @@ func (e *env) profile(id string) *leveev1.Player {
 // flushAndBlock parks the (only) shard: it sends a profile request for
 // player, which the shard takes and then holds until the gate is released,
 // and returns once the shard is parked. Requests sent after it stay in the
-// channel, in order, behind the held one.
+// channel, in order, behind the held one. The held request is CRITICAL, so
+// that the dequeue guard (-queue-max-wait) never refuses it.
 func (e *env) flushAndBlock(player string) {
 	e.t.Helper()
 	n := e.gate.parked.Load()
@@ -300,7 +313,7 @@ func (e *env) flushAndBlock(player string) {
 		defer e.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if _, err := e.cli.Do(ctx, profileReq(player, "")); err != nil {
+		if _, err := e.cli.Do(priority.Outgoing(ctx, leveev1.Criticality_CRITICALITY_CRITICAL), profileReq(player, "")); err != nil {
 			e.t.Errorf("held request: %v", err)
 		}
 	}()

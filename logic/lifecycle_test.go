@@ -48,6 +48,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.RejectFillSheddable = -0.1 }, "-reject-fill-sheddable: must be in (0, 1]"},
 		{func(c *Config) { c.RejectFill, c.RejectFillSheddable = 0.6, 0.7 }, "-reject-fill-sheddable: must be <= -reject-fill (0.6), got 0.7"},
 		{func(c *Config) { c.BattleRetryBudget = 0 }, "-battle-retry-budget"},
+		{func(c *Config) { c.QueueMaxWait = -time.Millisecond }, "-queue-max-wait: must be >= 0"},
 		{func(c *Config) { c.BattleRetryBudget = 1e6 }, "-battle-retry-budget"},
 	} {
 		cfg := ok

@@ -21,15 +21,23 @@ type tierMetrics struct {
 
 // logic_rejections_total reasons.
 const (
-	reasonQueueFull = "queue_full"
-	reasonExpired   = "expired"
+	reasonQueueFull     = "queue_full"
+	reasonWaitEstimate  = "wait_estimate"
+	reasonQueueWait     = "queue_wait"
+	reasonExpired       = "expired"
+	reasonBattleCooling = "battle_cooling"
 )
+
+// logic_battle_calls_total outcome of a call refused locally because every
+// battle instance was cooling (no RPC was made).
+const outcomeCooling = "cooling"
 
 // logic_battle_retries_total outcomes.
 const (
 	retryOK        = "ok"
 	retryFailed    = "failed"
 	retryThrottled = "throttled"
+	retryCooling   = "cooling"
 )
 
 func newMetrics(reg prometheus.Registerer) *tierMetrics {
@@ -62,6 +70,9 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 			Name: "logic_rejections_total",
 			Help: "Requests a shard refused unexecuted, by shard, reason and criticality (critical, default, sheddable). " +
 				"queue_full: refused at admission because the channel was past the class's fill threshold (RESOURCE_EXHAUSTED). " +
+				"wait_estimate: refused at admission because queue depth x measured time per request exceeded -queue-max-wait (half of it for sheddable; RESOURCE_EXHAUSTED). " +
+				"queue_wait: picked up after waiting longer than 2 x -queue-max-wait and answered busy unexecuted (RESOURCE_EXHAUSTED; never critical requests). " +
+				"battle_cooling: a start_battle refused at admission because every battle instance was cooling after refusing (RESOURCE_EXHAUSTED). " +
 				"expired: the caller's deadline passed while the request waited in (or, with -reject-early off, for) the channel (DEADLINE_EXCEEDED).",
 		}, []string{"shard", "reason", "criticality"}),
 		blocked: f.NewGauge(prometheus.GaugeOpts{
@@ -70,15 +81,18 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		}),
 		battleCalls: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_battle_calls_total",
-			Help: "Attempts at a battle call (a retry is a second attempt), by outcome (ok, busy, unavailable, deadline, error).",
+			Help: "Attempts at a battle call (a retry is a second attempt), by outcome (ok, busy, unavailable, deadline, error); " +
+				"cooling: a call refused locally with no RPC because every battle instance was cooling after a refusal (-battle-pushback).",
 		}, []string{"outcome"}),
 		retries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_battle_retries_total",
-			Help: "Failed battle calls considered for a retry on another instance, by outcome: ok and failed (the retry's result), throttled (not retried: the retry throttle's tokens were at or below half).",
+			Help: "Failed battle calls considered for a retry on another instance, by outcome: ok and failed (the retry's result), throttled (not retried: the retry throttle's tokens were at or below half), " +
+				"cooling (not retried: every other instance was cooling after a refusal).",
 		}, []string{"outcome"}),
 	}
-	for _, o := range []string{retryOK, retryFailed, retryThrottled} {
+	for _, o := range []string{retryOK, retryFailed, retryThrottled, retryCooling} {
 		m.retries.WithLabelValues(o)
 	}
+	m.battleCalls.WithLabelValues(outcomeCooling)
 	return m
 }

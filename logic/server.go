@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"levee/internal/clock"
 	"levee/internal/metrics"
 	"levee/internal/serve"
 	leveev1 "levee/proto/leveev1"
@@ -46,6 +47,11 @@ type Server struct {
 	rejectEarly bool
 	dropExpired bool
 
+	// clk stamps arrivals for the dequeue guard and times the battle
+	// instances' cooling (tests swap in a clock.Fake with setClock). The
+	// shards' measured time per request is always wall-clock time.
+	clk clock.Clock
+
 	battle    simulator
 	battleCli *battleClient
 	battleSem chan struct{}
@@ -59,8 +65,9 @@ type Server struct {
 	ran        atomic.Bool
 
 	// Test hooks, set before Run. hookBatch runs when a shard has taken the
-	// first request of a batch, before it looks at it; hookCommit runs inside
-	// every commit transaction and fails it by returning an error.
+	// first message of a batch (a request or an internal message), before
+	// it looks at it; hookCommit runs inside every commit transaction and
+	// fails it by returning an error.
 	hookBatch  func(shard int)
 	hookCommit func() error
 }
@@ -88,6 +95,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		shards:      make([]*shard, cfg.Shards),
 		rejectEarly: cfg.rejectEarly(),
 		dropExpired: cfg.dropExpired(),
+		clk:         clock.Real{},
 		battleSem:   make(chan struct{}, cfg.maxBattles()),
 		stop:        make(chan struct{}),
 		shardsDone:  make(chan struct{}),
@@ -110,7 +118,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if cfg.battleRetry() {
 		retry = newRetryThrottle(cfg.BattleRetryBudget, retryTokenRatio)
 	}
-	s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, s.m)
+	s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +140,13 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	return s, nil
+}
+
+// setClock replaces the server's clock (arrival stamps, battle cooling);
+// tests call it before Run.
+func (s *Server) setClock(c clock.Clock) {
+	s.clk = c
+	s.battleCli.clk = c
 }
 
 // GRPCAddr is the address the Logic service listens on.

@@ -13,14 +13,16 @@ import (
 	leveev1 "levee/proto/leveev1"
 )
 
-// op is one message to a shard: a player's request, or (battle != nil) the
-// result of a battle call coming back to be applied.
+// op is one message to a shard: a player's request (on the shard's request
+// channel), or (battle != nil) the result of a battle call coming back to be
+// applied (on its internal channel).
 type op struct {
-	ctx    context.Context
-	req    *leveev1.LogicRequest
-	class  class       // the criticality it arrived with
-	done   chan result // buffered 1; gets exactly one result
-	battle *battleResult
+	ctx     context.Context
+	req     *leveev1.LogicRequest
+	class   class       // the criticality it arrived with
+	arrived time.Time   // when the request reached logic (the server's clock)
+	done    chan result // buffered 1; gets exactly one result
+	battle  *battleResult
 }
 
 // result is what the handler waiting on an op gets back.
@@ -52,18 +54,32 @@ type flight struct {
 // shard owns its players. Everything but the fields up to srv is touched
 // only by the shard's goroutine.
 type shard struct {
-	id    int
+	id int
+	// ch carries the players' requests, which pass admission; in carries
+	// internal messages (battle results), which do not, and which the loop
+	// always takes first so that they never wait behind new requests.
 	ch    chan *op
+	in    chan *op
 	depth prometheus.Gauge
 	limit [numClasses]int // admit a class while len(ch) < limit
-	// perOp is the measured time per request in ns (EWMA), for retryAfter;
-	// written by the shard's goroutine only.
-	perOp    atomic.Int64
-	refusal  [numClasses]error
-	rejected [numClasses]prometheus.Counter // reason queue_full
-	expired  [numClasses]prometheus.Counter // reason expired
-	store    *store
-	srv      *Server
+	// maxWait is the estimated wait in ns above which a class is refused
+	// (0: no time rule); staleAfter is how long a non-critical request may
+	// have waited when it is picked up (0: no guard).
+	maxWait    [numClasses]int64
+	staleAfter time.Duration
+	// perOp is the measured time per request in ns (EWMA), for retryAfter
+	// and the time rule; written by the shard's goroutine only.
+	perOp         atomic.Int64
+	refusal       [numClasses]error
+	slow          [numClasses]error
+	staleErr      [numClasses]error
+	rejected      [numClasses]prometheus.Counter // reason queue_full
+	rejectedWait  [numClasses]prometheus.Counter // reason wait_estimate
+	stale         [numClasses]prometheus.Counter // reason queue_wait
+	expired       [numClasses]prometheus.Counter // reason expired
+	coolingRefuse [numClasses]prometheus.Counter // reason battle_cooling
+	store         *store
+	srv           *Server
 
 	cache   map[string]*record // committed state
 	flights map[string]*flight
@@ -72,19 +88,26 @@ type shard struct {
 func newShard(id int, st *store, srv *Server) *shard {
 	label := strconv.Itoa(id)
 	sh := &shard{
-		id:      id,
-		ch:      make(chan *op, srv.cfg.QueueSize),
-		depth:   srv.m.queueDepth.WithLabelValues(label),
-		limit:   limits(srv.cfg),
-		store:   st,
-		srv:     srv,
-		cache:   map[string]*record{},
-		flights: map[string]*flight{},
+		id:         id,
+		ch:         make(chan *op, srv.cfg.QueueSize),
+		in:         make(chan *op, internalQueue(srv.cfg)),
+		depth:      srv.m.queueDepth.WithLabelValues(label),
+		limit:      limits(srv.cfg),
+		maxWait:    waitLimits(srv.cfg.admitMaxWait()),
+		staleAfter: srv.cfg.staleAfter(),
+		store:      st,
+		srv:        srv,
+		cache:      map[string]*record{},
+		flights:    map[string]*flight{},
 	}
-	sh.refusal = refusals(id, sh.limit, srv.cfg.QueueSize)
+	sh.refusal, sh.slow = refusals(id, sh.limit, srv.cfg.QueueSize, sh.maxWait)
 	for c := range numClasses {
+		sh.staleErr[c] = fmt.Errorf("%w: shard %d: %s request waited in the queue longer than %v", apperr.ErrBusy, id, c, sh.staleAfter)
 		sh.rejected[c] = srv.m.rejections.WithLabelValues(label, reasonQueueFull, c.String())
+		sh.rejectedWait[c] = srv.m.rejections.WithLabelValues(label, reasonWaitEstimate, c.String())
+		sh.stale[c] = srv.m.rejections.WithLabelValues(label, reasonQueueWait, c.String())
 		sh.expired[c] = srv.m.rejections.WithLabelValues(label, reasonExpired, c.String())
+		sh.coolingRefuse[c] = srv.m.rejections.WithLabelValues(label, reasonBattleCooling, c.String())
 	}
 	sh.depth.Set(0)
 	return sh
@@ -96,27 +119,50 @@ func (sh *shard) backpressure() *leveev1.Backpressure {
 	return &leveev1.Backpressure{QueueDepth: uint32(n), Ratio: float64(n) / float64(cap(sh.ch))}
 }
 
-// run drains the channel one batch at a time until stop is closed, then
-// finishes what is already in the channel and returns.
+// internalQueue is the capacity of a shard's internal channel. Its senders
+// (battle goroutines, at most MaxBattles) block while it is full, until the
+// shard takes from it or the server stops; the shard always takes from it
+// first, so it does not stay full.
+func internalQueue(cfg Config) int { return max(min(cfg.QueueSize, cfg.maxBattles()), 1) }
+
+// run drains the channels one batch at a time until stop is closed, then
+// finishes what is already in them and returns. The internal channel comes
+// first: a batch starts with an internal message whenever one is waiting.
 func (sh *shard) run(stop <-chan struct{}) {
 	for {
-		select {
-		case o := <-sh.ch:
-			if h := sh.srv.hookBatch; h != nil {
-				h(sh.id)
-			}
-			sh.runBatch(o, false)
-		case <-stop:
-			for {
-				select {
-				case o := <-sh.ch:
+		o := sh.poll()
+		if o == nil {
+			select {
+			case o = <-sh.in:
+			case o = <-sh.ch:
+			case <-stop:
+				for o := sh.poll(); o != nil; o = sh.poll() {
 					sh.runBatch(o, true)
-				default:
-					sh.depth.Set(0)
-					return
 				}
+				sh.depth.Set(0)
+				return
 			}
 		}
+		if h := sh.srv.hookBatch; h != nil {
+			h(sh.id)
+		}
+		sh.runBatch(o, false)
+	}
+}
+
+// poll takes the next message without waiting: an internal one if any is
+// waiting, else a request, else nil.
+func (sh *shard) poll() *op {
+	select {
+	case o := <-sh.in:
+		return o
+	default:
+	}
+	select {
+	case o := <-sh.ch:
+		return o
+	default:
+		return nil
 	}
 }
 
@@ -145,11 +191,7 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 	sh.handle(b, first)
 	n := 1
 	for ; n < sh.srv.cfg.MaxBatch; n++ {
-		var o *op
-		select {
-		case o = <-sh.ch:
-		default:
-		}
+		o := sh.poll()
 		if o == nil {
 			break
 		}
@@ -213,6 +255,15 @@ func (sh *shard) handle(b *batch, o *op) {
 		// anyway and its reply goes nowhere.)
 		sh.expired[o.class].Inc()
 		sh.send(o, result{err: fmt.Errorf("%w: expired in the queue of shard %d: %w", apperr.ErrDeadline, sh.id, err)})
+		return
+	}
+	if sh.staleAfter > 0 && o.class != classCritical && sh.srv.clk.Now().Sub(o.arrived) > sh.staleAfter {
+		// The CoDel-style guard: a request that has already waited this
+		// long is answered busy unexecuted, so that the queue sheds its
+		// standing delay instead of serving everyone late. Never internal
+		// messages (handled above) nor critical requests.
+		sh.stale[o.class].Inc()
+		sh.send(o, result{err: sh.staleErr[o.class], pushback: sh.retryAfter(len(sh.ch))})
 		return
 	}
 	switch a := o.req.GetAction().(type) {

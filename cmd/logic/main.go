@@ -34,6 +34,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 					"when its queue is at least this fraction of -queue-size full; critical requests may fill it to 100%")
 			fs.Float64Var(&cfg.RejectFillSheddable, "reject-fill-sheddable", cfg.RejectFillSheddable,
 				"the same threshold for sheddable requests, which are refused first (at most -reject-fill)")
+			fs.DurationVar(&cfg.QueueMaxWait, "queue-max-wait", cfg.QueueMaxWait,
+				"bound on queueing time: a shard refuses a default request at admission when queue depth x its measured time per request exceeds this "+
+					"(sheddable: half of it; critical: only the fill rule), part of -reject-early; and answers busy, unexecuted, a non-critical request "+
+					"that has waited more than twice this when it is picked up, part of -drop-expired; 0 turns both off")
 			fs.Var((*cli.List)(&cfg.BattleAddrs), "battle-addrs", "comma-separated battle addresses, called round robin (required)")
 			fs.DurationVar(&cfg.BattleTimeout, "battle-timeout", cfg.BattleTimeout, "cap on one battle call (the caller's deadline may end it sooner)")
 			fs.Float64Var(&cfg.BattleRetryBudget, "battle-retry-budget", cfg.BattleRetryBudget,
@@ -43,14 +47,20 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "time in-flight requests get to finish on shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time to keep serving after reporting NOT_SERVING (e.g. 5s in Kubernetes)")
 			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection,
-				"overload protection; false turns off -reject-early, -drop-expired and -battle-retry at once (the 'before' picture)")
+				"overload protection; false turns off -reject-early, -drop-expired (with them both -queue-max-wait rules), -battle-retry, "+
+					"-battle-pushback and the -max-battles cap at once (the 'before' picture)")
 			fs.BoolVar(&cfg.RejectEarly, "reject-early", cfg.RejectEarly,
 				"refuse at the -reject-fill thresholds without blocking; off: a request waits for room in a full queue until its caller's deadline ends")
 			fs.BoolVar(&cfg.DropExpired, "drop-expired", cfg.DropExpired,
-				"answer a request whose deadline passed while queued with DEADLINE_EXCEEDED, unexecuted; off: execute it anyway")
+				"answer a request whose deadline passed while queued with DEADLINE_EXCEEDED, unexecuted (and a non-critical one queued over 2 x -queue-max-wait "+
+					"with RESOURCE_EXHAUSTED); off: execute it anyway")
 			fs.BoolVar(&cfg.BattleRetry, "battle-retry", cfg.BattleRetry,
 				"retry a battle call refused (RESOURCE_EXHAUSTED) or unreachable (UNAVAILABLE) once on another battle instance, under the retry throttle; "+
 					"never with a single -battle-addrs; off: no retries")
+			fs.BoolVar(&cfg.BattlePushback, "battle-pushback", cfg.BattlePushback,
+				"leave a battle instance that refused (RESOURCE_EXHAUSTED/UNAVAILABLE) alone until its grpc-retry-pushback-ms has passed (100ms if none); "+
+					"while every instance is cooling, refuse non-critical battles locally (RESOURCE_EXHAUSTED, retry after the earliest end) without an RPC, "+
+					"new start_battles already at admission; critical calls still try the instance ready first; off: call them round robin regardless")
 		},
 		Validate: func() error { return cfg.Validate() },
 		Run: func(ctx context.Context, logger *slog.Logger) error {

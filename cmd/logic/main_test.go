@@ -36,6 +36,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"sheddable above default", append([]string{"-reject-fill", "0.8", "-reject-fill-sheddable", "0.9"}, base...), nil, "-reject-fill-sheddable: must be <= -reject-fill"},
 		{"bad protection env", base, map[string]string{"LOGIC_PROTECTION": "maybe"}, "LOGIC_PROTECTION"},
 		{"zero retry budget", append([]string{"-battle-retry-budget", "0"}, base...), nil, "-battle-retry-budget"},
+		{"negative queue wait", append([]string{"-queue-max-wait", "-1ms"}, base...), nil, "-queue-max-wait: must be >= 0"},
+		{"bad pushback env", base, map[string]string{"LOGIC_BATTLE_PUSHBACK": "maybe"}, "LOGIC_BATTLE_PUSHBACK"},
 	} {
 		var out bytes.Buffer
 		if code := run(c.args, env(c.env), &out); code != 2 || !strings.Contains(out.String(), c.want) {
@@ -52,7 +54,8 @@ func TestUsageNamesEnv(t *testing.T) {
 	for _, v := range []string{"LOGIC_GRPC_ADDR", "LOGIC_OPS_ADDR", "LOGIC_DATA_DIR", "LOGIC_SHARDS", "LOGIC_INSTANCE", "LOGIC_INSTANCES",
 		"LOGIC_QUEUE_SIZE", "LOGIC_BATTLE_ADDRS", "LOGIC_BATTLE_TIMEOUT", "LOGIC_MAX_BATCH", "LOGIC_MAX_BATTLES",
 		"LOGIC_SHUTDOWN_GRACE", "LOGIC_DRAIN", "LOGIC_LOG_LEVEL", "LOGIC_REJECT_FILL", "LOGIC_REJECT_FILL_SHEDDABLE",
-		"LOGIC_BATTLE_RETRY_BUDGET", "LOGIC_PROTECTION", "LOGIC_REJECT_EARLY", "LOGIC_DROP_EXPIRED", "LOGIC_BATTLE_RETRY"} {
+		"LOGIC_BATTLE_RETRY_BUDGET", "LOGIC_PROTECTION", "LOGIC_REJECT_EARLY", "LOGIC_DROP_EXPIRED", "LOGIC_BATTLE_RETRY",
+		"LOGIC_QUEUE_MAX_WAIT", "LOGIC_BATTLE_PUSHBACK"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("usage does not name %s", v)
 		}
