@@ -68,15 +68,18 @@ type Config struct {
 func DefaultConfig() Config {
 	sc, tc := shed.DefaultConfig(), shed.DefaultThrottleConfig()
 	return Config{
-		GRPCAddr:         ":9100",
-		OpsAddr:          ":9101",
-		ShutdownGrace:    10 * time.Second,
-		Drain:            0,
-		Protection:       true,
-		Throttle:         true,
-		AdaptiveShed:     true,
-		InFlightCap:      true,
-		MaxInFlight:      4 * runtime.GOMAXPROCS(0),
+		GRPCAddr:      ":9100",
+		OpsAddr:       ":9101",
+		ShutdownGrace: 10 * time.Second,
+		Drain:         0,
+		Protection:    true,
+		Throttle:      true,
+		AdaptiveShed:  true,
+		InFlightCap:   true,
+		// Battles are CPU-bound: more at once than the CPUs the process
+		// may use only makes each slower and starves the gRPC server's
+		// own goroutines, so refusals come back late.
+		MaxInFlight:      runtime.GOMAXPROCS(0) + 1,
 		CPUInterval:      cpu.DefaultInterval,
 		ThrottleCPU:      tc.CPUThreshold,
 		ThrottleMaxDelay: tc.MaxDelay,

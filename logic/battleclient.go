@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,54 @@ type battleInstance struct {
 	// coolUntil (Unix ns on the client's clock) is when the instance's last
 	// refusal's pushback ends; it is cooling while now < coolUntil.
 	coolUntil atomic.Int64
+	// inflight is the calls outstanding to this instance; with pushback on
+	// the picker passes over the instance while inflight >= its limit.
+	inflight atomic.Int64
+	limit    aimd
+}
+
+// aimd is an instance's adaptive concurrency limit, TCP style: each
+// success adds 1/limit (about +1 per limit's worth of successes), each
+// refusal multiplies it by aimdDecrease. It keeps the calls logic sends an
+// instance near what the instance accepts, so that battle refuses rarely
+// and nothing queues there.
+type aimd struct {
+	mu sync.Mutex
+	v  float64
+}
+
+const (
+	aimdInitial  = 8
+	aimdMin      = 1
+	aimdMax      = 256
+	aimdDecrease = 0.75
+)
+
+func (a *aimd) get() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.v == 0 {
+		a.v = aimdInitial
+	}
+	return int64(a.v)
+}
+
+func (a *aimd) success() {
+	a.mu.Lock()
+	if a.v == 0 {
+		a.v = aimdInitial
+	}
+	a.v = min(a.v+1/a.v, aimdMax)
+	a.mu.Unlock()
+}
+
+func (a *aimd) refused() {
+	a.mu.Lock()
+	if a.v == 0 {
+		a.v = aimdInitial
+	}
+	a.v = max(a.v*aimdDecrease, aimdMin)
+	a.mu.Unlock()
 }
 
 // battleClient calls the battle tier round robin over its instances
@@ -58,7 +107,10 @@ type battleInstance struct {
 // With pushback on, the client honours that pushback for the instance that
 // sent it: the instance is cooling until it has passed, the picker skips it,
 // and when every instance is cooling a non-critical call is refused here,
-// without an RPC (see pick).
+// without an RPC (see pick). Pushback on also keeps an adaptive concurrency
+// limit per instance (aimd): the picker passes over an instance with that
+// many calls outstanding, so logic does not pile calls on a battle instance
+// that can only refuse them.
 type battleClient struct {
 	insts    []*battleInstance
 	next     atomic.Uint64 // round robin of first attempts
@@ -76,6 +128,9 @@ type battleClient struct {
 // sent, or defaultCooling when it sent none (an unreachable instance), at
 // most maxCooling whatever it asks for.
 const (
+	// fullWait is the retry delay passed on when every instance is at its
+	// adaptive concurrency limit.
+	fullWait       = 50 * time.Millisecond
 	defaultCooling = 100 * time.Millisecond
 	maxCooling     = maxRetryAfter
 )
@@ -113,7 +168,7 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 	if first < 0 {
 		c.cooling.Inc()
 		wait = ceilMillis(wait)
-		return nil, wait, fmt.Errorf("battle: %w: every battle instance is cooling after refusing; the first is ready in %v", apperr.ErrBusy, wait)
+		return nil, wait, fmt.Errorf("battle: %w: every battle instance is cooling or at its concurrency limit; the first is ready in %v", apperr.ErrBusy, wait)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -162,15 +217,22 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 // UNAVAILABLE) starts the instance's cooling when pushback is on.
 func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
 	var trailer metadata.MD
-	rep, err := c.insts[i].rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
+	in := c.insts[i]
+	in.inflight.Add(1)
+	rep, err := in.rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
+	in.inflight.Add(-1)
 	if err != nil {
 		derr := battleError(err)
 		c.calls.WithLabelValues(battleOutcome(derr)).Inc()
 		pushback := apperr.Pushback(trailer)
 		if c.pushback && retryable(derr) {
 			c.cool(i, pushback)
+			in.limit.refused()
 		}
 		return nil, pushback, derr
+	}
+	if c.pushback {
+		in.limit.success()
 	}
 	c.calls.WithLabelValues("ok").Inc()
 	return rep, 0, nil
@@ -220,8 +282,17 @@ func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration) {
 			continue
 		}
 		if c.pushback {
-			if u := c.insts[i].coolUntil.Load(); u > now {
+			in := c.insts[i]
+			if u := in.coolUntil.Load(); u > now {
 				if coolest < 0 || u < coolEnd {
+					coolest, coolEnd = i, u
+				}
+				continue
+			}
+			if in.inflight.Load() >= in.limit.get() {
+				// At its adaptive limit: as good as cooling for a
+				// moment; a slot frees when one of its calls ends.
+				if u := now + int64(fullWait); coolest < 0 || u < coolEnd {
 					coolest, coolEnd = i, u
 				}
 				continue

@@ -471,3 +471,50 @@ func TestPickOneInstanceCritical(t *testing.T) {
 		t.Fatalf("pick after the cooling = %d", i)
 	}
 }
+
+// The adaptive limit grows by about one per limit's worth of successes and
+// shrinks by a quarter on a refusal, within its bounds.
+func TestAIMDLimit(t *testing.T) {
+	var a aimd
+	if got := a.get(); got != aimdInitial {
+		t.Fatalf("initial = %d", got)
+	}
+	for range aimdInitial + 1 { // 8 + 1/8 + 1/8.125 + ... passes 9 at the 9th
+		a.success()
+	}
+	if got := a.get(); got != aimdInitial+1 {
+		t.Fatalf("after %d successes = %d, want %d", aimdInitial+1, got, aimdInitial+1)
+	}
+	a.refused()
+	if got := a.get(); got != 6 { // 9.0x x 0.75 = 6.8
+		t.Fatalf("after a refusal = %d, want 6", got)
+	}
+	for range 50 {
+		a.refused()
+	}
+	if got := a.get(); got != aimdMin {
+		t.Fatalf("floor = %d", got)
+	}
+}
+
+// An instance at its adaptive limit is passed over like a cooling one.
+func TestPickSkipsInstanceAtLimit(t *testing.T) {
+	c, err := dialBattle([]string{"127.0.0.1:1", "127.0.0.1:2"}, time.Second, nil, true, clock.NewFake(time.Unix(0, 0)), newMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	c.insts[0].inflight.Store(aimdInitial)
+	for range 4 {
+		if i, _ := c.pick(-1, false); i != 1 {
+			t.Fatalf("picked %d, want the instance below its limit", i)
+		}
+	}
+	c.insts[1].inflight.Store(aimdInitial)
+	if i, wait := c.pick(-1, false); i != -1 || wait != fullWait {
+		t.Fatalf("both full: picked %d, wait %v; want a local refusal after %v", i, wait, fullWait)
+	}
+	if i, _ := c.pick(-1, true); i < 0 {
+		t.Fatal("a critical call must still go somewhere")
+	}
+}
