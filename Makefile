@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build demo overload test vet fuzz bench proto proto-check tools clean images
+.PHONY: all build demo overload hold-memory test vet fuzz bench proto proto-check tools clean images
 
 all: build
 
@@ -23,6 +23,11 @@ demo: build
 # protection on and then off (about 2-3 minutes; see scripts/overload.sh).
 overload: build
 	OVERLOAD_BUILD=0 ./scripts/overload.sh
+
+# The issue-4 memory benchmark: 15,000 players waiting in one gate's line
+# against a bare gorilla/websocket server, resident memory per connection.
+hold-memory:
+	./scripts/hold-memory.sh
 
 vet:
 	$(GO) vet ./...

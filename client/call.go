@@ -22,7 +22,9 @@ import (
 // in all, and only while the retry budget allows; when no retry follows,
 // the last refusal is returned, wrapping ErrRetryBudget or
 // ErrRetryDeadline (or the ctx or connection error that cut the wait) when
-// that was the reason. Other errors are returned at once.
+// that was the reason. Other errors are returned at once, NOT_ADMITTED
+// among them (ErrNotAdmitted: the gate has not let the player in yet; its
+// RetryAfter is the player's ETA in the line).
 //
 // When a reply ends it, Do returns it; if it is an error reply, err is the
 // matching *Error (and the frame is still returned, for its backpressure).

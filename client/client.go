@@ -38,7 +38,16 @@ type Client struct {
 
 	nextID atomic.Uint64
 	bp     atomic.Pointer[leveev1.Backpressure]
-	first  chan *leveev1.ServerFrame // the first push: welcome or refusal
+	queue  atomic.Pointer[leveev1.QueueStatus] // the last admission-line status
+
+	// Before the Welcome the reader hands the pushes (queue, admitted,
+	// welcome, refusal) to Dial through pre, in order; Dial closes
+	// dialQuit when it gives up, so the reader never blocks on pre.
+	pre      chan *leveev1.ServerFrame
+	dialQuit chan struct{}
+	quitOnce sync.Once
+	admitted *leveev1.Admitted // set by Dial before the Client is returned; nil if it did not wait
+	line     *LineError        // set by Dial before the Client is returned when it waited with a ticket; Err wraps it
 
 	wmu sync.Mutex // serialises frame writes
 
@@ -88,7 +97,8 @@ func newClient(conn *websocket.Conn, opts Options) *Client {
 		msgType:      websocket.BinaryMessage,
 		opts:         opts,
 		log:          opts.Logger,
-		first:        make(chan *leveev1.ServerFrame, 1),
+		pre:          make(chan *leveev1.ServerFrame, preBuffer),
+		dialQuit:     make(chan struct{}),
 		pending:      map[uint64]chan *leveev1.ServerFrame{},
 		abandoned:    map[uint64]struct{}{},
 		done:         make(chan struct{}),
@@ -110,8 +120,23 @@ func newClient(conn *websocket.Conn, opts Options) *Client {
 	return c
 }
 
+// preBuffer is how many pushes before the Welcome the reader may be ahead
+// of Dial.
+const preBuffer = 16
+
 // Welcome is what the gate said when the player was let in.
 func (c *Client) Welcome() *leveev1.Welcome { return c.welcome }
+
+// Queue is the last QueueStatus the gate pushed (the player's place in its
+// admission line), or nil if the player never waited. Treat it as
+// read-only.
+func (c *Client) Queue() *leveev1.QueueStatus { return c.queue.Load() }
+
+// Waited is how long the player waited in the gate's admission line, as
+// the gate's Admitted push said; 0 if it did not wait.
+func (c *Client) Waited() time.Duration {
+	return time.Duration(c.admitted.GetWaitedMs()) * time.Millisecond
+}
 
 // PlayerID is the authenticated player's id.
 func (c *Client) PlayerID() string { return c.welcome.GetPlayer().GetId() }
@@ -150,11 +175,21 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Err is nil while the connection is up; afterwards it says why it ended.
 // It wraps ErrClosed and, when the server sent a close frame (or answered
-// ours), a *CloseError with its code.
+// ours), a *CloseError with its code. When the player was let in from the
+// gate's admission line it also wraps a *LineError (Admitted true) with
+// the line ticket: Reconnect(…, c.Err()) presents it, and the gate lets a
+// player who drops within its grace period after being let in (e.g. in
+// the middle of a match) back in first.
 func (c *Client) Err() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	err := c.err
+	c.mu.Unlock()
+	if err == nil || c.line == nil {
+		return err
+	}
+	le := *c.line
+	le.Err = err
+	return &le
 }
 
 // roundTrip sends f once with request id id and waits for the reply. The
@@ -276,9 +311,10 @@ func reply(f *leveev1.ServerFrame) (*leveev1.ServerFrame, error) {
 }
 
 // readLoop is the client's one reader. It ends when the connection does.
+// Until the Welcome (or a refusal) it hands the pushes to Dial in order.
 func (c *Client) readLoop() {
 	var cause error
-	gotFirst := false
+	welcomed := false
 	for {
 		_, data, err := c.conn.ReadMessage()
 		if err != nil {
@@ -297,9 +333,15 @@ func (c *Client) readLoop() {
 		}
 		c.feedPressure(f)
 		if f.GetRequestId() == 0 {
-			if !gotFirst && (f.GetWelcome() != nil || f.GetError() != nil) {
-				gotFirst = true
-				c.first <- f
+			if q := f.GetQueue(); q != nil {
+				c.queue.Store(q)
+			}
+			if !welcomed && (f.GetWelcome() != nil || f.GetError() != nil || f.GetQueue() != nil || f.GetAdmitted() != nil) {
+				welcomed = f.GetWelcome() != nil || f.GetError() != nil
+				select {
+				case c.pre <- f:
+				case <-c.dialQuit:
+				}
 			} else if e := f.GetError(); e != nil {
 				c.noticeRetry.Store(int64(time.Duration(e.GetRetryAfterMs()) * time.Millisecond))
 				c.log.Warn("gate notice", "code", CodeName(e.GetCode()), "message", e.GetMessage())
@@ -390,6 +432,10 @@ func (c *Client) Close() error {
 	})
 	return nil
 }
+
+// quitDial tells the reader that Dial has given up (it may be called more
+// than once).
+func (c *Client) quitDial() { c.quitOnce.Do(func() { close(c.dialQuit) }) }
 
 // abort drops the connection without a close handshake (used by Dial).
 func (c *Client) abort() {

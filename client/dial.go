@@ -20,13 +20,25 @@ import (
 // Dial connects to the gate at url (ws://host:port/ws) as the player that
 // token names, and returns once the gate has sent its Welcome.
 //
+// While the gate's admission line is active the player first waits in it:
+// the gate pushes QueueStatus frames (place, ETA, release rate, a ticket)
+// at least every 2 s, which Dial passes to Options.OnQueue and keeps
+// (Client.Queue), then Admitted (Client.Waited), then the Welcome. ctx
+// bounds the whole of it, the wait in line included: on launch day give
+// Dial a deadline of many minutes (or none, and cancel it when the player
+// gives up), not the seconds a request takes. Options.Ticket resumes a
+// place kept from an earlier connection.
+//
 // If the gate refuses the player it returns the gate's *Error (e.g.
-// UNAUTHORIZED), wrapped together with the *CloseError that followed when
-// there was one; a connection closed before the Welcome gives an error
-// wrapping ErrClosed and the *CloseError (e.g. 1013 when overloaded); an
-// HTTP refusal of the handshake (401, 429, 503) is mapped to an *Error too.
-// ctx bounds the whole of it. Invalid opts give an error wrapping
-// ErrInvalidOptions. Dial tries once; DialRetry and Reconnect try again.
+// UNAUTHORIZED, or SERVER_FULL while the line is closed for maintenance),
+// wrapped together with the *CloseError that followed when there was one; a
+// connection closed before the Welcome gives an error wrapping ErrClosed and
+// the *CloseError (e.g. 1013 when overloaded); an HTTP refusal of the
+// handshake (401, 429, 503) is mapped to an *Error too. When the player had
+// been given a place in line, the error also wraps a *LineError with the
+// last QueueStatus, whose ticket DialRetry and Reconnect use to resume the
+// place. Invalid opts give an error wrapping ErrInvalidOptions. Dial tries
+// once; DialRetry and Reconnect try again.
 func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -38,6 +50,9 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 	}
 	q := u.Query()
 	q.Set("token", token)
+	if opts.Ticket != "" {
+		q.Set("ticket", opts.Ticket)
+	}
 	u.RawQuery = q.Encode()
 
 	proto := wire.ProtoSubprotocol
@@ -67,33 +82,96 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 
 	c := newClient(conn, opts)
 	go c.readLoop()
+	w := &welcomeWait{c: c, rawURL: rawURL}
+	cl, err := w.run(ctx)
+	if err != nil {
+		c.quitDial()
+		return nil, w.inLine(err)
+	}
+	return cl, nil
+}
 
-	select {
-	case f := <-c.first:
-		return c.firstFrame(ctx, rawURL, f)
-	case <-c.done:
-		// The refusal frame and the close can arrive together: a buffered
-		// first frame says more than the close does.
+// welcomeWait is Dial's wait for the Welcome, through the admission line.
+type welcomeWait struct {
+	c          *Client
+	rawURL     string
+	last       *leveev1.QueueStatus // the last status, nil if none came
+	seen       time.Time            // when it came, on Options.Clock
+	admittedAt time.Time            // when Admitted came, on Options.Clock
+}
+
+func (w *welcomeWait) run(ctx context.Context) (*Client, error) {
+	c := w.c
+	for {
 		select {
-		case f := <-c.first:
-			return c.firstFrame(ctx, rawURL, f)
-		default:
+		case f := <-c.pre:
+			if cl, err, done := w.push(ctx, f); done {
+				return cl, err
+			}
+		case <-c.done:
+			// The refusal frame and the close can arrive together: a
+			// buffered push says more than the close does.
+			for len(c.pre) > 0 { // only this goroutine receives from pre
+				if cl, err, done := w.push(ctx, <-c.pre); done {
+					return cl, err
+				}
+			}
+			return nil, fmt.Errorf("client: dial %s: no welcome: %w", w.rawURL, c.Err())
+		case <-ctx.Done():
+			c.quitDial()
+			c.abort()
+			return nil, fmt.Errorf("client: dial %s: waiting for welcome: %w", w.rawURL, ctx.Err())
 		}
-		return nil, fmt.Errorf("client: dial %s: no welcome: %w", rawURL, c.Err())
-	case <-ctx.Done():
-		c.abort()
-		return nil, fmt.Errorf("client: dial %s: waiting for welcome: %w", rawURL, ctx.Err())
 	}
 }
 
-// firstFrame finishes Dial with the gate's first push: a welcome, or a
-// typed refusal followed by a close.
-func (c *Client) firstFrame(ctx context.Context, rawURL string, f *leveev1.ServerFrame) (*Client, error) {
-	if w := f.GetWelcome(); w != nil {
-		c.welcome = w
-		c.log.Debug("connected", "player", w.GetPlayer().GetId(), "shard", w.GetShard(), "json", c.opts.JSON)
-		return c, nil
+// push handles one push before the Welcome; done says Dial is over.
+func (w *welcomeWait) push(ctx context.Context, f *leveev1.ServerFrame) (cl *Client, err error, done bool) {
+	c := w.c
+	switch {
+	case f.GetQueue() != nil:
+		w.last, w.seen = f.GetQueue(), c.clk.Now()
+		if c.opts.OnQueue != nil {
+			c.opts.OnQueue(f.GetQueue())
+		}
+		return nil, nil, false
+	case f.GetAdmitted() != nil:
+		c.admitted = f.GetAdmitted()
+		w.admittedAt = c.clk.Now()
+		c.log.Debug("admitted", "waited_ms", f.GetAdmitted().GetWaitedMs())
+		if c.opts.OnAdmitted != nil {
+			c.opts.OnAdmitted(f.GetAdmitted())
+		}
+		return nil, nil, false
+	case f.GetWelcome() != nil:
+		c.welcome = f.GetWelcome()
+		if w.last.GetTicket() != "" {
+			// The gate's grace for a player let in counts from the release.
+			seen := w.admittedAt
+			if seen.IsZero() {
+				seen = w.seen
+			}
+			c.line = &LineError{Status: w.last, Seen: seen, Admitted: true}
+		}
+		c.log.Debug("connected", "player", c.welcome.GetPlayer().GetId(), "shard", c.welcome.GetShard(), "json", c.opts.JSON)
+		return c, nil, true
 	}
+	cl, err = c.refused(ctx, w.rawURL, f)
+	return cl, err, true
+}
+
+// inLine wraps a failed Dial's error in a *LineError when the player had
+// a place in line.
+func (w *welcomeWait) inLine(err error) error {
+	if w.last == nil {
+		return err
+	}
+	return &LineError{Status: w.last, Seen: w.seen, Err: err}
+}
+
+// refused finishes Dial with the gate's typed refusal, which a close
+// follows.
+func (c *Client) refused(ctx context.Context, rawURL string, f *leveev1.ServerFrame) (*Client, error) {
 	refused := fromProto(f.GetError())
 	// The gate closes right after refusing; wait briefly for its code.
 	t := time.NewTimer(c.opts.CloseTimeout)
@@ -103,6 +181,7 @@ func (c *Client) firstFrame(ctx context.Context, rawURL string, f *leveev1.Serve
 	case <-t.C:
 	case <-ctx.Done():
 	}
+	c.quitDial()
 	c.abort()
 	if ce := closeErrorOf(c.Err()); ce != nil {
 		return nil, fmt.Errorf("client: dial %s: refused: %w (%w)", rawURL, refused, ce)

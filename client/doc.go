@@ -3,7 +3,15 @@
 //
 // Dial connects, authenticates with a player token and waits for the gate's
 // Welcome; DialRetry and Reconnect dial again after a refusal or a lost
-// connection, spreading and backing off their attempts. Each call
+// connection, spreading and backing off their attempts.
+//
+// On launch day the gate may hold a player in its admission line before the
+// Welcome: Dial then waits in line (its ctx bounds the wait, so give it
+// minutes), reports each QueueStatus the gate pushes (place, ETA, release
+// rate) to Options.OnQueue, and returns after the Admitted push and the
+// Welcome. A dial that fails while in line wraps a *LineError carrying the
+// line ticket; DialRetry and Reconnect use it to come back to the same place
+// within the gate's grace period (Options.Ticket does it by hand). Each call
 // (GetProfile, BuyItem, StartBattle, or the general Do) sends one
 // ClientFrame with a fresh request id and waits for the one ServerFrame that
 // answers it. A typed server error comes back as *Error; a connection that

@@ -31,6 +31,55 @@ var (
 	ErrQueueFull = pacer.ErrQueueFull
 )
 
+// ErrNotAdmitted matches (errors.Is) the gate's NOT_ADMITTED reply: a
+// request sent while the player was still waiting in the admission line.
+// Do does not retry it; its RetryAfter is the player's ETA.
+var ErrNotAdmitted error = &Error{Code: leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED}
+
+// IsNotAdmitted reports whether err carries a NOT_ADMITTED *Error.
+func IsNotAdmitted(err error) bool { return Code(err) == leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED }
+
+// LineError carries a player's ticket in the gate's admission line. Dial's
+// error wraps one when the player had been given a place in line before
+// the dial failed (the connection dropped, ctx ran out, a refusal came):
+// Status is the last QueueStatus, whose Ticket resumes the place
+// (Options.Ticket) for GraceMs after the drop. A Client's Err wraps one
+// (Admitted true) when the player was let in from the line: within GraceMs
+// of being let in, that ticket brings a dropped player back in first.
+// DialRetry and Reconnect use it by themselves.
+type LineError struct {
+	Status   *leveev1.QueueStatus
+	Seen     time.Time // when Status came (for Admitted, when the player was let in), on Options.Clock
+	Admitted bool      // the player had been let in
+	Err      error
+}
+
+func (e *LineError) Error() string {
+	if e.Admitted {
+		return fmt.Sprintf("%v (let in from the line; its ticket goes first on reconnect)", e.Err)
+	}
+	return fmt.Sprintf("%v (was %d in line)", e.Err, e.Status.GetPosition())
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// Resumable reports whether the ticket can still keep the place at now:
+// it has one and its grace, counted from when the status came, has not
+// run out.
+func (e *LineError) Resumable(now time.Time) bool {
+	grace := time.Duration(e.Status.GetGraceMs()) * time.Millisecond
+	return e.Status.GetTicket() != "" && now.Before(e.Seen.Add(grace))
+}
+
+// AsLineError returns the *LineError in err's chain, or nil.
+func AsLineError(err error) *LineError {
+	var le *LineError
+	if errors.As(err, &le) {
+		return le
+	}
+	return nil
+}
+
 // LocalError is a request the SDK refused itself, without sending it: its
 // local pacing queue was full of requests at least as important
 // (ErrQueueFull), or a more important request took its place (ErrEvicted).

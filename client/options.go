@@ -12,6 +12,7 @@ import (
 	"levee/client/backoff"
 	"levee/client/pacer"
 	"levee/internal/clock"
+	leveev1 "levee/proto/leveev1"
 )
 
 // DefaultPaceRate is the pacer's base rate, in requests per second per
@@ -85,6 +86,23 @@ type Options struct {
 	// Rand returns a float in [0, 1) for the jitter; it must be safe for
 	// concurrent use. nil means math/rand/v2.Float64.
 	Rand func() float64
+
+	// OnQueue, when set, is called with every QueueStatus the gate pushes
+	// while the player waits in its admission line (position, ETA, release
+	// rate, ticket), in the order they came, on the goroutine that called
+	// Dial (or DialRetry, Reconnect), before Dial returns. It should return
+	// quickly: while it runs, the connection's frames are not read.
+	OnQueue func(*leveev1.QueueStatus)
+	// OnAdmitted, when set, is called when the gate lets the waiting
+	// player in (its Admitted push), on the same goroutine as OnQueue,
+	// before the Welcome (for which the gate still logs the player in).
+	OnAdmitted func(*leveev1.Admitted)
+	// Ticket resumes a place in the gate's admission line: the Ticket of
+	// a QueueStatus from an earlier connection, sent as the ticket query
+	// parameter. The gate keeps a dropped player's place for the status's
+	// GraceMs. DialRetry and Reconnect fill it in by themselves from the
+	// last status they saw (see LineError); empty means a new place.
+	Ticket string
 }
 
 // maxServerFrame bounds what the reader accepts from the server.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -32,6 +33,14 @@ func StaticToken(tok string) TokenFunc {
 // that would outlast ctx's deadline is not started: the last dial error is
 // returned at once, wrapping ErrRetryDeadline. The waits run on
 // Options.Clock. The Client's Stats().DialAttempts counts the attempts.
+//
+// A place in the admission line survives the redials: an attempt that
+// failed after the gate gave the player a place (its error wraps a
+// *LineError) makes the next attempts carry that ticket
+// (Options.Ticket) while its grace lasts, so the player comes back to the
+// same place. If the gate refuses an attempt that carried a ticket with a
+// refusal that would otherwise end the loop (the ticket was forged,
+// expired or in use), the next attempt goes at once without it.
 func DialRetry(ctx context.Context, rawURL string, tokens TokenFunc, opts Options) (*Client, error) {
 	return redial(ctx, rawURL, tokens, opts, -1, 0, nil)
 }
@@ -40,7 +49,10 @@ func DialRetry(ctx context.Context, rawURL string, tokens TokenFunc, opts Option
 // even the first attempt waits: a random delay in [0, Spread), never sooner
 // than cause's retry_after (RetryAfter(cause)), so that the players a gate
 // dropped together do not all come back in the same instant. cause is why
-// the old connection ended, usually its Err(); it may be nil.
+// the old connection ended, usually its Err(), or a failed Dial's error; it
+// may be nil. When cause wraps a *LineError whose grace has not run out
+// (the player was dropped while waiting in line), the redials carry its
+// ticket, as DialRetry's do; otherwise Options.Ticket, if set.
 func Reconnect(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, cause error) (*Client, error) {
 	return redial(ctx, rawURL, tokens, opts, 0, RetryAfter(cause), cause)
 }
@@ -53,6 +65,8 @@ func redial(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, 
 		return nil, err
 	}
 	opts = opts.withDefaults()
+	place := lineTicket{ticket: opts.Ticket}
+	place.update(last, opts.Clock.Now())
 	for attempts := uint64(1); ; attempts++ {
 		if n >= 0 {
 			wait := opts.Reconnect.Delay(n, after, opts.Rand)
@@ -68,17 +82,94 @@ func redial(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, 
 		if err != nil {
 			return nil, fmt.Errorf("client: dial: token: %w", err)
 		}
-		c, err := Dial(ctx, rawURL, tok, opts)
+		o := opts
+		o.Ticket = place.current(opts.Clock.Now())
+		c, err := Dial(ctx, rawURL, tok, o)
 		if err == nil {
 			c.dialAttempts = attempts
 			return c, nil
 		}
-		if ctx.Err() != nil || permanent(err) {
+		if ctx.Err() != nil {
 			return nil, err
 		}
+		if permanent(err) {
+			switch {
+			case o.Ticket == "" || !ticketRefusal(err):
+				return nil, err
+			case ticketInUse(err):
+				// The gate still holds the place for the old connection
+				// (it drops a dead one after its ping timeout): try again
+				// later with the ticket, while its grace lasts.
+				place.holdUntil(opts.Clock.Now().Add(defaultLineGrace))
+			default:
+				// Perhaps only the ticket was refused: once more, at
+				// once, as a new arrival.
+				opts.Logger.Debug("ticket refused; dialing without it", "err", err)
+				place = lineTicket{}
+				last = err
+				continue
+			}
+		}
+		place.update(err, opts.Clock.Now())
 		last, after = err, RetryAfter(err)
 		n++
 	}
+}
+
+// lineTicket is the ticket that keeps a player's place in the admission
+// line across redials.
+type lineTicket struct {
+	ticket string
+	until  time.Time // zero: no known end (a ticket the caller gave)
+}
+
+// update takes the ticket of err's *LineError, if it has one.
+func (l *lineTicket) update(err error, now time.Time) {
+	le := AsLineError(err)
+	if le == nil || le.Status.GetTicket() == "" {
+		return
+	}
+	if !le.Resumable(now) {
+		*l = lineTicket{}
+		return
+	}
+	l.ticket = le.Status.GetTicket()
+	l.until = le.Seen.Add(time.Duration(le.Status.GetGraceMs()) * time.Millisecond)
+}
+
+// holdUntil gives a ticket with no known end one: until.
+func (l *lineTicket) holdUntil(until time.Time) {
+	if l.until.IsZero() {
+		l.until = until
+	}
+}
+
+// defaultLineGrace is how long a ticket whose grace is not known (one the
+// caller gave) is retried while the gate says it is in use: the gate's
+// default grace.
+const defaultLineGrace = 60 * time.Second
+
+// ticketInUse reports whether err is the gate's refusal of a ticket whose
+// place another connection still holds: FORBIDDEN with "ticket in use"
+// in the message (the gate documents the message).
+func ticketInUse(err error) bool {
+	e := AsError(err)
+	return e != nil && e.Code == leveev1.ErrorCode_ERROR_CODE_FORBIDDEN && strings.Contains(e.Message, "ticket in use")
+}
+
+// current is the ticket to dial with at now, or "" once its grace is over.
+func (l *lineTicket) current(now time.Time) string {
+	if l.ticket == "" || (!l.until.IsZero() && !now.Before(l.until)) {
+		return ""
+	}
+	return l.ticket
+}
+
+// ticketRefusal reports whether a permanent dial error may be the gate's
+// refusal of the ticket rather than of the player (a typed refusal, a
+// policy close or a 4xx handshake refusal, not a bad url or options).
+func ticketRefusal(err error) bool {
+	return !errors.Is(err, errBadURL) && !errors.Is(err, ErrSubprotocol) && !errors.Is(err, ErrInvalidOptions)
 }
 
 // notRedialed is the error when no further dial was made: the last one's

@@ -18,4 +18,18 @@
 // start + i/rate (Due) whatever the replies do, at 0.8 × C and 10 × C. It
 // samples the tiers' memory from their /metrics and judges the run against
 // issue 3's criteria (goodput, p99 of served requests, exactly one reply).
+//
+// The line scenario (RunLine, LineConfig, LineReport) is issue 4's: many
+// bots connect at once to a gate whose admission line is active and wait to
+// be admitted. It judges that none was lost, that the gate released them in
+// the order they arrived (counted only for pairs whose order is sure from
+// the bots' side, against release times bounded with the gate's own
+// waited_ms, so that jitter in delivering the pushes is not mistaken for
+// disorder), and that the pace the bots saw was the configured one, before
+// and after a change made through the gate's admin API (Admin) mid-run.
+//
+// The hold scenario (RunHold, HoldConfig, HoldReport) is the memory
+// benchmark's load: many connections held open (waiting in the gate's line,
+// or bare WebSockets to any server), with the server's resident memory read
+// before and during the hold (ReadRSS) and reported per connection.
 package loadtest

@@ -28,6 +28,15 @@ const StartGold = 1000
 // Shards is the shard count used for the Welcome's shard.
 const Shards = 8
 
+// Line runs on a connection after its token was verified and before its
+// Welcome, like a gate's admission line: it may push QueueStatus and
+// Admitted frames (Conn.Send; Status and Admit build them) and read
+// Conn.Ticket, the ticket the player came back with. It returns true to let
+// the player in (the Welcome follows) or false to end the connection
+// without one (after refusing it with Send and CloseWith, or to simulate a
+// drop: the fake gate then closes the socket without a close frame).
+type Line func(c *Conn) bool
+
 // Handler serves one authenticated connection after its Welcome was sent.
 // When it returns the gate closes the connection normally (unless the
 // handler already closed it).
@@ -38,6 +47,7 @@ type Gate struct {
 	srv     *httptest.Server
 	secret  []byte
 	handler Handler
+	line    Line
 	ctx     context.Context
 	cancel  context.CancelFunc
 
@@ -48,9 +58,13 @@ type Gate struct {
 
 // NewGate starts a fake gate that verifies tokens with secret and hands each
 // admitted connection to h.
-func NewGate(secret []byte, h Handler) *Gate {
+func NewGate(secret []byte, h Handler) *Gate { return NewGateWithLine(secret, nil, h) }
+
+// NewGateWithLine is NewGate with an admission line: every connection
+// passes line (nil: none) before its Welcome.
+func NewGateWithLine(secret []byte, line Line, h Handler) *Gate {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gate{secret: secret, handler: h, ctx: ctx, cancel: cancel, conns: map[*Conn]struct{}{}}
+	g := &Gate{secret: secret, handler: h, line: line, ctx: ctx, cancel: cancel, conns: map[*Conn]struct{}{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", g.serveWS)
 	g.srv = httptest.NewUnstartedServer(mux)
@@ -98,7 +112,7 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	codec, _ := wire.ForSubprotocol(ws.Subprotocol())
 	ctx, cancel := context.WithCancel(g.ctx)
-	c := &Conn{ws: ws, codec: codec, ctx: ctx, cancel: cancel}
+	c := &Conn{ws: ws, codec: codec, ctx: ctx, cancel: cancel, Ticket: r.URL.Query().Get("ticket")}
 	g.mu.Lock()
 	if g.ctx.Err() != nil {
 		g.mu.Unlock()
@@ -127,6 +141,9 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.Player = player
+	if g.line != nil && !g.line(c) {
+		return
+	}
 	welcome := &leveev1.Welcome{
 		Player: &leveev1.Player{Id: player, Level: 1, Gold: StartGold, Inventory: map[string]uint32{}},
 		Shard:  uint32(shardmap.Shard(player, Shards)),
@@ -142,6 +159,7 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 // called from the handler's goroutine only; Send and CloseWith from any.
 type Conn struct {
 	Player string
+	Ticket string // the ticket query parameter: a place in line to resume
 
 	ws     *websocket.Conn
 	codec  wire.Codec

@@ -1,11 +1,20 @@
 // Command loadtest drives simulated players against a Levee gate on this
-// machine and prints what happened. Two scenarios (-scenario):
+// machine and prints what happened. Four scenarios (-scenario):
 //
 //   - smoke (the default): casual players; it exits 0 when every request got
 //     exactly one reply and the only errors were typed business errors;
 //   - overload: measures the cluster's capacity C, then offers 0.8 × C and
 //     10 × C open loop and judges goodput, p99 and replies; it exits 0 when
-//     the cluster held (or always, with -expect-hold=false).
+//     the cluster held (or always, with -expect-hold=false);
+//   - line: -bots players (3,000) connect at once to a gate whose admission
+//     line is paced and wait to be admitted; it exits 0 when none was lost,
+//     they were admitted in arrival order and the measured pace was the
+//     configured one (-line-rate, or read from -admin-url), also after a
+//     pace change through the admin API (-change-at, -change-rate);
+//   - hold: -conns connections (15,000) wait in the gate's line (put it in
+//     queueing mode) or, with -bare, are plain WebSockets to any server,
+//     held for -hold; with -target-pid it reports the server's resident
+//     memory per connection (the memory benchmark, scripts/hold-memory.sh).
 //
 // Otherwise it exits 1 (saying why), and 2 on bad flags or a target that is
 // not loopback.
@@ -34,6 +43,8 @@ func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
 const (
 	scenarioSmoke    = "smoke"
 	scenarioOverload = "overload"
+	scenarioLine     = "line"
+	scenarioHold     = "hold"
 )
 
 // Default request timeouts by scenario (-request-timeout 0).
@@ -50,11 +61,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	rc.RequestTimeout = 0
 	sm := loadtest.DefaultSmoke()
 	ov := loadtest.DefaultOverload()
+	ln := loadtest.DefaultLine()
+	hd := loadtest.DefaultHold()
+	var admin loadtest.Admin
 	var metricsURLs []string
 	var maxRSSMB float64
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	scenario := fs.String("scenario", scenarioSmoke, "traffic to play: smoke (casual players) or overload (capacity, then 0.8x and 10x of it)")
+	scenario := fs.String("scenario", scenarioSmoke, "traffic to play: smoke (casual players), overload (capacity, then 0.8x and 10x of it), "+
+		"line (players wait in the paced admission line) or hold (connections held open: the memory benchmark)")
 	fs.StringVar(&rc.GateURL, "gate-url", rc.GateURL, "gate WebSocket URL; must be loopback")
 	fs.StringVar(&rc.TokenSecret, "token-secret", rc.TokenSecret, "the gate's token signing secret")
 	fs.BoolVar(&rc.AllowNonlocal, "allow-nonlocal", false, "allow a -gate-url (and -metrics-urls) that is not loopback")
@@ -65,7 +80,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.StringVar(&rc.RunID, "run-id", "", "names the players bot-<run id>-<n>; empty picks one")
 	fs.DurationVar(&rc.ProgressEvery, "progress", rc.ProgressEvery, "log progress this often; 0 never")
 	// smoke
-	fs.IntVar(&sm.Bots, "bots", sm.Bots, "smoke: number of bots")
+	fs.IntVar(&sm.Bots, "bots", sm.Bots, fmt.Sprintf("smoke, line: number of bots (line: %d unless set)", ln.Bots))
 	fs.DurationVar(&sm.Ramp, "ramp", sm.Ramp, "smoke: bots arrive evenly over this long")
 	fs.DurationVar(&sm.Duration, "duration", sm.Duration, "smoke: length of the run, ramp included")
 	fs.DurationVar(&sm.Think, "think", sm.Think, "smoke: mean pause between a bot's actions")
@@ -74,7 +89,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.Float64Var(&sm.OverspendFraction, "overspend-fraction", sm.OverspendFraction, "smoke: share of purchases beyond a player's gold")
 	fs.IntVar(&sm.MaxRequests, "max-requests", 0, "smoke: bound on all requests; 0 derives it from bots, duration and think")
 	// overload
-	fs.IntVar(&ov.Conns, "conns", ov.Conns, "overload: connections (bots), all dialed first, SDK retries and pacing off")
+	fs.IntVar(&ov.Conns, "conns", ov.Conns, fmt.Sprintf("overload, hold: connections (bots), all dialed first, SDK retries and pacing off (hold: %d unless set)", hd.Conns))
 	uintVar(fs, &ov.Units, "units", "overload: units per team of every battle")
 	uintVar(fs, &ov.Ticks, "ticks", "overload: ticks of every battle")
 	fs.Float64Var(&ov.CriticalFraction, "critical-fraction", ov.CriticalFraction, "overload: share of requests that are CRITICAL purchases (the rest DEFAULT battles)")
@@ -89,11 +104,36 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.DurationVar(&ov.LateAfter, "late-after", ov.LateAfter, "overload: a request dispatched this long after its due time counts as late")
 	fs.Float64Var(&ov.MaxRate, "max-rate", ov.MaxRate, "overload: cap on any phase's requests per second")
 	fs.IntVar(&ov.MaxOutstanding, "max-outstanding", 0, "overload: cap on requests in flight; 0 derives it: rate x (timeout + grace) x 1.1 + 64")
-	fs.Var((*cli.List)(&metricsURLs), "metrics-urls", "overload: comma-separated [name=]URL of the tiers' /metrics (loopback) sampled for RSS, goroutines and CPU")
+	fs.Var((*cli.List)(&metricsURLs), "metrics-urls", "overload: comma-separated [name=]URL of the tiers' /metrics (loopback) sampled for RSS, goroutines and CPU; hold: the server's /metrics, read for its goroutines, heap and stacks")
 	fs.DurationVar(&ov.MetricsEvery, "metrics-every", ov.MetricsEvery, "overload: sample -metrics-urls this often")
 	fs.Float64Var(&ov.MinGoodputRatio, "min-goodput-ratio", ov.MinGoodputRatio, "overload: pass needs overload goodput >= this x C")
 	fs.Float64Var(&ov.MaxP99Ratio, "max-p99-ratio", ov.MaxP99Ratio, "overload: pass needs overload p99 of served <= this x baseline p99")
 	fs.Float64Var(&maxRSSMB, "max-rss-mb", 0, "overload: pass needs every sampled tier's RSS <= this many MiB; 0 does not check")
+	// line and hold
+	dialParallel := fs.Int("dial-parallel", 0, fmt.Sprintf("line, hold: WebSocket handshakes in progress at once; 0 means %d (line) or %d (hold)", ln.DialParallel, hd.DialParallel))
+	fs.DurationVar(&ln.Bound, "bound", ln.Bound, "line: the longest any bot waits to be admitted, from the start; hold: the longest the dials may take")
+	fs.Float64Var(&ln.Rate, "line-rate", 0, "line: the configured pace, admissions per second, the measured one is judged against; 0 takes -start-rate's, else the admin API's")
+	fs.DurationVar(&ln.Window, "window", ln.Window, "line: the pace is also reported per window of this width")
+	fs.DurationVar(&ln.Settle, "settle", ln.Settle, "line: left out of the measured pace after a pace change")
+	fs.Float64Var(&ln.PaceTolerance, "pace-tolerance", ln.PaceTolerance, "line: pass needs the measured pace within ± this share of the configured one")
+	fs.DurationVar(&ln.OrderSlack, "order-slack", ln.OrderSlack, "line: extra uncertainty of each release time (taken from the gate's waited_ms) before two count as surely inverted; 0 is sound")
+	fs.DurationVar(&ln.MaxStatusGap, "max-status-gap", ln.MaxStatusGap, "line: pass needs a queue status at least this often while waiting")
+	fs.StringVar(&admin.URL, "admin-url", "", "line: the gate's line admin API, e.g. http://127.0.0.1:8082/admin/line (loopback)")
+	fs.StringVar(&admin.Token, "admin-token", "", "line: bearer token of the admin API")
+	fs.StringVar(&ln.Start.Mode, "start-mode", "", "line: set the line to this mode through -admin-url before the bots dial (empty: leave it)")
+	fs.BoolVar(&ln.StartWhenJoined, "start-when-joined", false, "line: apply the -start-* setting once every bot is in line (or failed), not before they dial: "+
+		"with the gate's line in queueing mode, the pace is then measured on a full line however slowly the bots connect")
+	fs.IntVar(&ln.Start.Rate, "start-rate", 0, "line: set the release rate (players per -start-interval) before the bots dial; 0 leaves it")
+	fs.DurationVar(&ln.Start.Interval, "start-interval", 0, "line: the interval of -start-rate")
+	fs.DurationVar(&ln.ChangeAt, "change-at", 0, "line: change the line through -admin-url this long after the first admission; 0 never")
+	fs.StringVar(&ln.Change.Mode, "change-mode", "", "line: the mode set at -change-at (empty: leave it)")
+	fs.IntVar(&ln.Change.Rate, "change-rate", 0, "line: the release rate (players per -change-interval) set at -change-at")
+	fs.DurationVar(&ln.Change.Interval, "change-interval", 0, "line: the interval of -change-rate")
+	fs.DurationVar(&hd.Hold, "hold", hd.Hold, "hold: how long the connections are held once all are up")
+	fs.BoolVar(&hd.Bare, "bare", false, "hold: plain WebSocket connections to any server (e.g. cmd/barews), no Levee protocol, no token")
+	fs.IntVar(&hd.PID, "target-pid", 0, "hold: the server's process id, whose RSS (/proc/PID/status VmRSS) is read before and during the hold; 0: none")
+	fs.DurationVar(&hd.SampleEvery, "sample-every", hd.SampleEvery, "hold: RSS sample interval")
+	fs.DurationVar(&hd.Settle, "hold-settle", hd.Settle, "hold: the first part of the hold, not sampled")
 	expectHold := fs.Bool("expect-hold", true, "overload: exit 1 when the criteria fail; false only reports (the unprotected comparison run)")
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to this file")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -109,6 +149,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if rc.RequestTimeout == 0 {
 		rc.RequestTimeout = smokeRequestTimeout
 		if *scenario == scenarioOverload {
@@ -136,8 +178,47 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
+	case scenarioLine:
+		if set["bots"] {
+			ln.Bots = sm.Bots
+		}
+		if *dialParallel != 0 {
+			ln.DialParallel = *dialParallel
+		}
+		if admin.URL != "" {
+			ln.Admin = &admin
+		}
+		if err := ln.Validate(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	case scenarioHold:
+		if set["conns"] {
+			hd.Conns = ov.Conns
+		}
+		if *dialParallel != 0 {
+			hd.DialParallel = *dialParallel
+		}
+		if set["bound"] {
+			hd.DialBound = ln.Bound
+		}
+		targets, err := loadtest.ParseMetricsTargets(metricsURLs)
+		if err == nil && len(targets) > 1 {
+			err = fmt.Errorf("-metrics-urls: hold reads one server's, got %d", len(targets))
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+		if len(targets) == 1 {
+			hd.MetricsURL = targets[0].URL
+		}
+		if err := hd.Validate(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
 	default:
-		fmt.Fprintf(stderr, "-scenario: must be %s or %s, got %q\n", scenarioSmoke, scenarioOverload, *scenario)
+		fmt.Fprintf(stderr, "-scenario: must be %s, %s, %s or %s, got %q\n", scenarioSmoke, scenarioOverload, scenarioLine, scenarioHold, *scenario)
 		return 2
 	}
 	logger, err := cli.NewLogger(stderr, *logLevel)
@@ -155,7 +236,29 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	}
 	var rep report
 	var problems []string
-	if *scenario == scenarioOverload {
+	switch *scenario {
+	case scenarioLine:
+		lrep, err := runner.RunLine(ctx, ln)
+		if err != nil {
+			return startError(stderr, err)
+		}
+		rep = lrep
+		for _, c := range lrep.Criteria {
+			if !c.Pass {
+				problems = append(problems, c.Name+": "+c.Got)
+			}
+		}
+	case scenarioHold:
+		hrep, err := runner.RunHold(ctx, hd)
+		if err != nil {
+			return startError(stderr, err)
+		}
+		rep = hrep
+		if !hrep.Passed {
+			problems = append(problems, fmt.Sprintf("held %d of %d, dropped %d", hrep.Held, hrep.Conns, hrep.Dropped))
+			problems = append(problems, hrep.Warnings...)
+		}
+	case scenarioOverload:
 		orep, err := runner.RunOverload(ctx, ov)
 		if err != nil {
 			return startError(stderr, err)
@@ -168,7 +271,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 				}
 			}
 		}
-	} else {
+	default:
 		srep, err := runner.Run(ctx, sm.Scenario())
 		if err != nil {
 			return startError(stderr, err)

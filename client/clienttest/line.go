@@ -1,0 +1,52 @@
+package clienttest
+
+import (
+	"time"
+
+	leveev1 "levee/proto/leveev1"
+)
+
+// LineGrace is the grace period the fake line's statuses announce.
+const LineGrace = 60 * time.Second
+
+// Status is a QueueStatus push: place pos in a paced line of length
+// length, releasing rate players per second (the ETA is pos/rate), with
+// ticket and a grace of LineGrace.
+func Status(pos, length uint64, rate float64, ticket string) *leveev1.ServerFrame {
+	var eta uint64
+	if rate > 0 {
+		eta = uint64(float64(pos) / rate * 1000)
+	}
+	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
+		Position: pos, EtaMs: eta, ReleaseRate: rate, LineLength: length,
+		Ticket: ticket, GraceMs: uint32(LineGrace / time.Millisecond), Mode: "paced",
+	}}}
+}
+
+// Admit is the Admitted push, after waited.
+func Admit(waited time.Duration) *leveev1.ServerFrame {
+	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Admitted{Admitted: &leveev1.Admitted{
+		WaitedMs: uint64(waited / time.Millisecond)}}}
+}
+
+// Waiting is a Line that walks each player down the given positions (one
+// status each, ticket "ticket-<player>", 1 player/s), then admits them
+// (Admitted with waited_ms 1000 × the first position) and lets them in.
+func Waiting(positions ...uint64) Line {
+	return func(c *Conn) bool {
+		var length uint64
+		for _, p := range positions {
+			length = max(length, p)
+		}
+		for _, p := range positions {
+			if c.Send(Status(p, length, 1, "ticket-"+c.Player)) != nil {
+				return false
+			}
+		}
+		var waited time.Duration
+		if len(positions) > 0 {
+			waited = time.Duration(positions[0]) * time.Second
+		}
+		return c.Send(Admit(waited)) == nil
+	}
+}

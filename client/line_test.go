@@ -1,0 +1,346 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"levee/client"
+	"levee/client/backoff"
+	"levee/client/clienttest"
+	"levee/internal/clock"
+	leveev1 "levee/proto/leveev1"
+)
+
+func newLineGate(t *testing.T, line clienttest.Line, h clienttest.Handler) *clienttest.Gate {
+	t.Helper()
+	g := clienttest.NewGateWithLine(secret, line, h)
+	t.Cleanup(g.Close)
+	return g
+}
+
+// tickets records the ticket every connection came with.
+type tickets struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (tk *tickets) add(s string) int {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	tk.got = append(tk.got, s)
+	return len(tk.got)
+}
+
+func (tk *tickets) list() []string {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	return append([]string(nil), tk.got...)
+}
+
+// Dial waits through the line: every status reaches OnQueue in order, the
+// last is kept, Admitted gives Waited, and the player is in after the
+// Welcome.
+func TestDialWaitsInLine(t *testing.T) {
+	g := newLineGate(t, clienttest.Waiting(3, 2, 1), clienttest.Game)
+	var seen []uint64
+	c := dial(t, g, "ann", client.Options{
+		OnQueue:    func(q *leveev1.QueueStatus) { seen = append(seen, q.GetPosition()) },
+		OnAdmitted: func(a *leveev1.Admitted) { seen = append(seen, 1000+a.GetWaitedMs()/1000) },
+	})
+	if len(seen) != 4 || seen[0] != 3 || seen[1] != 2 || seen[2] != 1 || seen[3] != 1003 {
+		t.Fatalf("OnQueue, OnAdmitted saw %v, want [3 2 1 1003]", seen)
+	}
+	q := c.Queue()
+	if q.GetPosition() != 1 || q.GetTicket() != "ticket-ann" || q.GetGraceMs() != 60_000 {
+		t.Fatalf("Queue() = %v", q)
+	}
+	if c.Waited() != 3*time.Second || c.PlayerID() != "ann" {
+		t.Fatalf("Waited() = %v, player %q", c.Waited(), c.PlayerID())
+	}
+	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// No line: no status, no wait.
+	plain := dial(t, newGate(t, clienttest.Game), "bea", client.Options{})
+	if plain.Queue() != nil || plain.Waited() != 0 {
+		t.Fatalf("without a line: Queue() = %v, Waited() = %v", plain.Queue(), plain.Waited())
+	}
+}
+
+// The dial's ctx bounds the wait in line; the error carries the place.
+func TestDialLineWaitEndsWithCtx(t *testing.T) {
+	g := newLineGate(t, func(c *clienttest.Conn) bool {
+		_ = c.Send(clienttest.Status(40, 40, 2, "T-40"))
+		<-c.Context().Done() // never admitted
+		return false
+	}, clienttest.Game)
+	clk := clock.NewFake(time.Now())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan struct{})
+	ch := dialAsync(func() (*client.Client, error) {
+		return client.Dial(ctx, g.URL(), mint(t, "cid"), client.Options{Clock: clk, OnQueue: func(*leveev1.QueueStatus) { close(got) }})
+	})
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no status")
+	}
+	cancel()
+	_, err := awaitDial(t, ch)
+	le := client.AsLineError(err)
+	if !errors.Is(err, context.Canceled) || le == nil || le.Status.GetTicket() != "T-40" || le.Status.GetPosition() != 40 {
+		t.Fatalf("err = %v (line error %v)", err, le)
+	}
+	if !le.Seen.Equal(clk.Now()) || !le.Resumable(clk.Now().Add(59*time.Second)) || le.Resumable(clk.Now().Add(60*time.Second)) {
+		t.Fatalf("seen %v, grace %d ms", le.Seen, le.Status.GetGraceMs())
+	}
+}
+
+// A player dropped while waiting comes back with the ticket and keeps the
+// place; DialRetry does it by itself.
+func TestDialRetryResumesPlace(t *testing.T) {
+	var tk tickets
+	g := newLineGate(t, func(c *clienttest.Conn) bool {
+		if tk.add(c.Ticket) == 1 {
+			_ = c.Send(clienttest.Status(7, 9, 1, "T-7"))
+			return false // dropped without a close frame
+		}
+		if c.Ticket != "T-7" {
+			return c.Send(clienttest.Status(9, 9, 1, "T-new")) == nil && c.Send(clienttest.Admit(time.Second)) == nil
+		}
+		return c.Send(clienttest.Status(6, 9, 1, "T-7")) == nil && c.Send(clienttest.Admit(time.Second)) == nil
+	}, clienttest.Game)
+	c, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(mint(t, "dee")), client.Options{Rand: constRand(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := tk.list(); len(got) != 2 || got[0] != "" || got[1] != "T-7" {
+		t.Fatalf("tickets = %q, want [\"\" T-7]", got)
+	}
+	if c.Queue().GetPosition() != 6 || c.Stats().DialAttempts != 2 {
+		t.Fatalf("Queue() = %v, stats %+v", c.Queue(), c.Stats())
+	}
+}
+
+// Reconnect takes the ticket from its cause while the grace lasts (the
+// wait runs on the fake clock), and dials as a new arrival after it.
+func TestReconnectTicketGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spread time.Duration // the first wait is half of it (rnd 0.5)
+		want   string
+	}{
+		{"well within", 10 * time.Second, "T-3"},   // waits 5 s
+		{"last instant", 2*time.Minute - 2, "T-3"}, // 60 s - 1 ns: the 60 s grace still holds
+		{"at grace", 2 * time.Minute, ""},          // 60 s: over
+		{"long after", 10 * time.Minute, ""},       // 5 min
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tk tickets
+			g := newLineGate(t, func(c *clienttest.Conn) bool {
+				if tk.add(c.Ticket) == 1 {
+					_ = c.Send(clienttest.Status(3, 3, 1, "T-3"))
+					return false
+				}
+				return true
+			}, clienttest.Game)
+			clk := clock.NewFake(time.Now())
+			opts := client.Options{Clock: clk, Rand: constRand(0.5), Reconnect: backoff.Reconnect{Spread: tc.spread}}
+			tok := mint(t, "eve")
+			_, cause := client.Dial(ctx5s(t), g.URL(), tok, opts)
+			if client.AsLineError(cause) == nil || !errors.Is(cause, client.ErrClosed) {
+				t.Fatalf("dropped in line: %v", cause)
+			}
+			ch := dialAsync(func() (*client.Client, error) {
+				// No deadline: the waits run on the fake clock.
+				return client.Reconnect(t.Context(), g.URL(), client.StaticToken(tok), opts, cause)
+			})
+			waitFor(t, "the first wait", func() bool { return clk.Waiters() == 1 })
+			clk.Advance(tc.spread / 2)
+			if _, err := awaitDial(t, ch); err != nil {
+				t.Fatal(err)
+			}
+			if got := tk.list(); len(got) != 2 || got[1] != tc.want {
+				t.Fatalf("tickets = %q, want the second %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A ticket the gate refuses (forged, expired, in use) does not end
+// DialRetry: the next attempt goes at once without it.
+func TestRefusedTicketDropped(t *testing.T) {
+	var tk tickets
+	g := newLineGate(t, func(c *clienttest.Conn) bool {
+		tk.add(c.Ticket)
+		if c.Ticket != "" {
+			_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
+				Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "unknown ticket"}}})
+			_ = c.CloseWith(websocket.ClosePolicyViolation, "bad ticket")
+			_, _ = c.Recv()
+			return false
+		}
+		return true
+	}, clienttest.Game)
+	clk := clock.NewFake(time.Now())
+	c, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk, Ticket: "stale"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := tk.list(); len(got) != 2 || got[0] != "stale" || got[1] != "" || c.Stats().DialAttempts != 2 {
+		t.Fatalf("tickets = %q, attempts %d", got, c.Stats().DialAttempts)
+	}
+	// Without a ticket the same refusal ends it.
+	bad := newLineGate(t, func(c *clienttest.Conn) bool {
+		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
+			Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "no"}}})
+		_ = c.CloseWith(websocket.ClosePolicyViolation, "no")
+		_, _ = c.Recv()
+		return false
+	}, clienttest.Game)
+	if _, err := client.DialRetry(ctx5s(t), bad.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk}); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A refusal while waiting (the line closed for maintenance) is returned
+// typed, with the close code and the place.
+func TestRefusedWhileWaiting(t *testing.T) {
+	g := newLineGate(t, func(c *clienttest.Conn) bool {
+		_ = c.Send(clienttest.Status(2, 2, 1, "T-2"))
+		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
+			Code: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, Message: "maintenance", RetryAfterMs: 30_000}}})
+		_ = c.CloseWith(websocket.CloseTryAgainLater, "maintenance")
+		_, _ = c.Recv()
+		return false
+	}, clienttest.Game)
+	var n atomic.Int32
+	_, err := client.Dial(ctx5s(t), g.URL(), mint(t, "gil"), client.Options{OnQueue: func(*leveev1.QueueStatus) { n.Add(1) }})
+	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_SERVER_FULL || client.CloseCode(err) != websocket.CloseTryAgainLater ||
+		client.RetryAfter(err) != 30*time.Second || client.AsLineError(err) == nil || n.Load() != 1 {
+		t.Fatalf("err = %v, statuses %d", err, n.Load())
+	}
+}
+
+// NOT_ADMITTED is typed, carries the ETA as retry_after and is not retried.
+func TestNotAdmittedNotRetried(t *testing.T) {
+	got := make(chan *leveev1.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(_ int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		return refusal(f, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED, 4200)
+	}))
+	c := dial(t, g, "hal", client.Options{Clock: clock.NewFake(time.Now())})
+	_, err := c.GetProfile(ctx5s(t), "")
+	if !errors.Is(err, client.ErrNotAdmitted) || !client.IsNotAdmitted(err) || client.RetryAfter(err) != 4200*time.Millisecond ||
+		client.IsBusy(err) || !client.Retryable(err) {
+		t.Fatalf("err = %v", err)
+	}
+	next(t, got)
+	nothing(t, got)
+	if s := c.Stats(); s.Retries != 0 || s.Sent != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	if errors.Is(err, &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY}) {
+		t.Fatal("NOT_ADMITTED matched BUSY")
+	}
+}
+
+// Statuses pushed after the Welcome only update Queue().
+func TestQueueAfterWelcome(t *testing.T) {
+	g := newGate(t, func(c *clienttest.Conn) {
+		_ = c.Send(clienttest.Status(1, 1, 1, "late"))
+		clienttest.Game(c)
+	})
+	c := dial(t, g, "ivy", client.Options{OnQueue: func(*leveev1.QueueStatus) { t.Error("OnQueue after the Welcome") }})
+	waitFor(t, "the late status", func() bool { return c.Queue().GetTicket() == "late" })
+	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A player let in from the line who drops comes back with the ticket (the
+// gate lets such a player in first): the old client's Err carries it.
+func TestReconnectAfterAdmissionPresentsTicket(t *testing.T) {
+	var tk tickets
+	n := atomic.Int32{}
+	g := newLineGate(t, func(c *clienttest.Conn) bool {
+		tk.add(c.Ticket)
+		return c.Send(clienttest.Status(1, 1, 1, "T-in")) == nil && c.Send(clienttest.Admit(time.Second)) == nil
+	}, func(c *clienttest.Conn) {
+		if n.Add(1) == 1 {
+			_ = c.CloseWith(websocket.CloseServiceRestart, "restart")
+			_, _ = c.Recv()
+			return
+		}
+		clienttest.Game(c)
+	})
+	clk := clock.NewFake(time.Now())
+	opts := client.Options{Clock: clk, Rand: constRand(0)}
+	old := dial(t, g, "jan", opts)
+	waitDone(t, old)
+	cause := old.Err()
+	le := client.AsLineError(cause)
+	if le == nil || !le.Admitted || le.Status.GetTicket() != "T-in" || client.CloseCode(cause) != websocket.CloseServiceRestart ||
+		!errors.Is(cause, client.ErrClosed) || !strings.Contains(cause.Error(), "goes first") {
+		t.Fatalf("Err() = %v", cause)
+	}
+	c, err := client.Reconnect(ctx5s(t), g.URL(), client.StaticToken(mint(t, "jan")), opts, cause)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := tk.list(); len(got) != 2 || got[1] != "T-in" {
+		t.Fatalf("tickets = %q", got)
+	}
+	// Past the grace (counted from the admission) the ticket is not sent.
+	clk.Advance(clienttest.LineGrace)
+	if le.Resumable(clk.Now()) {
+		t.Fatal("resumable after the grace")
+	}
+}
+
+// While the gate says the ticket's place is held by another (old, not yet
+// dropped) connection, the redials keep the ticket and back off.
+func TestTicketInUseRetriedWithTicket(t *testing.T) {
+	var tk tickets
+	g := newLineGate(t, func(c *clienttest.Conn) bool {
+		if tk.add(c.Ticket) <= 2 {
+			_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
+				Code: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, Message: "gate: ticket in use by another connection: close it first"}}})
+			_ = c.CloseWith(websocket.ClosePolicyViolation, "ticket in use")
+			_, _ = c.Recv()
+			return false
+		}
+		return c.Send(clienttest.Status(4, 4, 1, c.Ticket)) == nil && c.Send(clienttest.Admit(time.Second)) == nil
+	}, clienttest.Game)
+	clk := clock.NewFake(time.Now())
+	opts := client.Options{Clock: clk, Rand: constRand(0.5), Ticket: "T-mine", Reconnect: backoff.Reconnect{Spread: 2 * time.Second}}
+	ch := dialAsync(func() (*client.Client, error) {
+		return client.DialRetry(t.Context(), g.URL(), client.StaticToken(mint(t, "kim")), opts)
+	})
+	// Refused at once, then after the spread (1 s), then after 50 ms.
+	waitFor(t, "the first wait", func() bool { return clk.Waiters() == 1 && len(tk.list()) == 1 })
+	clk.Advance(time.Second)
+	waitFor(t, "the second wait", func() bool { return clk.Waiters() == 1 && len(tk.list()) == 2 })
+	clk.Advance(50 * time.Millisecond)
+	c, err := awaitDial(t, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tk.list(); len(got) != 3 || got[0] != "T-mine" || got[1] != "T-mine" || got[2] != "T-mine" {
+		t.Fatalf("tickets = %q", got)
+	}
+	if c.Queue().GetPosition() != 4 || c.Stats().DialAttempts != 3 {
+		t.Fatalf("Queue() = %v, attempts %d", c.Queue(), c.Stats().DialAttempts)
+	}
+}

@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"levee/battle"
+	"levee/gate"
+	"levee/loadtest"
+	"levee/logic"
+)
+
+const lineAdminToken = "e2e-line-admin"
+
+// startClusterWith is startCluster (one battle instance is enough here)
+// with the gate's config changed by mod; it also returns the gate.
+func startClusterWith(t *testing.T, dataDir string, mod func(*gate.Config)) (*cluster, *gate.Server) {
+	t.Helper()
+	c := &cluster{stop: map[string]func() error{}}
+	bcfg := battle.DefaultConfig()
+	bcfg.GRPCAddr, bcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	b, err := battle.New(bcfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stop["battle1"] = runTier(t, b.Run)
+
+	lcfg := logic.DefaultConfig()
+	lcfg.GRPCAddr, lcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	lcfg.DataDir = dataDir
+	lcfg.BattleAddrs = []string{b.GRPCAddr().String()}
+	l, err := logic.New(lcfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.stop["logic"] = runTier(t, l.Run)
+
+	gcfg := gate.DefaultConfig()
+	gcfg.Addr, gcfg.GRPCAddr, gcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	gcfg.LogicAddrs = []string{l.GRPCAddr().String()}
+	gcfg.TokenSecret = string(testSecret)
+	mod(&gcfg)
+	g, err := gate.New(gcfg, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.gateURL = (&url.URL{Scheme: "ws", Host: g.Addr().String(), Path: "/ws"}).String()
+	c.stop["gate"] = runTier(t, g.Run)
+	return c, g
+}
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// TestLineAdmitsInArrivalOrderAtPace is the issue-4 end-to-end test of the
+// admission line: several thousand bots connect at once to the gate; once
+// all of them are in line the operator opens it at a pace (admin API:
+// mode paced, N per second); all are admitted in the order they arrived,
+// at that pace; three seconds after the first admission the admin API
+// doubles the pace and the measured pace follows; nobody is lost.
+//
+// The line holds (queueing) while the bots connect so that the pace is
+// measured on a full line whatever the machine's load: on 2 shared cores
+// 3,000 handshakes take from half a second to ten, and a line paced from
+// the start releases, meanwhile, only what has arrived.
+//
+// It runs in real time on loopback (about 5 s after the bots are in), so it
+// measures with tolerances: the pace from the bots' admissions within
+// ±25 % over spans of a second or more (the gate releases every 100 ms).
+// Arrival order is checked for every pair whose order is sure from the
+// bots' side (one got its place before the other began its handshake),
+// against release times bounded with the gate's own waited_ms, so that the
+// order in which the Admitted pushes reach the bots does not count. The
+// timing (pace, pushes at least every 2.5 s) is not judged when the test
+// process itself was starved of CPU for more than maxStall (the order and
+// the losses always are). See lineBots for the number of bots.
+func TestLineAdmitsInArrivalOrderAtPace(t *testing.T) {
+	bots := lineBots()
+	pace := bots / 6 // per second: 3 s at this pace, then the rest at twice it
+	admin, rep := runLine(t, bots, func(g *gate.Config) {
+		g.LineMode = "queueing"
+		g.LineRate, g.LineInterval = pace, time.Second
+	}, func(l *loadtest.LineConfig) {
+		l.Start = loadtest.LineSetting{Mode: "paced", Rate: pace, Interval: time.Second}
+		l.StartWhenJoined = true
+		l.ChangeAt = 3 * time.Second
+		l.Change = loadtest.LineSetting{Rate: 2 * pace, Interval: time.Second}
+	})
+	judge(t, rep, false)
+	if timingJudged(t, rep) {
+		if rep.Before == nil || rep.Before.To-rep.Before.From < 2*time.Second {
+			t.Errorf("the pace before the change was measured over less than 2 s: %+v", rep.Before)
+		}
+		if rep.After == nil || rep.After.To-rep.After.From < 700*time.Millisecond {
+			t.Errorf("the pace after the change was measured over less than 0.7 s: %+v", rep.After)
+		}
+	}
+	checkGateLine(t, admin, bots, float64(2*pace))
+}
+
+// maxStall is the longest scheduling stall of the test process under
+// which the timing criteria are still judged.
+const maxStall = 250 * time.Millisecond
+
+// timingJudged reports whether the run's timing (the pace, the status
+// pushes) can be judged: the process was not starved of CPU for longer
+// than maxStall (another test binary hogging the 2 cores does that; the
+// gate's pace is exact over time, but the bots then see it in bursts).
+func timingJudged(t *testing.T, rep *loadtest.LineReport) bool {
+	t.Helper()
+	if rep.MaxStall <= maxStall {
+		return true
+	}
+	t.Logf("timing NOT judged: this process got no CPU for %v at a stretch (the machine is busy); order and losses still are",
+		rep.MaxStall.Round(time.Millisecond))
+	return false
+}
+
+// judge fails the test for every failed criterion of rep; the timing ones
+// (pace, status pushes) only when timingJudged, and the pace (not the pace
+// after a change) only when paceToo.
+func judge(t *testing.T, rep *loadtest.LineReport, skipPace bool) {
+	t.Helper()
+	timing := timingJudged(t, rep)
+	for _, c := range rep.Criteria {
+		isTiming := c.Key == "pace" || c.Key == "pace_after" || c.Key == "status_gap"
+		if c.Pass || (isTiming && !timing) || (c.Key == "pace" && skipPace) {
+			continue
+		}
+		t.Errorf("%s: %s", c.Name, c.Got)
+	}
+}
+
+// TestLinePacedFromTheStart: the bots connect at once to a line that is
+// paced from the start (the launch-day case). Order, losses and the status
+// pushes are judged as above; the pace is judged only over the part of the
+// run in which every bot was already in line (before that the line lets in
+// what arrives), when that part lasts 1 s or more, which depends on how
+// fast the machine lets 3,000 bots connect.
+func TestLinePacedFromTheStart(t *testing.T) {
+	bots := lineBots()
+	pace := bots / 3 // per second: about 3 s
+	admin, rep := runLine(t, bots, func(g *gate.Config) {
+		g.LineMode = "paced"
+		g.LineRate, g.LineInterval = pace, time.Second
+	}, func(l *loadtest.LineConfig) { l.Rate = float64(pace) })
+	short := rep.Before == nil || rep.Before.To-rep.Before.From < time.Second
+	if short {
+		t.Logf("pace not judged: the bots took %v to get their places, the line was full for %v only",
+			rep.JoinSpread, spanOf(rep.Before))
+	}
+	judge(t, rep, short)
+	checkGateLine(t, admin, bots, float64(pace))
+}
+
+// lineBots is how many bots the line tests run: 3,000; 1,000 with -short
+// or under the race detector (3,000 pass there too, in about 6 s on 2 idle
+// cores, but the race detector's cost on a machine shared with other test
+// binaries starves the run).
+func lineBots() int {
+	if testing.Short() || raceEnabled() {
+		return 1000
+	}
+	return 3000
+}
+
+func spanOf(p *loadtest.PaceSpan) time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.To - p.From
+}
+
+// runLine starts a cluster whose gate has the line configured by gmod
+// (pushes every 500 ms, the admin API on), runs the line scenario
+// configured by lmod with bots bots against it, logs the report and
+// returns it with the admin API.
+func runLine(t *testing.T, bots int, gmod func(*gate.Config), lmod func(*loadtest.LineConfig)) (*loadtest.Admin, *loadtest.LineReport) {
+	t.Helper()
+	_, g := startClusterWith(t, t.TempDir(), func(cfg *gate.Config) {
+		cfg.LinePush = 500 * time.Millisecond
+		cfg.AdminToken = lineAdminToken
+		gmod(cfg)
+	})
+	gateURL := (&url.URL{Scheme: "ws", Host: g.Addr().String(), Path: "/ws"}).String()
+	rc := loadtest.DefaultRunnerConfig()
+	rc.GateURL, rc.TokenSecret, rc.ProgressEvery = gateURL, string(testSecret), 0
+	rc.RequestTimeout = 10 * time.Second
+	runner, err := loadtest.NewRunner(rc, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadtest.DefaultLine()
+	cfg.Bots, cfg.DialParallel, cfg.Bound = bots, 64, 2*time.Minute
+	cfg.Window, cfg.Settle, cfg.PaceTolerance = 500*time.Millisecond, 300*time.Millisecond, 0.25
+	cfg.MaxStatusGap = 2500 * time.Millisecond // pushes every 500 ms; the gate promises 2 s
+	cfg.Admin = &loadtest.Admin{URL: "http://" + g.OpsAddr().String() + "/admin/line", Token: lineAdminToken}
+	lmod(&cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := runner.RunLine(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	_ = rep.WriteTable(&out)
+	t.Logf("race detector %v\n%s", raceEnabled(), out.String())
+	return cfg.Admin, rep
+}
+
+// checkGateLine checks the gate's view after the run: everyone it
+// admitted went in, nobody waits, and the configured pace is pace.
+func checkGateLine(t *testing.T, admin *loadtest.Admin, bots int, pace float64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := admin.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["admitted_total"] != float64(bots) || st["length"] != float64(0) {
+		t.Errorf("the gate's line after the run: admitted_total %v, length %v", st["admitted_total"], st["length"])
+	}
+	if ps, _ := loadtest.PaceOf(st); ps != pace {
+		t.Errorf("the gate's configured pace after the run: %v/s, want %v/s", ps, pace)
+	}
+}
