@@ -65,6 +65,14 @@ type Config struct {
 	// MaxInFlight on one connection. Off: no limit.
 	InflightLimit bool
 
+	// LogicPushback (-logic-pushback) honours logic's pushback: after logic
+	// refuses a request for a shard with RESOURCE_EXHAUSTED and a pushback
+	// P, the gate itself answers BUSY to that shard's requests of the same
+	// or a lower criticality for P (at most 2 s), without calling logic;
+	// critical requests always go to logic. Off: every request goes to
+	// logic.
+	LogicPushback bool
+
 	ShutdownGrace time.Duration // -shutdown-grace: how long in-flight requests may take at shutdown
 	Drain         time.Duration // -drain: NOT_SERVING this long before new connections are refused
 
@@ -122,6 +130,7 @@ func DefaultConfig() Config {
 		ConnRate:       20,
 		ConnBurst:      40,
 		InflightLimit:  true,
+		LogicPushback:  true,
 		ShutdownGrace:  10 * time.Second,
 
 		LineMode:       "open",
@@ -151,6 +160,7 @@ func (c Config) connCapOn() bool       { return c.Protection && c.ConnCap }
 func (c Config) handshakeCapOn() bool  { return c.Protection && c.HandshakeCap }
 func (c Config) connRateLimitOn() bool { return c.Protection && c.ConnRateLimit }
 func (c Config) inflightLimitOn() bool { return c.Protection && c.InflightLimit }
+func (c Config) logicPushbackOn() bool { return c.Protection && c.LogicPushback }
 
 // Bounds on the protection knobs: a retry_after must fit the protocol's
 // uint32 milliseconds with room for the jitter, and a bucket's arithmetic

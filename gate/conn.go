@@ -25,6 +25,7 @@ type conn struct {
 	codec    wire.Codec
 	msgType  int
 	playerID string // from the token
+	shard    int    // the player's logic shard
 	logic    leveev1.LogicClient
 	allow    allowFunc   // nil allows everything
 	release  func()      // from the admission hook; nil if none
@@ -106,7 +107,7 @@ func (c *conn) login() bool {
 func (c *conn) callLogin() (f *leveev1.ServerFrame, ok bool) {
 	start := time.Now()
 	req := &leveev1.LogicRequest{PlayerId: c.playerID, Action: &leveev1.LogicRequest_Login{Login: &leveev1.LoginRequest{}}}
-	f = c.s.do(c.ctx, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
+	f = c.s.do(c.ctx, c.shard, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
 	c.s.endHandshake() // the handshake ends with logic's answer, whatever it is
 	c.s.observe(actionLogin, start, f)
 	if e := f.GetError(); e != nil || f.GetWelcome() == nil {

@@ -25,6 +25,14 @@
 //     token as retry_after.
 //   - Per-connection in-flight limit (MaxInFlight): RATE_LIMITED with a
 //     short retry_after.
+//   - Logic's pushback (LogicPushback): after logic refuses a request for
+//     shard s with RESOURCE_EXHAUSTED and a pushback P, the shard is cooling
+//     for that criticality and the lower ones for P (at most 2 s): such
+//     requests get BUSY from the gate at once (retry_after = the cooling
+//     left plus up to 25 % jitter, backpressure = the hints logic last sent
+//     for the shard), without a gRPC call. Critical requests always go to
+//     logic. A refused battle cools the shard's battles only, as logic may
+//     refuse battles for the battle tier's sake.
 //
 // When logic refuses under load (RESOURCE_EXHAUSTED) the player gets a typed
 // BUSY with logic's pushback as retry_after and its queue depth and fill

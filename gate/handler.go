@@ -96,7 +96,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		playerID: playerID,
 		release:  release,
 	}
-	_, c.logic = s.logic.route(playerID)
+	c.shard, c.logic = s.logic.route(playerID)
 	if s.newAllow != nil {
 		c.allow = s.newAllow(playerID)
 	}

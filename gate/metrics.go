@@ -29,18 +29,20 @@ const (
 // Reasons counted by gate_rejections_total; the per-request ones are also
 // counted by gate_request_rejections_total with the request's criticality.
 const (
-	reasonServerFull  = "server_full"  // the connection cap
-	reasonHandshakes  = "handshakes"   // the cap on handshakes in progress
-	reasonRateLimited = "rate_limited" // a connection's token bucket was empty
-	reasonInflight    = "inflight"     // a connection had too many requests in flight
+	reasonServerFull  = "server_full"   // the connection cap
+	reasonHandshakes  = "handshakes"    // the cap on handshakes in progress
+	reasonRateLimited = "rate_limited"  // a connection's token bucket was empty
+	reasonInflight    = "inflight"      // a connection had too many requests in flight
+	reasonCooling     = "logic_cooling" // logic refused the shard's requests a moment ago (-logic-pushback)
 )
 
 // requestReasons are the per-request rejection reasons, in index order.
-var requestReasons = [...]string{reasonRateLimited, reasonInflight}
+var requestReasons = [...]string{reasonRateLimited, reasonInflight, reasonCooling}
 
 const (
 	reqRateLimited = iota // index into requestReasons
 	reqInflight
+	reqCooling
 )
 
 // criticalities are the criticality labels, in critIndex order.
@@ -106,11 +108,11 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 		rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_rejections_total",
 			Help: "Connections and requests the gate's own overload protection refused, by reason " +
-				"(server_full, handshakes, rate_limited, inflight).",
+				"(server_full, handshakes, rate_limited, inflight, logic_cooling).",
 		}, []string{"reason"}),
 		reqRejects: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_request_rejections_total",
-			Help: "Requests the gate's per-connection limits refused, by reason (rate_limited, inflight) and criticality.",
+			Help: "Requests the gate refused itself, by reason (rate_limited, inflight, logic_cooling) and criticality.",
 		}, []string{"reason", "criticality"}),
 	}
 	m.handshakes = f.NewGaugeFunc(prometheus.GaugeOpts{

@@ -374,6 +374,8 @@ func TestLogicOverloadBecomesBusyWithBackpressure(t *testing.T) {
 		t.Fatalf("backpressure %v, want depth 42, ratio 0.93, retry 250 ms", bp)
 	}
 	// Without hints there is no backpressure to report, only the pushback.
+	// (Past the cooling the refusal started, so the request reaches logic.)
+	g.clock.Advance(250 * time.Millisecond)
 	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
 		return nil, apperr.ToStatus(ctx, apperr.ErrBusy, 0)
 	})
@@ -463,6 +465,22 @@ func TestSwitches(t *testing.T) {
 				}
 				c.recv()
 				return limited
+			},
+		},
+		"logic-pushback": {
+			limit: func(*Config) {},
+			off:   func(c *Config) { c.LogicPushback = false },
+			limited: func(t *testing.T, g *testGate, logic *fakeLogic, _ func()) bool {
+				c, _ := g.connect(t, "a", "")
+				logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+					return nil, apperr.Overloaded(ctx, apperr.ErrBusy, time.Second, 10, 0.9)
+				})
+				c.send(profileFrame(1))
+				wantError(t, c.recv(), 1, leveev1.ErrorCode_ERROR_CODE_BUSY)
+				n := len(logic.requests())
+				c.send(profileFrame(2))
+				wantError(t, c.recv(), 2, leveev1.ErrorCode_ERROR_CODE_BUSY)
+				return len(logic.requests()) == n // answered by the gate
 			},
 		},
 	}

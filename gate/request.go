@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
 	"levee/internal/priority"
@@ -63,6 +65,16 @@ func (c *conn) handleFrame(data []byte) {
 			return
 		}
 	}
+	if c.s.cfg.logicPushbackOn() {
+		// Logic refused this shard's requests of this class a moment ago:
+		// answer for it, without a gRPC call (critical always goes on).
+		if left, ok := c.s.cooling.cooling(c.shard, kindOfFrame(f), f.GetCriticality(), c.s.clock); ok {
+			c.s.endRequest()
+			c.s.rejectRequest(reqCooling, f.GetCriticality())
+			c.reply(action, start, c.s.cooling.refusal(id, c.shard, left))
+			return
+		}
+	}
 	if n := c.inflight.Add(1); c.s.cfg.inflightLimitOn() && int(n) > c.s.cfg.MaxInFlight {
 		c.inflight.Add(-1)
 		c.s.endRequest()
@@ -72,7 +84,7 @@ func (c *conn) handleFrame(data []byte) {
 	}
 	go func() {
 		defer c.s.endRequest() // after the reply is written, so shutdown waits for it
-		out := c.s.do(c.ctx, c.logic, logicRequest(c.playerID, f), f.GetCriticality(), c.budget(f))
+		out := c.s.do(c.ctx, c.shard, c.logic, logicRequest(c.playerID, f), f.GetCriticality(), c.budget(f))
 		// The slot is free before the player can see the reply, so a player
 		// who waits for replies is never refused for being over the limit.
 		c.inflight.Add(-1)
@@ -83,8 +95,8 @@ func (c *conn) handleFrame(data []byte) {
 // errNotAdmitted answers a request from a player still in the line.
 var errNotAdmitted = fmt.Errorf("%w: you are still in line; requests are answered once you are welcomed", apperr.ErrNotAdmitted)
 
-// rejectRequest counts a request refused by one of the per-connection
-// limits (reason is an index into requestReasons).
+// rejectRequest counts a request the gate refused itself (reason is an
+// index into requestReasons).
 func (s *Server) rejectRequest(reason int, crit leveev1.Criticality) {
 	s.m.rejectRequest[reason].Inc()
 	s.m.rejectRequestCrit[reason][critIndex(crit)].Inc()
@@ -171,8 +183,10 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 // player's reply frame. A refusal under load (RESOURCE_EXHAUSTED) becomes a
 // typed BUSY with the pushback as retry_after and the queue depth and fill
 // ratio trailers as the frame's backpressure; a reply keeps the
-// backpressure logic attached to it.
-func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit leveev1.Criticality, budget time.Duration) *leveev1.ServerFrame {
+// backpressure logic attached to it. With -logic-pushback the refusal also
+// starts the shard's cooling and the hints are kept for the gate's own
+// refusals (see coolingTable).
+func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit leveev1.Criticality, budget time.Duration) *leveev1.ServerFrame {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	ctx = priority.Outgoing(ctx, crit)
@@ -182,13 +196,21 @@ func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.Lo
 		if s.baseCtx.Err() != nil {
 			return errorFrame(req.GetRequestId(), apperr.ErrShuttingDown, shuttingDownRetryAfter)
 		}
-		e := apperr.FromGRPC(err, apperr.Pushback(trailer))
+		pushback := apperr.Pushback(trailer)
+		e := apperr.FromGRPC(err, pushback)
 		bp := apperr.BackpressureFrom(trailer)
+		pushbackOn := s.cfg.logicPushbackOn()
 		if bp != nil {
 			s.pressure.observe(bp.GetRatio())
+			if pushbackOn {
+				s.cooling.hints(shard, bp)
+			}
 			if bp.RetryAfterMs == 0 {
 				bp.RetryAfterMs = e.GetRetryAfterMs()
 			}
+		}
+		if pushbackOn && status.Code(err) == codes.ResourceExhausted {
+			s.cooling.cool(shard, kindOf(req), crit, s.clock.Now(), pushback)
 		}
 		return &leveev1.ServerFrame{
 			RequestId:    req.GetRequestId(),
@@ -198,6 +220,9 @@ func (s *Server) do(ctx context.Context, lc leveev1.LogicClient, req *leveev1.Lo
 	}
 	if bp := rep.GetBackpressure(); bp != nil {
 		s.pressure.observe(bp.GetRatio())
+		if s.cfg.logicPushbackOn() {
+			s.cooling.hints(shard, bp)
+		}
 	}
 	return serverFrame(req.GetRequestId(), rep)
 }

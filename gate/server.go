@@ -74,6 +74,7 @@ type Server struct {
 	line     *line
 	scraper  *scraper
 	pressure pressureMeter
+	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
 
 	mu       sync.RWMutex // guards draining against new conns and requests
@@ -108,6 +109,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:    metrics.NewRegistry("gate"),
 		conns:  map[*conn]struct{}{},
 	}
+	s.cooling = newCoolingTable(cfg.Shards)
 	s.m = newMetrics(s.reg, func() float64 { return float64(s.handshakes.Load()) })
 	card, err := loadCard(cfg.FullCardFile)
 	if err != nil {

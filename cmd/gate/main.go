@@ -49,7 +49,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 
 			// Overload protection: a mechanism is active when -protection
 			// and its own switch are both true; off means unlimited.
-			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit and -inflight-limit off at once (unlimited connections, handshakes, request rate and in-flight requests)")
+			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit, -inflight-limit and -logic-pushback off at once (unlimited connections, handshakes, request rate and in-flight requests; every request goes to logic)")
 			fs.BoolVar(&cfg.ConnCap, "conn-cap", cfg.ConnCap, "refuse players past -max-conns with SERVER_FULL and close 1013; false: no connection limit")
 			fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open player connections per gate")
 			fs.DurationVar(&cfg.FullRetryAfter, "full-retry-after", cfg.FullRetryAfter, "retry_after of a SERVER_FULL refusal, jittered ±20 %")
@@ -60,6 +60,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.Float64Var(&cfg.ConnRate, "conn-rate", cfg.ConnRate, "requests per second per connection (token refill rate)")
 			fs.IntVar(&cfg.ConnBurst, "conn-burst", cfg.ConnBurst, "token bucket size per connection")
 			fs.BoolVar(&cfg.InflightLimit, "inflight-limit", cfg.InflightLimit, "refuse requests past -max-inflight on one connection with RATE_LIMITED; false: no limit")
+			fs.BoolVar(&cfg.LogicPushback, "logic-pushback", cfg.LogicPushback, "honour logic's pushback: after logic refuses a shard's request with RESOURCE_EXHAUSTED and a pushback, answer that shard's requests of the same or a lower criticality BUSY at the gate until it has passed (at most 2 s; critical requests always go to logic); false: every request goes to logic")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
 

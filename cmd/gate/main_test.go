@@ -43,6 +43,7 @@ func TestProtectionFlags(t *testing.T) {
 		{[]string{"-max-handshakes", "0"}, nil, "-max-handshakes:"},
 		{nil, map[string]string{"GATE_FULL_RETRY_AFTER": "0s"}, "-full-retry-after:"},
 		{nil, map[string]string{"GATE_PROTECTION": "maybe"}, "GATE_PROTECTION"},
+		{nil, map[string]string{"GATE_LOGIC_PUSHBACK": "maybe"}, "GATE_LOGIC_PUSHBACK"},
 	} {
 		errOut.Reset()
 		args := append([]string{"-logic-addrs", "a:1"}, tc.args...)
@@ -53,7 +54,7 @@ func TestProtectionFlags(t *testing.T) {
 	errOut.Reset()
 	run([]string{"-h"}, env(nil), &errOut)
 	for _, f := range []string{"-protection", "-conn-cap", "-max-conns", "-full-retry-after", "-full-card-file",
-		"-handshake-cap", "-max-handshakes", "-conn-rate-limit", "-conn-rate", "-conn-burst", "-inflight-limit", "-max-inflight"} {
+		"-handshake-cap", "-max-handshakes", "-conn-rate-limit", "-conn-rate", "-conn-burst", "-inflight-limit", "-max-inflight", "-logic-pushback"} {
 		if !strings.Contains(errOut.String(), f+" ") && !strings.Contains(errOut.String(), f+"\n") {
 			t.Errorf("usage lacks %s", f)
 		}

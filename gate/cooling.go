@@ -1,0 +1,147 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"levee/internal/apperr"
+	"levee/internal/clock"
+	leveev1 "levee/proto/leveev1"
+)
+
+// maxLogicCooling caps the cooling one refusal starts, whatever pushback
+// logic asks for.
+const maxLogicCooling = 2 * time.Second
+
+// Request kinds of the cooling table. A battle can be refused by logic for
+// reasons of the battle tier (every battle instance cooling, too many
+// battles in flight) that say nothing about the shard's other work, so a
+// refused battle cools battles only; any other refusal cools both kinds.
+const (
+	kindOther = iota
+	kindBattle
+	numKinds
+)
+
+// errLogicCooling answers a request the gate refuses itself because logic
+// refused one like it a moment ago.
+var errLogicCooling = fmt.Errorf("%w: the server is busy; please try again shortly", apperr.ErrBusy)
+
+// coolingTable honours logic's pushback per shard (-logic-pushback), the
+// way logic honours battle's (logic/battleclient.go): after logic refuses a
+// request of class c for shard s with RESOURCE_EXHAUSTED and a pushback P,
+// requests of class c or lower for shard s are refused by the gate itself
+// until P has passed, without a gRPC call. Critical requests always go to
+// logic, which decides.
+//
+// One fixed slot per shard, all atomics: the check is a load or two and
+// never allocates.
+type coolingTable struct {
+	shards []coolShard
+}
+
+// coolShard is one shard's state: 64 bytes.
+type coolShard struct {
+	// until[kind][critIndex] (Unix ns on the gate's clock) is when the
+	// cooling of that kind and class ends; it is cooling while now < until.
+	// A refusal of class c raises the slots of c and every lower class, so
+	// the check reads one slot. The critical slots are kept but never
+	// consulted.
+	until [numKinds][len(criticalities)]atomic.Int64
+	// The backpressure hints last seen from logic for the shard.
+	depth atomic.Uint32
+	ratio atomic.Uint64 // math.Float64bits
+}
+
+func newCoolingTable(shards int) *coolingTable {
+	return &coolingTable{shards: make([]coolShard, shards)}
+}
+
+// kindOf is a logic request's cooling kind.
+func kindOf(req *leveev1.LogicRequest) int {
+	if req.GetStartBattle() != nil {
+		return kindBattle
+	}
+	return kindOther
+}
+
+// kindOfFrame is a player frame's cooling kind.
+func kindOfFrame(f *leveev1.ClientFrame) int {
+	if f.GetStartBattle() != nil {
+		return kindBattle
+	}
+	return kindOther
+}
+
+// cool marks shard s as cooling for pushback from now (at most
+// maxLogicCooling) for crit and every lower class, for kind and, when kind
+// is not a battle, for battles too. It never shortens a cooling in force.
+func (t *coolingTable) cool(s, kind int, crit leveev1.Criticality, now time.Time, pushback time.Duration) {
+	if pushback <= 0 {
+		return
+	}
+	until := now.Add(min(pushback, maxLogicCooling)).UnixNano()
+	sh := &t.shards[s]
+	for k := kind; k < numKinds; k++ {
+		for c := critIndex(crit); c < len(criticalities); c++ {
+			raise(&sh.until[k][c], until)
+		}
+	}
+}
+
+// raise sets v to until unless it is later already.
+func raise(v *atomic.Int64, until int64) {
+	for {
+		old := v.Load()
+		if old >= until || v.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
+// hints records the backpressure logic reported for shard s.
+func (t *coolingTable) hints(s int, bp *leveev1.Backpressure) {
+	sh := &t.shards[s]
+	sh.depth.Store(bp.GetQueueDepth())
+	sh.ratio.Store(math.Float64bits(bp.GetRatio()))
+}
+
+// cooling says whether a request of kind and class crit for shard s is to
+// be refused now, and if so how long the cooling has left. Critical is
+// never refused. The clock is read only when the slot was ever set.
+func (t *coolingTable) cooling(s, kind int, crit leveev1.Criticality, clk clock.Clock) (time.Duration, bool) {
+	ci := critIndex(crit)
+	if ci == 0 {
+		return 0, false
+	}
+	u := t.shards[s].until[kind][ci].Load()
+	if u == 0 {
+		return 0, false
+	}
+	if left := u - clk.Now().UnixNano(); left > 0 {
+		return time.Duration(left), true
+	}
+	return 0, false
+}
+
+// refusal is the reply to a request refused while cooling: BUSY with
+// retry_after = the cooling left plus up to a quarter more at random (so
+// the refused players do not all come back at the same instant; never
+// less, so they do not come back into the cooling), and the shard's last
+// hints as backpressure.
+func (t *coolingTable) refusal(id uint64, s int, left time.Duration) *leveev1.ServerFrame {
+	retry := ceilMillis(left + rand.N(left/4+1))
+	sh := &t.shards[s]
+	return &leveev1.ServerFrame{
+		RequestId: id,
+		Backpressure: &leveev1.Backpressure{
+			QueueDepth:   sh.depth.Load(),
+			Ratio:        math.Float64frombits(sh.ratio.Load()),
+			RetryAfterMs: uint32(retry.Milliseconds()),
+		},
+		Payload: &leveev1.ServerFrame_Error{Error: apperr.Reply(errLogicCooling, retry)},
+	}
+}
