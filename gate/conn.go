@@ -32,9 +32,12 @@ type conn struct {
 	bucket   tokenBucket // the request rate limit; used by the reader only
 
 	// ctx is cancelled when the connection ends, so work for a player who
-	// has gone is dropped.
+	// has gone is dropped. It is made (by startContext) only when the
+	// player starts logging in: a waiting player has none, which saves a
+	// context and its entry in the parent's children per waiting player.
 	ctx    context.Context
-	cancel context.CancelFunc
+	cancel context.CancelFunc // under dmu
+	ended  bool               // under dmu: finish has run
 
 	wmu      sync.Mutex // serializes data frames
 	dmu      sync.Mutex // orders closing against the pong handler's deadline extension
@@ -42,11 +45,36 @@ type conn struct {
 	inflight atomic.Int32
 
 	// The admission line: lineState is lineIn once admitted; ticket is the
-	// place in line (set before the reader starts); ticketTok, under wmu,
-	// is the signed ticket pushed while waiting.
+	// place in line (set before the reader starts); ticketExp, under wmu,
+	// is the expiry (unix seconds) of the ticket token pushed while
+	// waiting: the token is signed again for each push rather than kept.
 	lineState atomic.Uint32
 	ticket    queue.TicketID
-	ticketTok string
+	ticketExp int64
+}
+
+// startContext gives the connection its context, when the player starts
+// logging in; false if the connection has ended already.
+func (c *conn) startContext() bool {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	if c.ended {
+		return false
+	}
+	c.ctx, c.cancel = context.WithCancel(c.s.baseCtx)
+	return true
+}
+
+// endContext cancels the connection's context, if it has one, and keeps
+// any from being made.
+func (c *conn) endContext() {
+	c.dmu.Lock()
+	c.ended = true
+	cancel := c.cancel
+	c.dmu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // serve owns the connection until the player is logged in, then hands it to
@@ -61,6 +89,10 @@ func (c *conn) serve(admitted *leveev1.ServerFrame) {
 		}
 	}()
 	c.prepareReads()
+	if !c.startContext() {
+		c.s.endHandshake()
+		return
+	}
 	if admitted != nil && c.send(admitted) != nil {
 		c.s.endHandshake()
 		return
@@ -168,7 +200,7 @@ func (c *conn) readLoop() {
 // finish releases everything the connection holds.
 func (c *conn) finish() {
 	_ = c.ws.Close()
-	c.cancel()
+	c.endContext()
 	c.s.line.leave(c, c.s.clock.Now())
 	if c.release != nil {
 		c.release()

@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -60,7 +59,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.clock.Now()
-	claims, ticketTok, err := s.ticketOf(r, playerID, now)
+	claims, err := s.ticketOf(r, playerID, now)
 	if err == nil {
 		err = s.line.precheck(playerID, claims, now)
 	}
@@ -103,7 +102,6 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.connRateLimitOn() {
 		c.bucket = newTokenBucket(s.cfg.ConnRate, s.cfg.ConnBurst, s.clock.Now())
 	}
-	c.ctx, c.cancel = context.WithCancel(s.baseCtx)
 	if !s.track(c) {
 		// The gate began to stop between the check above and now.
 		s.m.connections.WithLabelValues(resultShuttingDown).Inc()
@@ -111,7 +109,6 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			websocket.FormatCloseMessage(websocket.CloseServiceRestart, "server restarting"),
 			time.Now().Add(s.cfg.WriteTimeout))
 		_ = ws.Close()
-		c.cancel()
 		if release != nil {
 			release()
 		}
@@ -121,27 +118,27 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// the handshake (ended once the login is answered or the player is in
 	// line).
 	handedOff = true
-	s.enterLine(c, claims, ticketTok)
+	s.enterLine(c, claims)
 }
 
 // ticketOf reads and verifies the ticket query parameter. No ticket, or a
 // ticket of another gate's line (or of an earlier run of this gate), gives
 // nil claims: the player joins the back of the line. A ticket that fails
 // verification is an error, and the player is refused.
-func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*ticketClaims, string, error) {
+func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*ticketClaims, error) {
 	tok := r.URL.Query().Get("ticket")
 	if tok == "" {
-		return nil, "", nil
+		return nil, nil
 	}
 	cl, err := verifyTicket(s.secret, tok, playerID, now)
 	if err != nil {
-		return nil, "", ticketError(err)
+		return nil, ticketError(err)
 	}
 	if cl.Line != s.line.id {
 		s.log.Debug("ticket of another gate's line; joining at the back", "player", playerID)
-		return nil, "", nil
+		return nil, nil
 	}
-	return &cl, tok, nil
+	return &cl, nil
 }
 
 // refuseLine refuses, before the upgrade, a player the line turns away.
@@ -157,7 +154,7 @@ func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
 // accordingly: waiting (first QueueStatus, then its reader), admitted at
 // once (login as before), admitted on reconnecting (Admitted, then login),
 // or refused (a race with an operator's change since precheck).
-func (s *Server) enterLine(c *conn, claims *ticketClaims, tok string) {
+func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 	now := s.clock.Now()
 	c.wmu.Lock() // nothing is written to c before its first frame below
 	st, resumed, err := s.line.enter(c, claims, now)
@@ -174,10 +171,11 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims, tok string) {
 		return
 	}
 	if st.State == queue.Waiting {
-		if !resumed {
-			tok = signTicket(s.secret, s.line.id, st.Ticket.ID, c.playerID, now.Add(ticketTTL))
+		exp := now.Add(ticketTTL).Unix()
+		if resumed {
+			exp = claims.Expiry.Unix() // the same token as presented
 		}
-		c.startWaiting(st, tok)
+		c.startWaiting(st, exp)
 		return
 	}
 	c.wmu.Unlock()

@@ -46,7 +46,7 @@ func (c *conn) pushStatus(pos int, eta time.Duration, info *pushInfo) int {
 	if c.lineState.Load() != lineWaiting || c.isClosing() {
 		return pushSkipped
 	}
-	data, err := c.encode(statusFrame(pos, eta, info, c.ticketTok))
+	data, err := c.encode(statusFrame(pos, eta, info, c.ticketToken()))
 	if err != nil {
 		return pushFailed
 	}
@@ -54,6 +54,12 @@ func (c *conn) pushStatus(pos int, eta time.Duration, info *pushInfo) int {
 		return pushFailed
 	}
 	return pushSent
+}
+
+// ticketToken signs the waiting player's ticket token (the same token each
+// time: same claims, same expiry); wmu must be held.
+func (c *conn) ticketToken() string {
+	return signTicket(c.s.secret, c.s.line.id, c.ticket, c.playerID, time.Unix(c.ticketExp, 0))
 }
 
 func statusFrame(pos int, eta time.Duration, info *pushInfo, ticket string) *leveev1.ServerFrame {
@@ -81,10 +87,10 @@ func admittedFrame(waited time.Duration) *leveev1.ServerFrame {
 // nothing, an Admitted included, goes out before it), then the reader.
 // The handshake ends here: a waiting player is not starting any more, and
 // the handshake cap must not count the line.
-func (c *conn) startWaiting(st queue.Status, tok string) {
-	c.ticketTok = tok
+func (c *conn) startWaiting(st queue.Status, exp int64) {
+	c.ticketExp = exp
 	info := c.s.line.pushInfo(c.s.line.q.Stats(c.s.clock.Now()))
-	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, tok))
+	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, c.ticketToken()))
 	if err == nil {
 		err = c.writeLocked(data, c.s.cfg.WriteTimeout)
 	}
@@ -118,7 +124,7 @@ func (s *Server) admitFromLine(c *conn, waited time.Duration) {
 // The connection's reader runs meanwhile (answering NOT_ADMITTED), so a
 // refusal closes the socket from here without reading.
 func (c *conn) loginFromLine(waited time.Duration) {
-	if c.ctx.Err() != nil { // the player has gone
+	if !c.startContext() { // the player has gone
 		c.s.endHandshake()
 		return
 	}
@@ -143,9 +149,6 @@ func (c *conn) loginFromLine(waited time.Duration) {
 	// In before the welcome goes out, so a request the player sends on
 	// seeing it is never answered NOT_ADMITTED.
 	c.lineState.Store(lineIn)
-	c.wmu.Lock()
-	c.ticketTok = "" // not needed any more
-	c.wmu.Unlock()
 	_ = c.send(f)
 }
 
