@@ -58,6 +58,16 @@ func WriteComparison(w io.Writer, labels []string, reps []*OverloadReport) error
 	}
 	fmt.Fprintln(tw, "\t")
 	row("capacity C (served/s)", func(r *OverloadReport) string { return fmt.Sprintf("%.1f", r.Capacity) })
+	row("capacity C0, closed loop (served/s)", func(r *OverloadReport) string { return fmt.Sprintf("%.1f", r.CapacityClosed) })
+	row("capacity search steps (held)", func(r *OverloadReport) string {
+		held := 0
+		for _, st := range r.CapacitySteps {
+			if st.Held {
+				held++
+			}
+		}
+		return fmt.Sprintf("%d (%d)", len(r.CapacitySteps), held)
+	})
 	phase("capacity p99 served", func(p *PhaseReport) string { return ms(p.Latency.P99) })
 	phase("baseline goodput/s", func(p *PhaseReport) string { return fmt.Sprintf("%.1f", p.Goodput) })
 	phase("baseline p50 / p99 served", func(p *PhaseReport) string {

@@ -12,6 +12,9 @@ import (
 //
 //  1. capacity: a closed loop with CapacityConcurrency requests outstanding
 //     for CapacityTime; C is served replies per second;
+//     then, from that C0, a stepped open-loop search (CapacityStepTime a
+//     step, at most CapacitySearchTime in all): C is the served rate of
+//     the best step that held (see capacitySearch);
 //  2. baseline: an open loop at BaselineFactor × C for PhaseTime;
 //  3. overload: an open loop at OverloadFactor × C for OverloadTime.
 //
@@ -23,7 +26,11 @@ type OverloadConfig struct {
 	CriticalFraction    float64
 	Item                string
 	CapacityConcurrency int
-	CapacityTime        time.Duration
+	CapacityTime        time.Duration // the closed loop
+	CapacityStepTime    time.Duration // one step of the open-loop search
+	CapacitySearchTime  time.Duration // the search's steps in all; 0: no search, C = C0
+	CapacityP99SLO      time.Duration // a step holds when p99 of served ≤ this ...
+	CapacityMinServed   float64       // ... and served/offered ≥ this
 	BaselineFactor      float64
 	PhaseTime           time.Duration // the baseline phase
 	OverloadFactor      float64
@@ -68,6 +75,10 @@ func DefaultOverload() OverloadConfig {
 		Item:                "potion",
 		CapacityConcurrency: 64,
 		CapacityTime:        10 * time.Second,
+		CapacityStepTime:    3 * time.Second,
+		CapacitySearchTime:  30 * time.Second,
+		CapacityP99SLO:      250 * time.Millisecond,
+		CapacityMinServed:   0.95,
 		BaselineFactor:      0.8,
 		PhaseTime:           10 * time.Second,
 		OverloadFactor:      10,
@@ -101,6 +112,14 @@ func (c OverloadConfig) Validate() error {
 		return fmt.Errorf("-capacity-concurrency: must be in 1..10000, got %d", c.CapacityConcurrency)
 	case c.CapacityTime <= 0 || c.CapacityTime > 10*time.Minute:
 		return fmt.Errorf("-capacity-time: must be in (0, 10m], got %v", c.CapacityTime)
+	case c.CapacityStepTime <= 0 || c.CapacityStepTime > time.Minute:
+		return fmt.Errorf("-capacity-step-time: must be in (0, 1m], got %v", c.CapacityStepTime)
+	case c.CapacitySearchTime < 0 || c.CapacitySearchTime > 10*time.Minute:
+		return fmt.Errorf("-capacity-search-time: must be in [0, 10m], got %v", c.CapacitySearchTime)
+	case c.CapacityP99SLO <= 0:
+		return fmt.Errorf("-capacity-p99-slo: must be > 0, got %v", c.CapacityP99SLO)
+	case c.CapacityMinServed <= 0 || c.CapacityMinServed > 1:
+		return fmt.Errorf("-capacity-min-served: must be in (0, 1], got %v", c.CapacityMinServed)
 	case c.BaselineFactor <= 0 || c.BaselineFactor > 1:
 		return fmt.Errorf("-baseline-factor: must be in (0, 1], got %v", c.BaselineFactor)
 	case c.PhaseTime <= 0 || c.PhaseTime > 10*time.Minute:

@@ -41,9 +41,14 @@ type OverloadReport struct {
 	NumCPU           int           `json:"num_cpu"` // the load tool shares these with the cluster on one machine
 	GOMAXPROCS       int           `json:"gomaxprocs"`
 
-	// Capacity is C: served replies per second in the capacity phase.
-	Capacity   float64 `json:"capacity_per_s"`
-	RateCapped bool    `json:"rate_capped"` // a phase hit -max-rate (an open loop's rate was cut, or the closed loop spent its budget)
+	// Capacity is C: the served rate of the best capacity-search step that
+	// held (see capacitySearch); CapacityClosed is C0, the closed loop's
+	// served replies per second, where the search starts.
+	Capacity          float64        `json:"capacity_per_s"`
+	CapacityClosed    float64        `json:"capacity_closed_loop_per_s"`
+	CapacitySteps     []CapacityStep `json:"capacity_steps"`
+	CapacitySearchEnd string         `json:"capacity_search_end"` // why the search stopped
+	RateCapped        bool           `json:"rate_capped"`         // a phase hit -max-rate (an open loop's rate was cut, or the closed loop spent its budget)
 
 	CapacityPhase *PhaseReport `json:"capacity_phase"`
 	BaselinePhase *PhaseReport `json:"baseline_phase"`
@@ -71,6 +76,27 @@ func (r *OverloadReport) Phases() []*PhaseReport {
 		if p != nil {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// AllPhases returns every phase that ran, in order: Phases with the
+// capacity search's steps after the closed loop.
+func (r *OverloadReport) AllPhases() []*PhaseReport {
+	var out []*PhaseReport
+	if r.CapacityPhase != nil {
+		out = append(out, r.CapacityPhase)
+	}
+	for _, st := range r.CapacitySteps {
+		if st.Phase != nil {
+			out = append(out, st.Phase)
+		}
+	}
+	if r.BaselinePhase != nil {
+		out = append(out, r.BaselinePhase)
+	}
+	if r.OverloadPhase != nil {
+		out = append(out, r.OverloadPhase)
 	}
 	return out
 }
@@ -104,7 +130,8 @@ func (r *OverloadReport) Evaluate(cfg OverloadConfig) {
 	add("connections", "every connection came up", r.Connected == r.Conns && r.Conns > 0, "%d of %d", r.Connected, r.Conns)
 
 	r.GoodputRatio, r.P99Ratio = 0, 0
-	add("capacity", "capacity C was measured", r.Capacity > 0, "%.1f served/s", r.Capacity)
+	add("capacity", "capacity C was measured", r.Capacity > 0, "%.1f served/s (closed loop C0 %.1f/s, %d search steps)",
+		r.Capacity, r.CapacityClosed, len(r.CapacitySteps))
 	if o := r.OverloadPhase; o != nil && r.Capacity > 0 {
 		r.GoodputRatio = o.Goodput / r.Capacity
 		add("goodput", fmt.Sprintf("overload goodput >= %.2f x C", cfg.MinGoodputRatio), r.GoodputRatio >= cfg.MinGoodputRatio,
@@ -123,7 +150,7 @@ func (r *OverloadReport) Evaluate(cfg OverloadConfig) {
 
 	sent, answered, lost := 0, 0, 0
 	var bad []string
-	for _, p := range r.Phases() {
+	for _, p := range r.AllPhases() {
 		l := Sum(p.Lost)
 		sent, answered, lost = sent+p.Sent, answered+p.Answered, lost+l
 		if p.Sent != p.Answered+l {
@@ -214,7 +241,7 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "phase\tload\ttarget/s\toffered/s\tsent\tserved\tgoodput/s\tp50\tp99\trefused\tfailed\tlost\tlate\tunsent\t")
-	for _, p := range r.Phases() {
+	for _, p := range r.AllPhases() {
 		load, target, late, unsent := fmt.Sprintf("closed, %d at once", p.Concurrency), "-", "-", "-"
 		if p.Mode == "open" {
 			load = "open, " + r.factorLabel(p.Name)
@@ -228,7 +255,18 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 
 	b.WriteString("\n")
 	kv := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-26s %s\n", k, fmt.Sprintf(format, args...)) }
-	kv("capacity C", "%.1f served/s", r.Capacity)
+	kv("capacity C", "%.1f served/s (closed loop C0 %.1f/s)", r.Capacity, r.CapacityClosed)
+	if len(r.CapacitySteps) > 0 || r.CapacitySearchEnd != "" {
+		kv("capacity search", "%s", r.CapacitySearchEnd)
+		for i, st := range r.CapacitySteps {
+			held := "held"
+			if !st.Held {
+				held = "did not hold"
+			}
+			kv(fmt.Sprintf("  step %d (%.2f x C0)", i+1, st.Factor), "offered %.1f/s, served %.1f/s (%.0f %%), p99 %s: %s",
+				st.Rate, st.Served, st.ServedRatio*100, ms(st.P99), held)
+		}
+	}
 	if p := r.BaselinePhase; p != nil {
 		kv("baseline", "goodput %.1f/s, served p50 %s p99 %s", p.Goodput, ms(p.Latency.P50), ms(p.Latency.P99))
 	}
@@ -244,7 +282,7 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 		kv("overload in flight", "max %d outstanding, drained %v after the window", p.MaxOutstanding, p.Drained.Round(time.Millisecond))
 	}
 	sent, answered, lost := 0, 0, 0
-	for _, p := range r.Phases() {
+	for _, p := range r.AllPhases() {
 		sent, answered, lost = sent+p.Sent, answered+p.Answered, lost+Sum(p.Lost)
 	}
 	kv("replies (all phases)", "sent %d = answered %d + lost %d; matched %d, late %d, unexpected %d",
@@ -292,6 +330,11 @@ func (r *OverloadReport) factorLabel(phase string) string {
 	case PhaseOverload:
 		return fmt.Sprintf("%g x C", r.OverloadFactor)
 	}
+	for _, st := range r.CapacitySteps {
+		if st.Phase != nil && st.Phase.Name == phase {
+			return fmt.Sprintf("%.2f x C0", st.Factor)
+		}
+	}
 	return phase
 }
 
@@ -331,7 +374,7 @@ func (r *OverloadReport) otherCPU() (float64, string) {
 		return 0, ""
 	}
 	worst, where := 0.0, ""
-	for _, p := range r.Phases() {
+	for _, p := range r.AllPhases() {
 		total, ok := host.CPUCoresByPhase[p.Name]
 		if !ok {
 			continue

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,16 @@ func TestOverloadReportOutput(t *testing.T) {
 	r.RunID, r.Target, r.BaselineFactor, r.OverloadFactor = "abc", "ws://127.0.0.1:1/ws", 0.8, 10
 	r.OverloadPhase.TargetRate = 1000
 	r.Processes[0].RSSMaxByPhase[PhaseOverload] = 48 << 20
+	// C0 80/s from the closed loop; the search held at 80 and 100/s and
+	// not at 120/s (p99 over the SLO). Its phases count in the replies.
+	r.CapacityClosed, r.CapacitySearchEnd = 80, "step 3 (1.50 x C0) did not hold"
+	for i, st := range []CapacityStep{{Factor: 1, Rate: 80, Served: 79, ServedRatio: 0.99, P99: 40 * time.Millisecond, Held: true},
+		{Factor: 1.25, Rate: 100, Served: 100, ServedRatio: 1, P99: 60 * time.Millisecond, Held: true},
+		{Factor: 1.5, Rate: 120, Served: 110, ServedRatio: 0.92, P99: 400 * time.Millisecond}} {
+		st.Phase = phase("search"+strconv.Itoa(i+1), "open", int(st.Served*3), st.Served, st.P99)
+		r.CapacitySteps = append(r.CapacitySteps, st)
+		r.Replies += uint64(st.Phase.Answered)
+	}
 	r.Evaluate(DefaultOverload())
 	var b bytes.Buffer
 	if err := r.WriteTable(&b); err != nil {
@@ -149,7 +160,9 @@ func TestOverloadReportOutput(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{"capacity C", "100.0 served/s", "open, 10 x C", "closed,", "0.95 x C", "2.50 x baseline",
-		"BUSY 18100", "gate", "48.0MiB", "pass  overload goodput >= 0.90 x C"} {
+		"BUSY 18100", "gate", "48.0MiB", "pass  overload goodput >= 0.90 x C", "closed loop C0 80.0/s",
+		"capacity search", "step 3 (1.50 x C0) did not hold", "offered 100.0/s, served 100.0/s (100 %), p99 60.0ms: held",
+		"offered 120.0/s, served 110.0/s (92 %), p99 400.0ms: did not hold", "open, 1.25 x C0", "pass  every request got exactly one reply"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -162,7 +175,8 @@ func TestOverloadReportOutput(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if !back.Passed || back.Capacity != 100 || back.OverloadPhase.Overload["BUSY"] != 18100 || back.GoodputRatio != 0.95 {
+	if !back.Passed || back.Capacity != 100 || back.OverloadPhase.Overload["BUSY"] != 18100 || back.GoodputRatio != 0.95 ||
+		len(back.CapacitySteps) != 3 || back.CapacitySteps[1].Served != 100 || !back.CapacitySteps[1].Held || back.CapacityClosed != 80 {
 		t.Fatalf("round trip: %+v", back)
 	}
 }

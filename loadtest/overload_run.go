@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ const (
 	PhaseCapacity = "capacity"
 	PhaseBaseline = "baseline"
 	PhaseOverload = "overload"
+	PhaseSearch   = "search" // the capacity search's steps: search1, search2, ...
 )
 
 // LostNoConn is the lost reason of a request that found no live connection.
@@ -125,9 +127,17 @@ type overloadRun struct {
 // phases runs capacity, baseline and overload in turn, filling rep.
 func (o *overloadRun) phases(ctx context.Context, rep *OverloadReport) {
 	rep.CapacityPhase = o.closedLoop(ctx, PhaseCapacity, o.cfg.CapacityConcurrency, o.cfg.CapacityTime)
-	rep.Capacity = rep.CapacityPhase.Goodput
+	rep.CapacityClosed = rep.CapacityPhase.Goodput
+	rep.Capacity = rep.CapacityClosed
 	if float64(rep.CapacityPhase.Sent) >= o.cfg.MaxRate*o.cfg.CapacityTime.Seconds() {
 		rep.RateCapped = true // the closed loop spent its budget: C is a lower bound
+	}
+	if rep.Capacity <= 0 || ctx.Err() != nil {
+		return
+	}
+	rep.Capacity, rep.CapacitySteps, rep.CapacitySearchEnd = o.searchCapacity(ctx, rep.CapacityClosed)
+	for _, st := range rep.CapacitySteps {
+		rep.RateCapped = rep.RateCapped || st.Rate >= o.cfg.MaxRate
 	}
 	if rep.Capacity <= 0 || ctx.Err() != nil {
 		return
@@ -269,11 +279,20 @@ func (o *overloadRun) frame(phase string, i int, crit bool) *leveev1.ClientFrame
 		Criticality: leveev1.Criticality_CRITICALITY_DEFAULT,
 		TimeoutMs:   ms,
 		Payload: &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{
-			BattleId: "ov-" + o.runID + "-" + phase[:1] + strconv.Itoa(i),
+			BattleId: "ov-" + o.runID + "-" + idTag(phase) + strconv.Itoa(i),
 			Units:    o.cfg.Units,
 			Ticks:    o.cfg.Ticks,
 		}},
 	}
+}
+
+// idTag is the phase's part of a battle id: its initial, or for a search
+// step "s<step>-".
+func idTag(phase string) string {
+	if n, ok := strings.CutPrefix(phase, PhaseSearch); ok {
+		return "s" + n + "-"
+	}
+	return phase[:1]
 }
 
 func checkReply(f *leveev1.ServerFrame, crit bool) error {

@@ -22,6 +22,9 @@ func smallOverload(metricsURL string) OverloadConfig {
 	cfg.Conns = 4
 	cfg.CapacityConcurrency = 2
 	cfg.CapacityTime = 500 * time.Millisecond
+	cfg.CapacityStepTime = 200 * time.Millisecond
+	cfg.CapacitySearchTime = 400 * time.Millisecond
+	cfg.CapacityP99SLO = time.Second
 	cfg.PhaseTime = 500 * time.Millisecond
 	cfg.OverloadTime = 500 * time.Millisecond
 	cfg.MaxRate = 400
@@ -109,7 +112,7 @@ func checkPhases(t *testing.T, rep *OverloadReport, cfg OverloadConfig) {
 		t.Fatalf("phases ran: %d (capacity %v)", len(rep.Phases()), rep.Capacity)
 	}
 	answered, sent := 0, 0
-	for _, p := range rep.Phases() {
+	for _, p := range rep.AllPhases() {
 		if p.Sent != p.Answered+Sum(p.Lost) || p.Answered != p.Served+Sum(p.Overload)+Sum(p.Failed) {
 			t.Errorf("%s: sent %d answered %d served %d lost %v overload %v failed %v", p.Name, p.Sent, p.Answered,
 				p.Served, p.Lost, p.Overload, p.Failed)
@@ -158,11 +161,28 @@ func TestRunOverloadPlumbing(t *testing.T) {
 	if rep.Capacity <= 0 || rep.Capacity > cfg.MaxRate {
 		t.Errorf("capacity %v", rep.Capacity)
 	}
+	// The search: at most search time / step time steps, the first at C0,
+	// each an open-loop phase of its own; C is a step's served rate.
+	steps := rep.CapacitySteps
+	if rep.CapacityClosed != rep.CapacityPhase.Goodput || len(steps) < 1 || len(steps) > 2 || rep.CapacitySearchEnd == "" {
+		t.Fatalf("search: C0 %v, %d steps, end %q", rep.CapacityClosed, len(steps), rep.CapacitySearchEnd)
+	}
+	isStep := false
+	for i, st := range steps {
+		p := st.Phase
+		if p == nil || p.Mode != "open" || p.Name != "search"+strconv.Itoa(i+1) || p.TargetRate != st.Rate || st.Served != p.Goodput {
+			t.Errorf("step %d: %+v", i+1, st)
+		}
+		isStep = isStep || st.Served == rep.Capacity
+	}
+	if steps[0].Rate != min(rep.CapacityClosed, cfg.MaxRate) || !isStep {
+		t.Errorf("first step %v (C0 %v); C %v", steps[0].Rate, rep.CapacityClosed, rep.Capacity)
+	}
 	if want := cfg.BaselineFactor * rep.Capacity; rep.BaselinePhase.TargetRate != want {
 		t.Errorf("baseline rate %v, want %v", rep.BaselinePhase.TargetRate, want)
 	}
 	if want := min(cfg.OverloadFactor*rep.Capacity, cfg.MaxRate); rep.OverloadPhase.TargetRate != want ||
-		rep.RateCapped != (cfg.OverloadFactor*rep.Capacity > cfg.MaxRate) {
+		(cfg.OverloadFactor*rep.Capacity > cfg.MaxRate && !rep.RateCapped) {
 		t.Errorf("overload rate %v, want %v (capped %v)", rep.OverloadPhase.TargetRate, want, rep.RateCapped)
 	}
 	if crit := criterion(t, rep, "every request"); !crit.Pass {
@@ -204,7 +224,7 @@ func TestRunOverloadCountsRefusalsAndLosses(t *testing.T) {
 	}
 	checkPhases(t, rep, cfg)
 	busy, lost := 0, 0
-	for _, p := range rep.Phases() {
+	for _, p := range rep.AllPhases() {
 		busy += p.Overload["BUSY"]
 		lost += p.Lost[LostTimeout]
 		if len(p.Lost) > 1 || len(p.Overload) > 1 {

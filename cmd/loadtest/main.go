@@ -3,7 +3,8 @@
 //
 //   - smoke (the default): casual players; it exits 0 when every request got
 //     exactly one reply and the only errors were typed business errors;
-//   - overload: measures the cluster's capacity C, then offers 0.8 × C and
+//   - overload: measures the cluster's capacity C (a closed loop's estimate
+//     C0, then a stepped open-loop search from it), then offers 0.8 × C and
 //     10 × C open loop and judges goodput, p99 and replies; it exits 0 when
 //     the cluster held (or always, with -expect-hold=false);
 //   - line: -bots players (3,000) connect at once to a gate whose admission
@@ -95,7 +96,11 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.Float64Var(&ov.CriticalFraction, "critical-fraction", ov.CriticalFraction, "overload: share of requests that are CRITICAL purchases (the rest DEFAULT battles)")
 	fs.StringVar(&ov.Item, "item", ov.Item, "overload: the item the purchases buy (one each)")
 	fs.IntVar(&ov.CapacityConcurrency, "capacity-concurrency", ov.CapacityConcurrency, "overload: requests outstanding at once in the closed-loop capacity phase")
-	fs.DurationVar(&ov.CapacityTime, "capacity-time", ov.CapacityTime, "overload: length of the capacity phase (C = served/s)")
+	fs.DurationVar(&ov.CapacityTime, "capacity-time", ov.CapacityTime, "overload: length of the closed-loop capacity phase (its served/s is the first estimate C0)")
+	fs.DurationVar(&ov.CapacityStepTime, "capacity-step-time", ov.CapacityStepTime, "overload: length of each step of the open-loop capacity search (C0 x 1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, ...)")
+	fs.DurationVar(&ov.CapacitySearchTime, "capacity-search-time", ov.CapacitySearchTime, "overload: bound on the capacity search's steps in all; 0 skips the search (C = C0)")
+	fs.DurationVar(&ov.CapacityP99SLO, "capacity-p99-slo", ov.CapacityP99SLO, "overload: a search step holds when p99 of served <= this and served/offered >= -capacity-min-served; C = served/s of the best step that held")
+	fs.Float64Var(&ov.CapacityMinServed, "capacity-min-served", ov.CapacityMinServed, "overload: a search step holds when served/offered >= this")
 	fs.Float64Var(&ov.BaselineFactor, "baseline-factor", ov.BaselineFactor, "overload: the baseline phase offers this x C")
 	fs.DurationVar(&ov.PhaseTime, "phase-time", ov.PhaseTime, "overload: length of the baseline phase")
 	fs.Float64Var(&ov.OverloadFactor, "overload-factor", ov.OverloadFactor, "overload: the overload phase offers this x C")

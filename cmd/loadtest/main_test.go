@@ -85,6 +85,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 func overloadArgs(url string) []string {
 	return []string{"-scenario", "overload", "-gate-url", url, "-token-secret", "s3cret", "-progress", "0",
 		"-conns", "3", "-capacity-concurrency", "2", "-capacity-time", "300ms", "-phase-time", "300ms",
+		"-capacity-step-time", "150ms", "-capacity-search-time", "300ms", "-capacity-p99-slo", "1s",
 		"-overload-time", "300ms", "-max-rate", "300"}
 }
 

@@ -1,0 +1,104 @@
+package loadtest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSearchFactor(t *testing.T) {
+	want := []float64{1, 1.25, 1.5, 1.75, 2, 2.5, 3, 4, 5, 6.25}
+	for k, w := range want {
+		if got := searchFactor(k); got != w {
+			t.Errorf("searchFactor(%d) = %v, want %v", k, got, w)
+		}
+	}
+}
+
+// step is a finished step of the search at factor × c0, judged by s.
+func step(s capacitySearch, factor, served, ratio float64, p99 time.Duration) CapacityStep {
+	st := CapacityStep{Factor: factor, Rate: min(factor*s.C0, s.MaxRate), Served: served, ServedRatio: ratio, P99: p99}
+	st.Held = s.held(st)
+	return st
+}
+
+func TestCapacitySearch(t *testing.T) {
+	s := capacitySearch{C0: 200, MaxRate: 1000, MaxSteps: 10, MinServed: 0.95, P99SLO: 250 * time.Millisecond}
+	ms := time.Millisecond
+
+	// The closed loop understates C (C0 200/s, the cluster serves 350/s).
+	// The search climbs 200, 250, 300, 350, 400 and stops at 400 (350/s
+	// served), the first step that does not hold; C is the served rate of
+	// the best step that held (350 offered, 346.5 served).
+	var steps []CapacityStep
+	served := func(rate float64) (float64, float64, time.Duration) {
+		if rate <= 360 {
+			return rate * 0.99, 0.99, 40 * ms
+		}
+		return 350, 350 / rate, 60 * ms
+	}
+	var rates []float64
+	for range 20 {
+		rate, done, c, why := s.nextStep(steps)
+		if done {
+			if c != 350*0.99 || len(steps) != 5 || !strings.Contains(why, "step 5") {
+				t.Fatalf("done: c %v after %d steps (%s)", c, len(steps), why)
+			}
+			break
+		}
+		rates = append(rates, rate)
+		sv, ratio, p99 := served(rate)
+		steps = append(steps, step(s, rate/s.C0, sv, ratio, p99))
+	}
+	if want := []float64{200, 250, 300, 350, 400}; len(rates) != len(want) {
+		t.Fatalf("rates %v, want %v", rates, want)
+	} else {
+		for i := range want {
+			if rates[i] != want[i] {
+				t.Fatalf("rates %v, want %v", rates, want)
+			}
+		}
+	}
+
+	cases := []struct {
+		name   string
+		s      capacitySearch
+		steps  []CapacityStep
+		rate   float64
+		done   bool
+		c      float64
+		reason string
+	}{
+		{"first step is C0", s, nil, 200, false, 0, ""},
+		{"held: next factor", s, []CapacityStep{step(s, 1, 199, 1, 10*ms), step(s, 1.25, 249, 1, 10*ms)}, 300, false, 0, ""},
+		{"p99 over the SLO stops", s, []CapacityStep{step(s, 1, 199, 1, 10*ms), step(s, 1.25, 249, 1, 300*ms)},
+			0, true, 199, "did not hold"},
+		{"served/offered below 0.95 stops", s, []CapacityStep{step(s, 1, 199, 1, 10*ms), step(s, 1.25, 230, 0.92, 10*ms)},
+			0, true, 199, "did not hold"},
+		{"none held: most served", s, []CapacityStep{step(s, 1, 150, 0.75, 10*ms)}, 0, true, 150, "did not hold"},
+		{"nothing served does not hold", s, []CapacityStep{step(s, 1, 0, 0, 0)}, 0, true, 0, "did not hold"},
+		{"rate capped at max-rate", capacitySearch{C0: 600, MaxRate: 1000, MaxSteps: 10, MinServed: 0.95, P99SLO: time.Second},
+			[]CapacityStep{{Factor: 1, Rate: 600, Served: 600, Held: true}, {Factor: 1.25, Rate: 750, Served: 750, Held: true},
+				{Factor: 1.5, Rate: 900, Served: 900, Held: true}}, 1000, false, 0, ""},
+		{"max-rate reached holding", capacitySearch{C0: 600, MaxRate: 1000, MaxSteps: 10},
+			[]CapacityStep{{Rate: 600, Served: 600, Held: true}, {Rate: 1000, Served: 990, Held: true}}, 0, true, 990, "lower bound"},
+		{"time bound", capacitySearch{C0: 100, MaxRate: 1000, MaxSteps: 2},
+			[]CapacityStep{{Rate: 100, Served: 100, Held: true}, {Rate: 125, Served: 124, Held: true}}, 0, true, 124, "time bound"},
+		{"search off", capacitySearch{C0: 100, MaxRate: 1000}, nil, 0, true, 100, "search off"},
+		{"no C0", capacitySearch{MaxRate: 1000, MaxSteps: 5}, nil, 0, true, 0, "no closed-loop"},
+	}
+	for _, tc := range cases {
+		rate, done, c, why := tc.s.nextStep(tc.steps)
+		if rate != tc.rate || done != tc.done || c != tc.c || !strings.Contains(why, tc.reason) {
+			t.Errorf("%s: got (%v, %v, %v, %q), want (%v, %v, %v, ~%q)", tc.name, rate, done, c, why, tc.rate, tc.done, tc.c, tc.reason)
+		}
+	}
+}
+
+func TestIDTag(t *testing.T) {
+	for phase, want := range map[string]string{PhaseCapacity: "c", PhaseBaseline: "b", PhaseOverload: "o", "search1": "s1-", "search12": "s12-"} {
+		if got := idTag(phase); got != want {
+			t.Errorf("idTag(%q) = %q, want %q", phase, got, want)
+		}
+	}
+}
