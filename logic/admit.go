@@ -92,6 +92,12 @@ const (
 	refusedWait
 )
 
+// waitFloor is the queue length below which the time rule does not apply:
+// so short a queue is worked off by one group commit, while perOp, measured
+// over small batches at low load, is about one disk sync per request and
+// would overstate the wait many times over.
+const waitFloor = 32
+
 // offer puts o on the channel, without ever blocking, if o's class may still
 // enter; n is the channel's length when it looked. A class is refused when
 // the channel holds limit[c] requests (the fill rule, the hard ceiling) or
@@ -105,7 +111,7 @@ func (sh *shard) offer(o *op) (n int, v verdict) {
 	if n >= sh.limit[o.class] {
 		return n, refusedFull
 	}
-	if w := sh.maxWait[o.class]; w > 0 {
+	if w := sh.maxWait[o.class]; w > 0 && n >= sh.waitFloor {
 		if per := sh.perOp.Load(); per > 0 && int64(n) > w/per {
 			return n, refusedWait
 		}

@@ -136,6 +136,7 @@ func TestRejectAtNinetyPercent(t *testing.T) {
 		queued = append(queued, e.enqueue(profileReq("alice", ""), deflt, i))
 	}
 	sh.perOp.Store(int64(20 * time.Millisecond)) // as if measured
+	sh.waitFloor = 0                             // the boundary itself, not the short-queue exemption
 
 	// The 10th default request finds 9 = 0.9 × 10 queued.
 	wantHints(t, e.refused(buyReq("alice", 7, "sword", 1), deflt), 9, 0.9, 180)

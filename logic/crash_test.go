@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -246,7 +247,10 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 				defer wg.Done()
 				for i := w; i < len(ops); i += workers {
 					pu := ops[i]
+					// Purchases are critical, as the SDK sends them: only the
+					// fill rule may refuse them, never the wait estimate.
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					ctx = priority.Outgoing(ctx, leveev1.Criticality_CRITICALITY_CRITICAL)
 					r, err := cli.Do(ctx, buyReq(pu.player, pu.rid, pu.item, 1))
 					cancel()
 					if err != nil {

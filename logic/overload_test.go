@@ -79,6 +79,7 @@ func TestAdmitTimeBoundary(t *testing.T) {
 	cfg.QueueSize, cfg.QueueMaxWait = 100, 50*time.Millisecond
 	s, sh := newTestShard(cfg)
 	sh.perOp.Store(int64(10 * time.Millisecond))
+	sh.waitFloor = 0 // the boundary itself, not the short-queue exemption
 	for _, c := range []struct {
 		class class
 		depth int
@@ -144,6 +145,7 @@ func TestQueueWaitRefusedAtAdmission(t *testing.T) {
 	e.flushAndBlock("alice")
 	sh := e.srv.shards[0]
 	sh.perOp.Store(int64(10 * time.Millisecond)) // the shard is parked: nothing overwrites it
+	sh.waitFloor = 0                             // the boundary itself, not the short-queue exemption
 	var queued []<-chan answer
 	for i := 1; i <= 6; i++ { // the 6th finds 5 × 10 ms = 50 ms queued
 		queued = append(queued, e.enqueue(profileReq("alice", ""), deflt, i))

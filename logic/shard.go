@@ -66,6 +66,7 @@ type shard struct {
 	// (0: no time rule); staleAfter is how long a non-critical request may
 	// have waited when it is picked up (0: no guard).
 	maxWait    [numClasses]int64
+	waitFloor  int // the time rule applies from this queue length on
 	staleAfter time.Duration
 	// perOp is the measured time per request in ns (EWMA), for retryAfter
 	// and the time rule; written by the shard's goroutine only.
@@ -94,6 +95,7 @@ func newShard(id int, st *store, srv *Server) *shard {
 		depth:      srv.m.queueDepth.WithLabelValues(label),
 		limit:      limits(srv.cfg),
 		maxWait:    waitLimits(srv.cfg.admitMaxWait()),
+		waitFloor:  waitFloor,
 		staleAfter: srv.cfg.staleAfter(),
 		store:      st,
 		srv:        srv,
