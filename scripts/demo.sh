@@ -12,61 +12,25 @@ cd "$(dirname "$0")/.."
 BOTS=${DEMO_BOTS:-300}
 DURATION=${DEMO_DURATION:-20s}
 DIR=${DEMO_DIR:-$(mktemp -d -t levee-demo.XXXXXX)}
-BASE=${BASE_PORT:-8080}
-GATE=$BASE GATE_GRPC=$((BASE + 1)) GATE_OPS=$((BASE + 2))
-LOGIC=$((BASE + 920)) LOGIC_OPS=$((BASE + 921))
-B1=$((BASE + 1020)) B1_OPS=$((BASE + 1021))
-B2=$((BASE + 1120)) B2_OPS=$((BASE + 1121))
+CLUSTER_NAME=demo CLUSTER_LOGS=$DIR/logs
+# shellcheck source=scripts/lib/cluster.sh
+. scripts/lib/cluster.sh
+cluster_ports "${BASE_PORT:-8080}"
 SECRET=${DEMO_TOKEN_SECRET:-demo-$RANDOM-$RANDOM-$RANDOM}
 mkdir -p "$DIR/logs"
 
-for p in $GATE $GATE_GRPC $GATE_OPS $LOGIC $LOGIC_OPS $B1 $B1_OPS $B2 $B2_OPS; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    echo "demo: port $p on 127.0.0.1 is already in use; set BASE_PORT to move the cluster" >&2
-    exit 1
-  fi
-done
-
-pids=()
-cleanup() {
-  trap - EXIT INT TERM
-  if [ ${#pids[@]} -gt 0 ]; then
-    echo "demo: stopping the cluster (SIGTERM, graceful)"
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  fi
-  echo "demo: logs and data are in $DIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-start() { # name, then the command
-  local name=$1; shift
-  "$@" >"$DIR/logs/$name.log" 2>&1 &
-  pids+=($!)
-}
-
-wait_healthy() { # name, binary, addr
-  local deadline=$((SECONDS + 20))
-  until "bin/$2" healthcheck -addr "$3" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then
-      echo "demo: $1 did not become healthy; its log:" >&2
-      tail -n 20 "$DIR/logs/$1.log" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-}
+ports_free $GATE $GATE_GRPC $GATE_OPS $LOGIC $LOGIC_OPS $B1 $B1_OPS $B2 $B2_OPS
+cluster_trap "logs and data are in $DIR"
 
 echo "demo: starting battle x2, logic (8 shards), gate; data and logs in $DIR"
-start battle-1 bin/battle -grpc-addr 127.0.0.1:$B1 -ops-addr 127.0.0.1:$B1_OPS
-start battle-2 bin/battle -grpc-addr 127.0.0.1:$B2 -ops-addr 127.0.0.1:$B2_OPS
+proc_start battle-1 bin/battle -grpc-addr 127.0.0.1:$B1 -ops-addr 127.0.0.1:$B1_OPS
+proc_start battle-2 bin/battle -grpc-addr 127.0.0.1:$B2 -ops-addr 127.0.0.1:$B2_OPS
 wait_healthy battle-1 battle 127.0.0.1:$B1
 wait_healthy battle-2 battle 127.0.0.1:$B2
-start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS \
+proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS \
   -data-dir "$DIR/logic" -shards 8 -battle-addrs 127.0.0.1:$B1,127.0.0.1:$B2
 wait_healthy logic logic 127.0.0.1:$LOGIC
-start gate bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
+proc_start gate bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
   -logic-addrs 127.0.0.1:$LOGIC -shards 8 -token-secret "$SECRET"
 wait_healthy gate gate 127.0.0.1:$GATE_GRPC
 echo "demo: cluster is up: ws://127.0.0.1:$GATE/ws, metrics on :$GATE_OPS :$LOGIC_OPS :$B1_OPS :$B2_OPS"

@@ -39,10 +39,10 @@ CONNS=${HOLD_CONNS:-15000}
 HOLD=${HOLD_TIME:-30s}
 SETTLE=${HOLD_SETTLE:-10s}
 MAX_RATIO=${HOLD_MAX_RATIO:-1.5}
-BASE=${BASE_PORT:-8080}
-GATE=$BASE GATE_GRPC=$((BASE + 1)) GATE_OPS=$((BASE + 2))
-LOGIC=$((BASE + 920)) LOGIC_OPS=$((BASE + 921))
-BARE=$((BASE + 1300)) BARE_OPS=$((BASE + 1301))
+CLUSTER_NAME=hold-memory CLUSTER_LOGS=$DIR/logs
+# shellcheck source=scripts/lib/cluster.sh
+. scripts/lib/cluster.sh
+cluster_ports "${BASE_PORT:-8080}"
 SECRET=hold-$RANDOM-$RANDOM-$RANDOM
 mkdir -p "$DIR/logs"
 
@@ -61,52 +61,9 @@ if [ "${HOLD_BUILD:-1}" != 0 ]; then
   CGO_ENABLED=0 ${GO:-go} build -trimpath -o bin/ ./cmd/gate ./cmd/logic ./cmd/loadtest ./cmd/barews
 fi
 
-pids=()
-stop_all() {
-  if [ ${#pids[@]} -gt 0 ]; then
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  fi
-  pids=()
-}
-cleanup() {
-  trap - EXIT INT TERM
-  stop_all
-  echo "hold-memory: reports and logs are in $DIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+cluster_trap -q "reports and logs are in $DIR"
 
-for p in $GATE $GATE_GRPC $GATE_OPS $LOGIC $LOGIC_OPS $BARE $BARE_OPS; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    echo "hold-memory: port $p on 127.0.0.1 is already in use; set BASE_PORT" >&2
-    exit 1
-  fi
-done
-
-wait_healthy() { # name, binary, addr, log
-  local deadline=$((SECONDS + 20))
-  until "bin/$2" healthcheck -addr "$3" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then
-      echo "hold-memory: $1 did not become healthy; its log:" >&2
-      tail -n 20 "$4" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-}
-
-wait_port() { # port, log
-  local deadline=$((SECONDS + 20))
-  until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
-    if [ $SECONDS -ge $deadline ]; then
-      echo "hold-memory: nothing listens on port $1; log:" >&2
-      tail -n 20 "$2" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-}
+ports_free -h "set BASE_PORT" $GATE $GATE_GRPC $GATE_OPS $LOGIC $LOGIC_OPS $BARE $BARE_OPS
 
 hold() { # label, pid, url, extra loadtest flags...
   local label=$1 pid=$2 url=$3; shift 3
@@ -127,29 +84,25 @@ hold() { # label, pid, url, extra loadtest flags...
 json_num() { sed -n "s/^ *\"$2\": *\([-0-9.e+]*\),\{0,1\}$/\1/p" "$1" | head -n 1; }
 
 echo "hold-memory: [gate] starting logic and gate (-line-mode queueing); $CONNS players will wait in line for $HOLD"
-bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS -data-dir "$DIR/logic" -shards 8 \
-  -battle-addrs 127.0.0.1:1 -log-level warn >"$DIR/logs/logic.log" 2>&1 &
-pids+=($!)
-wait_healthy logic logic 127.0.0.1:$LOGIC "$DIR/logs/logic.log"
-bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
-  -logic-addrs 127.0.0.1:$LOGIC -shards 8 -token-secret "$SECRET" -line-mode queueing -log-level warn \
-  >"$DIR/logs/gate.log" 2>&1 &
-gate_pid=$!
-pids+=($gate_pid)
-wait_healthy gate gate 127.0.0.1:$GATE_GRPC "$DIR/logs/gate.log"
+proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS -data-dir "$DIR/logic" \
+  -shards 8 -battle-addrs 127.0.0.1:1 -log-level warn
+wait_healthy logic logic 127.0.0.1:$LOGIC
+proc_start gate bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
+  -logic-addrs 127.0.0.1:$LOGIC -shards 8 -token-secret "$SECRET" -line-mode queueing -log-level warn
+gate_pid=$PROC_PID
+wait_healthy gate gate 127.0.0.1:$GATE_GRPC
 sleep 2 # let the fresh process settle before the "before" figure
 hold gate "$gate_pid" "ws://127.0.0.1:$GATE/ws" -metrics-urls "http://127.0.0.1:$GATE_OPS/metrics"
-stop_all
+procs_stop
 
 echo
 echo "hold-memory: [bare] starting barews; $CONNS plain WebSockets held for $HOLD"
-bin/barews -addr 127.0.0.1:$BARE -metrics-addr 127.0.0.1:$BARE_OPS >"$DIR/logs/barews.log" 2>&1 &
-bare_pid=$!
-pids+=($bare_pid)
-wait_port $BARE "$DIR/logs/barews.log"
+proc_start barews bin/barews -addr 127.0.0.1:$BARE -metrics-addr 127.0.0.1:$BARE_OPS
+bare_pid=$PROC_PID
+wait_port barews $BARE
 sleep 2
 hold bare "$bare_pid" "ws://127.0.0.1:$BARE/ws" -bare -metrics-urls "http://127.0.0.1:$BARE_OPS/metrics"
-stop_all
+procs_stop
 
 g=$(json_num "$DIR/gate.json" rss_per_conn_bytes)
 b=$(json_num "$DIR/bare.json" rss_per_conn_bytes)

@@ -21,11 +21,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DIR=${OVERLOAD_DIR:-$(mktemp -d -t levee-overload.XXXXXX)}
-BASE=${BASE_PORT:-8080}
-GATE=$BASE GATE_GRPC=$((BASE + 1)) GATE_OPS=$((BASE + 2))
-LOGIC=$((BASE + 920)) LOGIC_OPS=$((BASE + 921))
-B1=$((BASE + 1020)) B1_OPS=$((BASE + 1021))
-B2=$((BASE + 1120)) B2_OPS=$((BASE + 1121))
+CLUSTER_NAME=overload CLUSTER_LOGS=$DIR
+# shellcheck source=scripts/lib/cluster.sh
+. scripts/lib/cluster.sh
+cluster_ports "${BASE_PORT:-8080}"
 MAX_RSS_MB=${OVERLOAD_MAX_RSS_MB:-512}
 SECRET=${OVERLOAD_TOKEN_SECRET:-overload-$RANDOM-$RANDOM-$RANDOM}
 read -r -a EXTRA <<<"${OVERLOAD_ARGS:-}"
@@ -37,51 +36,7 @@ if [ "${OVERLOAD_BUILD:-1}" != 0 ]; then
   CGO_ENABLED=0 ${GO:-go} build -trimpath -o bin/ ./cmd/gate ./cmd/logic ./cmd/battle ./cmd/loadtest
 fi
 
-pids=()
-stop_cluster() {
-  if [ ${#pids[@]} -gt 0 ]; then
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  fi
-  pids=()
-}
-cleanup() {
-  trap - EXIT INT TERM
-  if [ ${#pids[@]} -gt 0 ]; then
-    echo "overload: stopping the cluster (SIGTERM, graceful)"
-  fi
-  stop_cluster
-  echo "overload: reports, logs and data are in $DIR"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-check_ports() {
-  for p in $GATE $GATE_GRPC $GATE_OPS $LOGIC $LOGIC_OPS $B1 $B1_OPS $B2 $B2_OPS; do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "overload: port $p on 127.0.0.1 is already in use; set BASE_PORT to move the cluster" >&2
-      exit 1
-    fi
-  done
-}
-
-start() { # log file, then the command
-  local log=$1; shift
-  "$@" >"$log" 2>&1 &
-  pids+=($!)
-}
-
-wait_healthy() { # name, binary, addr, log
-  local deadline=$((SECONDS + 20))
-  until "bin/$2" healthcheck -addr "$3" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then
-      echo "overload: $1 did not become healthy; its log:" >&2
-      tail -n 20 "$4" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-}
+cluster_trap "reports, logs and data are in $DIR"
 
 # run_cluster LABEL EXPECT_HOLD [tier flags...]: start the cluster with the
 # tier flags given to every binary, run the overload test, stop the cluster.
@@ -90,19 +45,20 @@ run_cluster() {
   local label=$1 hold=$2; shift 2
   local run="$DIR/$label"
   mkdir -p "$run/logs"
-  check_ports
+  CLUSTER_LOGS=$run/logs
+  ports_free $GATE $GATE_GRPC $GATE_OPS $LOGIC $LOGIC_OPS $B1 $B1_OPS $B2 $B2_OPS
   echo
   echo "overload: [$label] starting battle x2, logic (8 shards), gate ${*:-(defaults)}"
-  start "$run/logs/battle-1.log" bin/battle -grpc-addr 127.0.0.1:$B1 -ops-addr 127.0.0.1:$B1_OPS "$@"
-  start "$run/logs/battle-2.log" bin/battle -grpc-addr 127.0.0.1:$B2 -ops-addr 127.0.0.1:$B2_OPS "$@"
-  wait_healthy battle-1 battle 127.0.0.1:$B1 "$run/logs/battle-1.log"
-  wait_healthy battle-2 battle 127.0.0.1:$B2 "$run/logs/battle-2.log"
-  start "$run/logs/logic.log" bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS \
+  proc_start battle-1 bin/battle -grpc-addr 127.0.0.1:$B1 -ops-addr 127.0.0.1:$B1_OPS "$@"
+  proc_start battle-2 bin/battle -grpc-addr 127.0.0.1:$B2 -ops-addr 127.0.0.1:$B2_OPS "$@"
+  wait_healthy battle-1 battle 127.0.0.1:$B1
+  wait_healthy battle-2 battle 127.0.0.1:$B2
+  proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS \
     -data-dir "$run/logic" -shards 8 -battle-addrs 127.0.0.1:$B1,127.0.0.1:$B2 "$@"
-  wait_healthy logic logic 127.0.0.1:$LOGIC "$run/logs/logic.log"
-  start "$run/logs/gate.log" bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
+  wait_healthy logic logic 127.0.0.1:$LOGIC
+  proc_start gate bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
     -logic-addrs 127.0.0.1:$LOGIC -shards 8 -token-secret "$SECRET" "$@"
-  wait_healthy gate gate 127.0.0.1:$GATE_GRPC "$run/logs/gate.log"
+  wait_healthy gate gate 127.0.0.1:$GATE_GRPC
   echo "overload: [$label] cluster is up; the load test takes about 50 s"
 
   set +e
@@ -113,7 +69,7 @@ run_cluster() {
   rc=${PIPESTATUS[0]}
   set -e
   echo "overload: [$label] stopping the cluster"
-  stop_cluster
+  procs_stop
 }
 
 run_cluster protected true
