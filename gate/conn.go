@@ -20,16 +20,19 @@ import (
 // while the player logs in, then a fresh reader (readLoop); each request
 // runs in a short-lived goroutine of its own. Writes are serialized by wmu.
 type conn struct {
-	s        *Server
-	ws       *websocket.Conn
-	codec    wire.Codec
-	msgType  int
-	playerID string // from the token
-	shard    int    // the player's logic shard
-	logic    leveev1.LogicClient
-	allow    allowFunc   // nil allows everything
-	release  func()      // from the admission hook; nil if none
-	bucket   tokenBucket // the request rate limit; used by the reader only
+	// lastPong and lastPing (Unix ns, the gate's clock) tell the keepalive
+	// goroutine whether the last ping was answered.
+	lastPong, lastPing atomic.Int64
+	s                  *Server
+	ws                 *websocket.Conn
+	codec              wire.Codec
+	msgType            int
+	playerID           string // from the token
+	shard              int    // the player's logic shard
+	logic              leveev1.LogicClient
+	allow              allowFunc   // nil allows everything
+	release            func()      // from the admission hook; nil if none
+	bucket             tokenBucket // the request rate limit; used by the reader only
 
 	// ctx is cancelled when the connection ends, so work for a player who
 	// has gone is dropped. It is made (by startContext) only when the
@@ -112,7 +115,10 @@ func (c *conn) serve(admitted *leveev1.ServerFrame) {
 // once, before the first read.
 func (c *conn) prepareReads() {
 	c.ws.SetReadLimit(wire.MaxFrame)
-	c.ws.SetPongHandler(func(string) error { c.extendReadDeadline(); return nil })
+	// The pong handler runs deep inside gorilla's read; it only notes the
+	// time and the keepalive goroutine extends the deadline (see ping):
+	// setting a deadline from down there grew every reader's stack to 4 KiB.
+	c.ws.SetPongHandler(func(string) error { c.lastPong.Store(c.s.clock.Now().UnixNano()); return nil })
 	c.extendReadDeadline()
 }
 
@@ -179,7 +185,12 @@ func loginCloseCode(code leveev1.ErrorCode) int {
 // readLoop reads frames until the socket fails or closes.
 func (c *conn) readLoop() {
 	for {
-		_, data, err := c.ws.ReadMessage()
+		// ReadMessage, split so that the wait stays shallow (see readFrame).
+		_, r, err := c.ws.NextReader()
+		var data []byte
+		if err == nil {
+			data, err = readFrame(r)
+		}
 		if err != nil {
 			if errors.Is(err, websocket.ErrReadLimit) {
 				// gorilla has sent 1009 (Message Too Big); take the rest of
@@ -196,6 +207,15 @@ func (c *conn) readLoop() {
 		c.handleFrame(data)
 	}
 }
+
+// readFrame copies a frame's payload. It is websocket.Conn.ReadMessage's
+// second half, kept out of readLoop's frame: measured, a waiting player's
+// reader blocks in NextReader with its stack at just under 2 KiB, and one
+// more frame on the way down (ReadMessage's, or a helper's) doubles every
+// waiting player's stack to 4 KiB for good.
+//
+//go:noinline
+func readFrame(r io.Reader) ([]byte, error) { return io.ReadAll(r) }
 
 // finish releases everything the connection holds.
 func (c *conn) finish() {
@@ -292,8 +312,8 @@ func (c *conn) isClosing() bool {
 }
 
 // extendReadDeadline gives the player another ping interval plus the pong
-// timeout to prove it is alive; it is called on every pong. Once closing,
-// the close deadline stands.
+// timeout to prove it is alive; the keepalive calls it for every player that
+// answered its last ping. Once closing, the close deadline stands.
 func (c *conn) extendReadDeadline() {
 	c.dmu.Lock()
 	defer c.dmu.Unlock()
@@ -318,6 +338,13 @@ func (c *conn) ping(deadline time.Time) {
 	if c.isClosing() {
 		return
 	}
+	// A player that answered the previous ping gets another ping interval
+	// plus the pong timeout; one that did not keeps its deadline and is
+	// dropped when it passes.
+	if c.lastPong.Load() >= c.lastPing.Load() {
+		c.extendReadDeadline()
+	}
+	c.lastPing.Store(c.s.clock.Now().UnixNano())
 	if err := c.ws.WriteControl(websocket.PingMessage, nil, deadline); err != nil && !errors.Is(err, websocket.ErrCloseSent) {
 		_ = c.ws.NetConn().Close()
 	}

@@ -6,8 +6,9 @@ import (
 )
 
 // keepalive is the one goroutine that pings every connection each
-// PingInterval. Pongs extend each connection's read deadline, so a player
-// that stops answering is dropped after PingInterval + PongTimeout.
+// PingInterval, and first extends the read deadline of every connection
+// that answered its previous ping, so a player that stops answering is
+// dropped at most 2 x PingInterval + PongTimeout after its last pong.
 func (s *Server) keepalive(ctx context.Context) {
 	t := s.clock.NewTicker(s.cfg.PingInterval)
 	defer t.Stop()
