@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,24 +57,21 @@ func DefaultHold() HoldConfig {
 
 // Validate checks the config; errors name the flag.
 func (c HoldConfig) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrScenario, fmt.Sprintf(format, args...))
-	}
 	switch {
 	case c.Conns < 1 || c.Conns > MaxBots:
-		return bad("-conns: must be in 1..%d, got %d", MaxBots, c.Conns)
+		return scenarioErr("-conns: must be in 1..%d, got %d", MaxBots, c.Conns)
 	case c.DialParallel < 1 || c.DialParallel > 10_000:
-		return bad("-dial-parallel: must be in 1..10000, got %d", c.DialParallel)
+		return scenarioErr("-dial-parallel: must be in 1..10000, got %d", c.DialParallel)
 	case c.Hold <= 0:
-		return bad("-hold: must be > 0, got %v", c.Hold)
+		return scenarioErr("-hold: must be > 0, got %v", c.Hold)
 	case c.DialBound <= 0:
-		return bad("-bound: must be > 0, got %v", c.DialBound)
+		return scenarioErr("-bound: must be > 0, got %v", c.DialBound)
 	case c.PID < 0:
-		return bad("-target-pid: must be >= 0, got %d", c.PID)
+		return scenarioErr("-target-pid: must be >= 0, got %d", c.PID)
 	case c.SampleEvery <= 0:
-		return bad("-sample-every: must be > 0, got %v", c.SampleEvery)
+		return scenarioErr("-sample-every: must be > 0, got %v", c.SampleEvery)
 	case c.Settle < 0 || c.Settle >= c.Hold:
-		return bad("-hold-settle: must be in [0, -hold), got %v", c.Settle)
+		return scenarioErr("-hold-settle: must be in [0, -hold), got %v", c.Settle)
 	}
 	return nil
 }
@@ -412,9 +408,7 @@ func ReadRSS(pid int) (float64, error) {
 
 // WriteJSON writes the report as indented JSON.
 func (r *HoldReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the report for people.

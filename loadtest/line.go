@@ -77,36 +77,33 @@ func DefaultLine() LineConfig {
 
 // Validate checks the config; errors name the flag.
 func (c LineConfig) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrScenario, fmt.Sprintf(format, args...))
-	}
 	switch {
 	case c.Bots < 1 || c.Bots > MaxBots:
-		return bad("-bots: must be in 1..%d, got %d", MaxBots, c.Bots)
+		return scenarioErr("-bots: must be in 1..%d, got %d", MaxBots, c.Bots)
 	case c.DialParallel < 1 || c.DialParallel > 10_000:
-		return bad("-dial-parallel: must be in 1..10000, got %d", c.DialParallel)
+		return scenarioErr("-dial-parallel: must be in 1..10000, got %d", c.DialParallel)
 	case c.Bound <= 0:
-		return bad("-bound: must be > 0, got %v", c.Bound)
+		return scenarioErr("-bound: must be > 0, got %v", c.Bound)
 	case c.Rate < 0:
-		return bad("-line-rate: must be >= 0, got %v", c.Rate)
+		return scenarioErr("-line-rate: must be >= 0, got %v", c.Rate)
 	case c.Window <= 0:
-		return bad("-window: must be > 0, got %v", c.Window)
+		return scenarioErr("-window: must be > 0, got %v", c.Window)
 	case c.Settle < 0:
-		return bad("-settle: must be >= 0, got %v", c.Settle)
+		return scenarioErr("-settle: must be >= 0, got %v", c.Settle)
 	case c.PaceTolerance <= 0 || c.PaceTolerance >= 1:
-		return bad("-pace-tolerance: must be in (0, 1), got %v", c.PaceTolerance)
+		return scenarioErr("-pace-tolerance: must be in (0, 1), got %v", c.PaceTolerance)
 	case c.OrderSlack < 0:
-		return bad("-order-slack: must be >= 0, got %v", c.OrderSlack)
+		return scenarioErr("-order-slack: must be >= 0, got %v", c.OrderSlack)
 	case c.MaxStatusGap <= 0:
-		return bad("-max-status-gap: must be > 0, got %v", c.MaxStatusGap)
+		return scenarioErr("-max-status-gap: must be > 0, got %v", c.MaxStatusGap)
 	case c.ChangeAt < 0:
-		return bad("-change-at: must be >= 0, got %v", c.ChangeAt)
+		return scenarioErr("-change-at: must be >= 0, got %v", c.ChangeAt)
 	case c.ChangeAt > 0 && c.Change == (LineSetting{}):
-		return bad("-change-at: needs -change-rate (and -change-interval) or -change-mode")
+		return scenarioErr("-change-at: needs -change-rate (and -change-interval) or -change-mode")
 	case (c.ChangeAt > 0 || c.Start != LineSetting{}) && (c.Admin == nil || c.Admin.URL == ""):
-		return bad("-admin-url: required by -change-at and -start-*")
+		return scenarioErr("-admin-url: required by -change-at and -start-*")
 	case c.StartWhenJoined && c.Start == LineSetting{}:
-		return bad("-start-when-joined: needs -start-mode (and -start-rate, -start-interval)")
+		return scenarioErr("-start-when-joined: needs -start-mode (and -start-rate, -start-interval)")
 	}
 	return nil
 }

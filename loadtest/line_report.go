@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -414,17 +413,12 @@ func (r *LineReport) Evaluate() {
 	}
 	add("status_gap", fmt.Sprintf("a status at least every %v while waiting", r.MaxStatusGapAllowed),
 		r.MaxStatusGap <= r.MaxStatusGapAllowed, "longest gap %v", r.MaxStatusGap.Round(time.Millisecond))
-	r.Passed = true
-	for _, c := range r.Criteria {
-		r.Passed = r.Passed && c.Pass
-	}
+	r.Passed = allPass(r.Criteria)
 }
 
 // WriteJSON writes the report as indented JSON.
 func (r *LineReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the report for people.

@@ -17,6 +17,29 @@ type Criterion struct {
 	Pass bool   `json:"pass"`
 }
 
+// allPass reports whether every criterion passed.
+func allPass(cs []Criterion) bool {
+	for _, c := range cs {
+		if !c.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// writeJSON writes v as indented JSON; every report's WriteJSON uses it.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// scenarioErr is a configuration error of a scenario; the message names
+// the flag.
+func scenarioErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrScenario, fmt.Sprintf(format, args...))
+}
+
 // OverloadReport is what the overload scenario measured and its verdict.
 type OverloadReport struct {
 	Scenario    string        `json:"scenario"`
@@ -214,17 +237,12 @@ func (r *OverloadReport) Evaluate(cfg OverloadConfig) {
 		warn("%d connections were down at the end (%s)", n, formatCounts(r.Disconnects))
 	}
 
-	r.Passed = true
-	for _, c := range r.Criteria {
-		r.Passed = r.Passed && c.Pass
-	}
+	r.Passed = allPass(r.Criteria)
 }
 
 // WriteJSON writes the report as indented JSON.
 func (r *OverloadReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the report for people.

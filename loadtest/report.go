@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -152,9 +151,7 @@ func (r *Report) Passed() bool { return len(r.Problems()) == 0 }
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the report for people.
