@@ -12,12 +12,21 @@ import (
 	leveev1 "levee/proto/leveev1"
 )
 
-// shedRetryAfter is the least retry delay sent with a refusal under load; a
-// random 0..shedRetryJitter is added, so refused callers do not come back
-// together.
+// shedRetryAfter is the least retry delay sent with an adaptive shed (the
+// CPU is saturated, which lasts); a random 0..shedRetryJitter is added, so
+// refused callers do not come back together.
+//
+// A refusal at the hard in-flight cap says something else: every slot is
+// busy right now, and one frees as soon as a simulation ends. Its retry
+// delay is about one simulation (the shedder's smallest recent latency,
+// between capRetryMin and capRetryMax) plus as much jitter: a caller that
+// honours it as a cooling time (logic does) comes back when a slot is
+// likely free, instead of leaving the instance idle for 100 ms.
 const (
 	shedRetryAfter  = 100 * time.Millisecond
 	shedRetryJitter = 100 * time.Millisecond
+	capRetryMin     = time.Millisecond
+	capRetryMax     = 20 * time.Millisecond
 )
 
 // Simulate is the Battle service's one RPC. The steps, in order:
@@ -109,16 +118,26 @@ func (s *Server) drop(ctx context.Context, err error) error {
 func (s *Server) refuse(ctx context.Context, why refusal, crit shed.Criticality) error {
 	s.m.requests.WithLabelValues(outcomeShed).Inc()
 	s.m.shedBy[why][critIndex(crit)].Inc()
-	depth, ratio := s.adm.pressure(s.clk.Now(), why)
-	retryAfter := shedRetryAfter + time.Duration(s.int64N(int64(shedRetryJitter)))
+	now := s.clk.Now()
+	depth, ratio := s.adm.pressure(now, why)
 	var err error
+	var retryAfter time.Duration
 	switch why {
 	case refusedAdaptive:
 		err = fmt.Errorf("battle: %w (%d in flight)", shed.ErrShed, depth)
+		retryAfter = shedRetryAfter + time.Duration(s.int64N(int64(shedRetryJitter)))
 	default:
 		err = fmt.Errorf("battle: %d simulations in flight, the most allowed", depth)
+		base := capRetryBase(s.adm.shedder.Stats(now).MinRTT)
+		retryAfter = base + time.Duration(s.int64N(int64(base)))
 	}
 	return apperr.Overloaded(ctx, fmt.Errorf("%w: %w", apperr.ErrBusy, err), retryAfter, depth, ratio)
+}
+
+// capRetryBase is the least retry delay of a refusal at the in-flight cap:
+// about one simulation, minRTT, within [capRetryMin, capRetryMax].
+func capRetryBase(minRTT time.Duration) time.Duration {
+	return min(max(minRTT, capRetryMin), capRetryMax)
 }
 
 // outcomeOf classifies a simulation's error for battle_requests_total.

@@ -209,13 +209,15 @@ func (h *harness) shed(reason, crit string) float64 {
 	return testutil.ToFloat64(h.s.m.shed.WithLabelValues(reason, crit))
 }
 
-func wantExhausted(t *testing.T, what string, r result, depth uint32, ratio float64) {
+// wantExhausted checks a refusal: RESOURCE_EXHAUSTED, the pushback (with
+// the harness's zero jitter) and the backpressure hints.
+func wantExhausted(t *testing.T, what string, r result, pushback time.Duration, depth uint32, ratio float64) {
 	t.Helper()
 	if status.Code(r.err) != codes.ResourceExhausted {
 		t.Fatalf("%s: err = %v, want ResourceExhausted", what, r.err)
 	}
-	if d := apperr.Pushback(r.trailer); d != shedRetryAfter {
-		t.Errorf("%s: pushback = %v, want %v", what, d, shedRetryAfter)
+	if d := apperr.Pushback(r.trailer); d != pushback {
+		t.Errorf("%s: pushback = %v, want %v", what, d, pushback)
 	}
 	if bp := apperr.BackpressureFrom(r.trailer); bp.GetQueueDepth() != depth || bp.GetRatio() != ratio {
 		t.Errorf("%s: backpressure = %v, want depth %d ratio %v", what, bp, depth, ratio)
@@ -238,13 +240,14 @@ func TestAdaptiveShedding(t *testing.T) {
 	a := h.hold(t, normal) // 0 in flight: admitted
 	// 1 in flight: over a sheddable request's limit (0.8 × 1), within a
 	// default one's.
-	wantExhausted(t, "sheddable at 1 in flight", h.call(context.Background(), sheddable, 8), 1, 1)
+	wantExhausted(t, "sheddable at 1 in flight", h.call(context.Background(), sheddable, 8), shedRetryAfter, 1, 1)
 	b := h.hold(t, normal)
-	wantExhausted(t, "default at 2 in flight", h.call(context.Background(), normal, 8), 2, 1)
+	wantExhausted(t, "default at 2 in flight", h.call(context.Background(), normal, 8), shedRetryAfter, 2, 1)
 	// Critical work is never shed by the adaptive rule...
 	c := h.hold(t, critical)
-	// ...but the hard cap (3) refuses it.
-	wantExhausted(t, "critical at the cap", h.call(context.Background(), critical, 8), 3, 1)
+	// ...but the hard cap (3) refuses it, with a retry delay of about one
+	// simulation (the smallest latency seen, 10 ms) instead of the shed's.
+	wantExhausted(t, "critical at the cap", h.call(context.Background(), critical, 8), 10*time.Millisecond, 3, 1)
 
 	for _, w := range []struct {
 		reason, crit string
@@ -287,14 +290,40 @@ func TestRefusalRetryAfterIsJittered(t *testing.T) {
 	cfg.MaxInFlight = 1
 	cfg.Throttle = false
 	h := newHarness(t, cfg)
+	h.learnLimitOne(t) // smallest latency 10 ms
 	h.draw = func(n int64) int64 { return n - 1 }
-	a := h.hold(t, critical)
-	r := h.call(context.Background(), critical, 8)
+
+	h.setCPU(0.95)
+	a := h.hold(t, normal)
+	// Shed by the adaptive rule (a sheddable request over 0.8 × the
+	// limit of 1): 100 ms + up to 100 ms of jitter.
+	r := h.call(context.Background(), sheddable, 8)
 	if d := apperr.Pushback(r.trailer); d != 199*time.Millisecond { // ms resolution
-		t.Fatalf("pushback = %v, want 199ms", d)
+		t.Errorf("adaptive shed: pushback = %v, want 199ms", d)
+	}
+	// Refused at the cap (critical is never shed): one simulation, 10 ms,
+	// + up to as much jitter.
+	r = h.call(context.Background(), critical, 8)
+	if d := apperr.Pushback(r.trailer); d != 19*time.Millisecond {
+		t.Errorf("in-flight cap: pushback = %v, want 19ms", d)
 	}
 	close(h.release)
 	within(t, a)
+}
+
+func TestCapRetryAfterBounds(t *testing.T) {
+	for _, tc := range []struct {
+		minRTT, want time.Duration
+	}{
+		{0, capRetryMin}, // no estimate yet
+		{500 * time.Microsecond, capRetryMin},
+		{7 * time.Millisecond, 7 * time.Millisecond},
+		{time.Second, capRetryMax},
+	} {
+		if got := capRetryBase(tc.minRTT); got != tc.want {
+			t.Errorf("capRetryBase(%v) = %v, want %v", tc.minRTT, got, tc.want)
+		}
+	}
 }
 
 func TestThrottleOnlyAboveThreshold(t *testing.T) {

@@ -237,13 +237,14 @@ func TestMaxInFlightRefusesAtOnceWithPushback(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("over the cap: err = %v, want ResourceExhausted", err)
 	}
-	if d := apperr.Pushback(trailer); d != shedRetryAfter {
-		t.Fatalf("pushback = %v, want %v", d, shedRetryAfter)
+	// No simulation has completed yet: the cap's retry delay is its least.
+	if d := apperr.Pushback(trailer); d != capRetryMin {
+		t.Fatalf("pushback = %v, want %v", d, capRetryMin)
 	}
 	if bp := apperr.BackpressureFrom(trailer); bp.GetQueueDepth() != 2 || bp.GetRatio() != 1 {
 		t.Fatalf("backpressure = %v, want depth 2 and ratio 1", bp)
 	}
-	if e := apperr.FromGRPC(err, apperr.Pushback(trailer)); e.GetCode() != leveev1.ErrorCode_ERROR_CODE_BUSY || e.GetRetryAfterMs() != 100 {
+	if e := apperr.FromGRPC(err, apperr.Pushback(trailer)); e.GetCode() != leveev1.ErrorCode_ERROR_CODE_BUSY || e.GetRetryAfterMs() != 1 {
 		t.Fatalf("player error = %v", e)
 	}
 	if n := outcomes(r.srv, outcomeShed); n != 1 {
