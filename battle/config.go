@@ -3,7 +3,7 @@ package battle
 import (
 	"errors"
 	"fmt"
-	"runtime"
+	"math"
 	"time"
 
 	"levee/internal/cpu"
@@ -63,6 +63,12 @@ type Config struct {
 	ShedCoolOff time.Duration
 }
 
+// defaultMaxInFlight is one simulation per CPU the process may use,
+// rounded up (a limit of 1.5 CPUs allows 2), at least 1.
+func defaultMaxInFlight(cpus float64) int {
+	return max(int(math.Ceil(cpus)), 1)
+}
+
 // DefaultConfig is the configuration used when nothing is set: every
 // protection on, with the seeds' numbers.
 func DefaultConfig() Config {
@@ -78,8 +84,10 @@ func DefaultConfig() Config {
 		InFlightCap:   true,
 		// Battles are CPU-bound: more at once than the CPUs the process
 		// may use only makes each slower and starves the gRPC server's
-		// own goroutines, so refusals come back late.
-		MaxInFlight:      runtime.GOMAXPROCS(0) + 1,
+		// own goroutines, so refusals come back late. One per CPU is
+		// enough to keep them busy because logic keeps a short line of
+		// calls ready for the moment a slot frees (its -battle-wait).
+		MaxInFlight:      defaultMaxInFlight(cpu.AllowedCPUs(cpu.DefaultCgroupRoot)),
 		CPUInterval:      cpu.DefaultInterval,
 		ThrottleCPU:      tc.CPUThreshold,
 		ThrottleMaxDelay: tc.MaxDelay,

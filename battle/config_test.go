@@ -60,3 +60,14 @@ func TestSwitchesNeedProtection(t *testing.T) {
 		t.Fatal("throttle on with -throttle-max-delay 0")
 	}
 }
+
+func TestDefaultMaxInFlightIsOnePerCPU(t *testing.T) {
+	for _, tc := range []struct {
+		cpus float64
+		want int
+	}{{0.25, 1}, {1, 1}, {1.5, 2}, {2, 2}, {16, 16}, {0, 1}} {
+		if got := defaultMaxInFlight(tc.cpus); got != tc.want {
+			t.Errorf("defaultMaxInFlight(%v) = %d, want %d", tc.cpus, got, tc.want)
+		}
+	}
+}

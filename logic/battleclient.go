@@ -122,6 +122,21 @@ type battleClient struct {
 	calls    *prometheus.CounterVec
 	cooling  prometheus.Counter // calls{cooling}
 	retries  *prometheus.CounterVec
+	waits    *prometheus.CounterVec
+
+	// slotWait and maxWaiters (set before use; -battle-wait and
+	// -battle-waiters) let a first attempt that finds every instance at its
+	// adaptive limit wait up to slotWait for a call to end, with at most
+	// maxWaiters waiting at once, instead of being refused at once. Without
+	// that short line an instance's slot that frees stays idle until the
+	// next request happens to arrive, and under a surge the refusals'
+	// cooling (here and at the gate) makes that wait long: the battle tier
+	// then serves less than it can. slotWait 0 refuses at once.
+	slotWait   time.Duration
+	maxWaiters int64
+	waiters    atomic.Int64
+	// freed is closed (and cleared) when a call ends while calls wait.
+	freed atomic.Pointer[chan struct{}]
 }
 
 // Bounds of the cooling that a refusal starts: the pushback the instance
@@ -141,7 +156,7 @@ const (
 // cooling of refusing instances on, on clk's time.
 func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) (*battleClient, error) {
 	c := &battleClient{timeout: timeout, pushback: pushback, clk: clk,
-		calls: m.battleCalls, cooling: m.battleCalls.WithLabelValues(outcomeCooling), retries: m.retries}
+		calls: m.battleCalls, cooling: m.battleCalls.WithLabelValues(outcomeCooling), retries: m.retries, waits: m.battleWaits}
 	for _, a := range addrs {
 		a = strings.TrimSpace(a)
 		conn, err := grpc.NewClient("passthrough:///"+a, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -164,7 +179,10 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pus
 // instances are cooling (see pick).
 func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest, cl class) (*leveev1.SimulateReply, time.Duration, error) {
 	critical := cl == classCritical
-	first, wait := c.pick(-1, critical)
+	first, wait, full := c.pick(-1, critical)
+	if first < 0 && full {
+		first, wait = c.awaitSlot(ctx)
+	}
 	if first < 0 {
 		c.cooling.Inc()
 		wait = ceilMillis(wait)
@@ -190,7 +208,7 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 	if ctx.Err() != nil {
 		return nil, pushback, err
 	}
-	second, wait := c.pick(first, critical)
+	second, wait, _ := c.pick(first, critical)
 	if second < 0 {
 		// Every other instance asked to be left alone for now: the
 		// earliest any instance is ready is the retry delay to pass on.
@@ -221,6 +239,7 @@ func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.Simulate
 	in.inflight.Add(1)
 	rep, err := in.rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
 	in.inflight.Add(-1)
+	c.signalFreed()
 	if err != nil {
 		derr := battleError(err)
 		c.calls.WithLabelValues(battleOutcome(derr)).Inc()
@@ -255,14 +274,87 @@ func (c *battleClient) cool(i int, pushback time.Duration) {
 	}
 }
 
+// Outcomes of logic_battle_waits_total.
+const (
+	waitSlot    = "slot"    // a slot freed in time
+	waitTimeout = "timeout" // none did within -battle-wait (or the caller went)
+	waitFull    = "full"    // -battle-waiters were waiting already
+)
+
+// awaitSlot waits, up to slotWait and while ctx lives, for an instance
+// whose calls are below its limit, when fewer than maxWaiters wait
+// already. It returns the instance, or -1 and the retry delay to pass on.
+func (c *battleClient) awaitSlot(ctx context.Context) (int, time.Duration) {
+	if c.slotWait <= 0 {
+		return -1, fullWait
+	}
+	if c.waiters.Add(1) > c.maxWaiters {
+		c.waiters.Add(-1)
+		c.waits.WithLabelValues(waitFull).Inc()
+		return -1, fullWait
+	}
+	defer c.waiters.Add(-1)
+	t := c.clk.NewTimer(c.slotWait)
+	defer t.Stop()
+	for {
+		// Take the channel before looking, so that a call ending after
+		// the look closes the channel this waits on.
+		freed := c.freedChan()
+		i, wait, full := c.pick(-1, false)
+		if i >= 0 {
+			c.waits.WithLabelValues(waitSlot).Inc()
+			return i, 0
+		}
+		if !full {
+			// Every instance is cooling now: waiting for a slot is moot.
+			c.waits.WithLabelValues(waitTimeout).Inc()
+			return -1, wait
+		}
+		select {
+		case <-freed:
+		case <-t.C():
+			c.waits.WithLabelValues(waitTimeout).Inc()
+			return -1, fullWait
+		case <-ctx.Done():
+			c.waits.WithLabelValues(waitTimeout).Inc()
+			return -1, fullWait
+		}
+	}
+}
+
+// freedChan returns the channel the next ending call closes.
+func (c *battleClient) freedChan() chan struct{} {
+	for {
+		if p := c.freed.Load(); p != nil {
+			return *p
+		}
+		ch := make(chan struct{})
+		if c.freed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
+}
+
+// signalFreed wakes the calls waiting for a slot, if any.
+func (c *battleClient) signalFreed() {
+	if c.waiters.Load() == 0 {
+		return
+	}
+	if p := c.freed.Swap(nil); p != nil {
+		close(*p)
+	}
+}
+
 // pick chooses an instance round robin: for a first attempt (avoid -1)
 // any, for a retry one of the others (avoid is the first attempt's), with
 // their own turns so that retries do not shift the first attempts' turns.
 // It passes over a cooling instance, and over one in TRANSIENT_FAILURE when
-// a later one is not. When every candidate is cooling it returns the one
-// whose cooling ends first for a critical call, and for any other -1 and
-// how long until that end.
-func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration) {
+// a later one is not. When every candidate is cooling or at its limit it
+// returns the one whose cooling ends first for a critical call, and for any
+// other -1 and how long until that end; full says that at least one of
+// them was passed over only for being at its limit, so that a slot may
+// free before that.
+func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration, bool) {
 	n := len(c.insts)
 	var start int
 	if avoid < 0 || n == 1 {
@@ -275,6 +367,7 @@ func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration) {
 		now = c.clk.Now().UnixNano()
 	}
 	fallback, coolest := -1, -1
+	full := false
 	var coolEnd int64
 	for k := range n {
 		i := (start + k) % n
@@ -292,6 +385,7 @@ func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration) {
 			if in.inflight.Load() >= in.limit.get() {
 				// At its adaptive limit: as good as cooling for a
 				// moment; a slot frees when one of its calls ends.
+				full = true
 				if u := now + int64(fullWait); coolest < 0 || u < coolEnd {
 					coolest, coolEnd = i, u
 				}
@@ -302,16 +396,16 @@ func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration) {
 			fallback = i
 		}
 		if c.insts[i].conn.GetState() != connectivity.TransientFailure {
-			return i, 0
+			return i, 0, false
 		}
 	}
 	if fallback >= 0 {
-		return fallback, 0
+		return fallback, 0, false
 	}
 	if critical {
-		return coolest, 0
+		return coolest, 0, full
 	}
-	return -1, time.Duration(coolEnd - now)
+	return -1, time.Duration(coolEnd - now), full
 }
 
 // allCooling says whether every instance is cooling at now, and if so how

@@ -56,6 +56,13 @@ type Config struct {
 	// costs one token, every success gives back 0.1, and a failed call is
 	// retried only while more than half the tokens are left.
 	BattleRetryBudget float64
+	// BattleWait is how long a battle call that finds every battle instance
+	// at its adaptive concurrency limit may wait for one of their calls to
+	// end, instead of being refused at once; at most BattleWaiters wait at a
+	// time. Part of BattlePushback (the limits exist only with it). 0: no
+	// waiting.
+	BattleWait    time.Duration
+	BattleWaiters int
 	// MaxBattles caps the battle calls in flight in this process; a battle
 	// beyond it is refused with RESOURCE_EXHAUSTED. With Protection off
 	// there is no cap (the "before" picture).
@@ -111,6 +118,8 @@ func DefaultConfig() Config {
 		BattleRetryBudget:   10,
 		MaxBatch:            256,
 		MaxBattles:          256,
+		BattleWait:          20 * time.Millisecond,
+		BattleWaiters:       8,
 		ShutdownGrace:       10 * time.Second,
 		Drain:               0,
 		Protection:          true,
@@ -217,6 +226,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBatch <= 0 {
 		errs = append(errs, fmt.Errorf("-max-batch: must be > 0, got %d", c.MaxBatch))
+	}
+	if c.BattleWait < 0 || c.BattleWait > time.Second {
+		errs = append(errs, fmt.Errorf("-battle-wait: must be in [0, 1s], got %v", c.BattleWait))
+	}
+	if c.BattleWaiters < 1 || c.BattleWaiters > 10_000 {
+		errs = append(errs, fmt.Errorf("-battle-waiters: must be in 1..10000, got %d", c.BattleWaiters))
 	}
 	if c.MaxBattles <= 0 {
 		errs = append(errs, fmt.Errorf("-max-battles: must be > 0, got %d", c.MaxBattles))

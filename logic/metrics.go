@@ -17,6 +17,7 @@ type tierMetrics struct {
 	blocked     prometheus.Gauge
 	battleCalls *prometheus.CounterVec
 	retries     *prometheus.CounterVec
+	battleWaits *prometheus.CounterVec
 }
 
 // logic_rejections_total reasons.
@@ -89,6 +90,14 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 			Help: "Failed battle calls considered for a retry on another instance, by outcome: ok and failed (the retry's result), throttled (not retried: the retry throttle's tokens were at or below half), " +
 				"cooling (not retried: every other instance was cooling after a refusal).",
 		}, []string{"outcome"}),
+	}
+	m.battleWaits = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "logic_battle_waits_total",
+		Help: "Battle calls that found every battle instance at its adaptive concurrency limit and waited for a slot (-battle-wait), " +
+			"by outcome: slot (one freed in time), timeout (none did; refused), full (-battle-waiters were waiting already; refused at once).",
+	}, []string{"outcome"})
+	for _, o := range []string{waitSlot, waitTimeout, waitFull} {
+		m.battleWaits.WithLabelValues(o)
 	}
 	for _, o := range []string{retryOK, retryFailed, retryThrottled, retryCooling} {
 		m.retries.WithLabelValues(o)

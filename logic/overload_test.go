@@ -1,6 +1,7 @@
 package logic
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -462,14 +463,14 @@ func TestPickOneInstanceCritical(t *testing.T) {
 	c.insts = all[:1]
 	defer func() { c.insts = all }()
 	c.cool(0, time.Second)
-	if i, _ := c.pick(-1, true); i != 0 {
+	if i, _, _ := c.pick(-1, true); i != 0 {
 		t.Fatalf("critical pick = %d", i)
 	}
-	if i, wait := c.pick(-1, false); i != -1 || wait != time.Second {
-		t.Fatalf("default pick = %d, %v", i, wait)
+	if i, wait, full := c.pick(-1, false); i != -1 || wait != time.Second || full {
+		t.Fatalf("default pick = %d, %v, full %v", i, wait, full)
 	}
 	clk.Advance(time.Second)
-	if i, _ := c.pick(-1, false); i != 0 {
+	if i, _, _ := c.pick(-1, false); i != 0 {
 		t.Fatalf("pick after the cooling = %d", i)
 	}
 }
@@ -508,15 +509,129 @@ func TestPickSkipsInstanceAtLimit(t *testing.T) {
 	defer c.close()
 	c.insts[0].inflight.Store(aimdInitial)
 	for range 4 {
-		if i, _ := c.pick(-1, false); i != 1 {
+		if i, _, _ := c.pick(-1, false); i != 1 {
 			t.Fatalf("picked %d, want the instance below its limit", i)
 		}
 	}
 	c.insts[1].inflight.Store(aimdInitial)
-	if i, wait := c.pick(-1, false); i != -1 || wait != fullWait {
-		t.Fatalf("both full: picked %d, wait %v; want a local refusal after %v", i, wait, fullWait)
+	if i, wait, full := c.pick(-1, false); i != -1 || wait != fullWait || !full {
+		t.Fatalf("both full: picked %d, wait %v, full %v; want a local refusal after %v, full", i, wait, full, fullWait)
 	}
-	if i, _ := c.pick(-1, true); i < 0 {
+	if i, _, _ := c.pick(-1, true); i < 0 {
 		t.Fatal("a critical call must still go somewhere")
+	}
+}
+
+// fullClient is a battle client of two instances, both at their adaptive
+// limit, on a fake clock, with -battle-wait wait and -battle-waiters n.
+func fullClient(t *testing.T, wait time.Duration, n int64) (*battleClient, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(0, 0))
+	c, err := dialBattle([]string{"127.0.0.1:1", "127.0.0.1:2"}, time.Second, nil, true, clk, newMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.close() })
+	c.slotWait, c.maxWaiters = wait, n
+	for _, in := range c.insts {
+		in.inflight.Store(aimdInitial)
+	}
+	return c, clk
+}
+
+type slotResult struct {
+	i    int
+	wait time.Duration
+}
+
+// goAwait runs awaitSlot on its own goroutine and waits (with a deadline)
+// until it is waiting on the fake clock's timer.
+func goAwait(t *testing.T, c *battleClient, clk *clock.Fake, ctx context.Context) <-chan slotResult {
+	t.Helper()
+	before := clk.Waiters()
+	ch := make(chan slotResult, 1)
+	go func() {
+		i, w := c.awaitSlot(ctx)
+		ch <- slotResult{i, w}
+	}()
+	waitFor(t, "the call to wait for a slot", func() bool { return clk.Waiters() > before })
+	return ch
+}
+
+func waitCount(c *battleClient, outcome string) float64 {
+	return testutilValue(c.waits.WithLabelValues(outcome))
+}
+
+// With every instance at its limit, a call waits for the first slot that
+// frees and takes it, instead of being refused.
+func TestAwaitSlotTakesAFreedSlot(t *testing.T) {
+	c, clk := fullClient(t, 20*time.Millisecond, 8)
+	res := goAwait(t, c, clk, context.Background())
+	select {
+	case r := <-res:
+		t.Fatalf("returned %+v before any slot freed", r)
+	default:
+	}
+	c.insts[1].inflight.Add(-1) // a call to instance 1 ends
+	c.signalFreed()
+	select {
+	case r := <-res:
+		if r.i != 1 || r.wait != 0 {
+			t.Fatalf("got %+v, want instance 1", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a freed slot did not wake the waiting call")
+	}
+	if got := waitCount(c, waitSlot); got != 1 {
+		t.Fatalf("waits{slot} = %v", got)
+	}
+	if n := c.waiters.Load(); n != 0 {
+		t.Fatalf("waiters after = %d", n)
+	}
+}
+
+// No slot within -battle-wait: refused with the usual retry delay.
+func TestAwaitSlotTimesOut(t *testing.T) {
+	c, clk := fullClient(t, 20*time.Millisecond, 8)
+	res := goAwait(t, c, clk, context.Background())
+	clk.Advance(19 * time.Millisecond)
+	select {
+	case r := <-res:
+		t.Fatalf("returned %+v before -battle-wait passed", r)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	r := <-res
+	if r.i != -1 || r.wait != fullWait {
+		t.Fatalf("got %+v, want a refusal after %v", r, fullWait)
+	}
+	if got := waitCount(c, waitTimeout); got != 1 {
+		t.Fatalf("waits{timeout} = %v", got)
+	}
+}
+
+// At most -battle-waiters wait; the next is refused at once. -battle-wait
+// 0 refuses at once too, and a caller that goes stops waiting.
+func TestAwaitSlotBounds(t *testing.T) {
+	c, clk := fullClient(t, 20*time.Millisecond, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	res := goAwait(t, c, clk, ctx)
+	if i, w := c.awaitSlot(context.Background()); i != -1 || w != fullWait {
+		t.Fatalf("second waiter: got %d, %v; want a refusal", i, w)
+	}
+	if got := waitCount(c, waitFull); got != 1 {
+		t.Fatalf("waits{full} = %v", got)
+	}
+	cancel()
+	if r := <-res; r.i != -1 {
+		t.Fatalf("cancelled waiter got instance %d", r.i)
+	}
+
+	c.slotWait = 0
+	if i, _ := c.awaitSlot(context.Background()); i != -1 {
+		t.Fatalf("-battle-wait 0: got instance %d", i)
+	}
+	if n := c.waiters.Load(); n != 0 {
+		t.Fatalf("waiters after = %d", n)
 	}
 }

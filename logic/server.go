@@ -122,6 +122,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	s.battleCli.slotWait, s.battleCli.maxWaiters = cfg.BattleWait, int64(cfg.BattleWaiters)
 	s.battle = s.battleCli
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("-grpc-addr: %w", err)

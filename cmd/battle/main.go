@@ -30,7 +30,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.BoolVar(&cfg.Throttle, "throttle", cfg.Throttle, "jittered CPU throttle (needs -protection); off: no battle is delayed, however high the CPU")
 			fs.BoolVar(&cfg.AdaptiveShed, "adaptive-shed", cfg.AdaptiveShed, "adaptive shedding (needs -protection); off: nothing is shed by it (battle_adaptive_limit is still measured)")
 			fs.BoolVar(&cfg.InFlightCap, "in-flight-cap", cfg.InFlightCap, "hard cap of -max-in-flight (needs -protection); off: any number of simulations may run at once")
-			fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "hard cap on simulations running at once, for every criticality; the rest get RESOURCE_EXHAUSTED")
+			fs.IntVar(&cfg.MaxInFlight, "max-in-flight", cfg.MaxInFlight, "hard cap on simulations running at once, for every criticality; the rest get RESOURCE_EXHAUSTED with a retry delay of about one simulation "+
+				"(default: the CPUs this process may use, cgroup limit or GOMAXPROCS, rounded up)")
 			fs.DurationVar(&cfg.CPUInterval, "cpu-interval", cfg.CPUInterval, "how often the CPU utilisation (of the CPUs this process may use) is sampled")
 			fs.Float64Var(&cfg.ThrottleCPU, "throttle-cpu", cfg.ThrottleCPU, "CPU utilisation (0..1) above which each battle is delayed by a random 0..-throttle-max-delay")
 			fs.DurationVar(&cfg.ThrottleMaxDelay, "throttle-max-delay", cfg.ThrottleMaxDelay, "largest throttle delay; 0 disables the throttle")

@@ -43,6 +43,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.Float64Var(&cfg.BattleRetryBudget, "battle-retry-budget", cfg.BattleRetryBudget,
 				"tokens of the battle retry throttle: a failed attempt costs 1, a success gives back 0.1, retries only while more than half are left")
 			fs.IntVar(&cfg.MaxBatch, "max-batch", cfg.MaxBatch, "most requests one shard commits in one transaction")
+			fs.DurationVar(&cfg.BattleWait, "battle-wait", cfg.BattleWait,
+				"how long a battle call that finds every battle instance at its adaptive concurrency limit waits for a slot before it is refused "+
+					"(part of -battle-pushback); 0: refused at once")
+			fs.IntVar(&cfg.BattleWaiters, "battle-waiters", cfg.BattleWaiters, "most battle calls waiting for a slot at once (-battle-wait); more are refused at once")
 			fs.IntVar(&cfg.MaxBattles, "max-battles", cfg.MaxBattles, "cap on battle calls in flight; the rest get RESOURCE_EXHAUSTED (no cap with -protection=false)")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "time in-flight requests get to finish on shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time to keep serving after reporting NOT_SERVING (e.g. 5s in Kubernetes)")
