@@ -11,10 +11,12 @@ import (
 // set of connections:
 //
 //  1. capacity: a closed loop with CapacityConcurrency requests outstanding
-//     for CapacityTime; C is served replies per second;
+//     for CapacityTime (a refused request's worker first waits the
+//     retry_after it was given); C0 is served replies per second;
 //     then, from that C0, a stepped open-loop search (CapacityStepTime a
-//     step, at most CapacitySearchTime in all): C is the served rate of
-//     the best step that held (see capacitySearch);
+//     step, at most CapacitySearchTime in all), up from C0 when C0 holds
+//     and down when it does not: C is the served rate of the best step
+//     that held (see capacitySearch);
 //  2. baseline: an open loop at BaselineFactor × C for PhaseTime;
 //  3. overload: an open loop at OverloadFactor × C for OverloadTime.
 //

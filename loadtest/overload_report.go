@@ -287,6 +287,7 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 	}
 	if p := r.BaselinePhase; p != nil {
 		kv("baseline", "goodput %.1f/s, served p50 %s p99 %s", p.Goodput, ms(p.Latency.P50), ms(p.Latency.P99))
+		kv("baseline by criticality", "critical p99 %s, default p99 %s", ms(p.Critical.Latency.P99), ms(p.Default.Latency.P99))
 	}
 	if p := r.OverloadPhase; p != nil {
 		kv("overload offered", "%.1f/s (target %.1f/s)", p.OfferedRate, p.TargetRate)
@@ -295,8 +296,9 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 		kv("overload outcomes", "ok %d, business %d%s, refused %d%s, failed %d%s, lost %d%s", p.OK,
 			Sum(p.Business), paren(p.Business), Sum(p.Overload), paren(p.Overload), Sum(p.Failed), paren(p.Failed),
 			Sum(p.Lost), paren(p.Lost))
-		kv("overload by criticality", "critical served %d of %d, default served %d of %d",
-			p.Critical.Served, p.Critical.Sent, p.Default.Served, p.Default.Sent)
+		kv("overload by criticality", "critical served %d of %d (p99 %s), default served %d of %d (p99 %s)",
+			p.Critical.Served, p.Critical.Sent, ms(p.Critical.Latency.P99),
+			p.Default.Served, p.Default.Sent, ms(p.Default.Latency.P99))
 		kv("overload in flight", "max %d outstanding, drained %v after the window", p.MaxOutstanding, p.Drained.Round(time.Millisecond))
 	}
 	sent, answered, lost := 0, 0, 0

@@ -165,8 +165,17 @@ func (o *overloadRun) wait() time.Duration { return o.r.cfg.RequestTimeout + o.c
 
 func (o *overloadRun) setPhase(name string) { o.sampler.setPhase(name) }
 
+// maxPoliteWait bounds how long a closed-loop worker honours a refusal's
+// retry_after.
+const maxPoliteWait = time.Second
+
 // closedLoop keeps k requests outstanding until d has passed (or the
-// phase's request budget, MaxRate × d, is spent).
+// phase's request budget, MaxRate × d, is spent). A worker whose request
+// was refused waits the retry_after it was given (at most maxPoliteWait)
+// before its next one, as a client honouring backpressure does; otherwise
+// the quick refusals of a protected cluster would spin the loop, and its
+// served rate would count the cheap requests that are never refused more
+// than the rest.
 func (o *overloadRun) closedLoop(ctx context.Context, name string, k int, d time.Duration) *PhaseReport {
 	o.setPhase(name)
 	defer o.setPhase("")
@@ -185,7 +194,9 @@ func (o *overloadRun) closedLoop(ctx context.Context, name string, k int, d time
 				if i >= budget {
 					return
 				}
-				o.request(ctx, t, name, int(i))
+				if ra := o.request(ctx, t, name, int(i)); ra > 0 {
+					o.pause(pctx, min(ra, maxPoliteWait))
+				}
 			}
 		})
 	}
@@ -242,15 +253,26 @@ func (o *overloadRun) openLoop(ctx context.Context, name string, rate float64, d
 	return p
 }
 
+// pause waits d on the run's clock, or until ctx ends.
+func (o *overloadRun) pause(ctx context.Context, d time.Duration) {
+	t := o.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-ctx.Done():
+	}
+}
+
 // request sends request i of a phase on the next live connection and
-// records its one outcome.
-func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int) {
+// records its one outcome. It returns the retry delay the cluster asked for
+// when it refused the request for load, else 0.
+func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int) time.Duration {
 	crit := critical(i, o.cfg.CriticalFraction)
 	t.begin(crit)
 	c := o.pool.pick()
 	if c == nil {
 		t.end(crit, Outcome{ClassLost, LostNoConn}, 0, time.Now())
-		return
+		return 0
 	}
 	f := o.frame(phase, i, crit)
 	rctx, cancel := context.WithTimeout(ctx, o.wait())
@@ -261,7 +283,12 @@ func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int
 	if err == nil {
 		err = checkReply(reply, crit)
 	}
-	t.end(crit, Classify(err), now.Sub(start), now)
+	out := Classify(err)
+	t.end(crit, out, now.Sub(start), now)
+	if out.Class == ClassOverload {
+		return client.RetryAfter(err)
+	}
+	return 0
 }
 
 // frame builds request i: a CRITICAL purchase or a DEFAULT battle with a

@@ -7,11 +7,15 @@ import (
 	"time"
 )
 
-// The capacity search: the closed loop's C0 understates what a protected
-// cluster serves, because its quick refusals come back into the loop as
-// fresh requests. So after it an open loop is offered stepped rates, C0 ×
-// searchFactor(k), CapacityStepTime each, until a step does not hold; C is
-// the served rate of the best step that held.
+// The capacity search: the closed loop's C0 is only a first guess at what
+// the cluster serves at an even, open-loop pace: it can understate it (a
+// protected cluster refuses some of the loop's bursts) or overstate it (the
+// cheap critical purchases in the mix keep being served while battles are
+// refused, and the loop runs faster). So after it an open loop is offered
+// stepped rates, CapacityStepTime each. When the first step, at C0, holds,
+// the steps climb, C0 × searchFactor(k), until one does not hold; when it
+// does not, they descend, × downFactor a step, until one holds. C is the
+// served rate of the best step that held.
 
 // CapacityStep is one step of the capacity search.
 type CapacityStep struct {
@@ -36,6 +40,9 @@ func searchFactor(k int) float64 {
 	return 4 * math.Pow(1.25, float64(k-len(fs)+1))
 }
 
+// downFactor is each descending step's multiple of the one before.
+const downFactor = 0.85
+
 // capacitySearch is the search's rule, a pure function of the steps so far.
 type capacitySearch struct {
 	C0        float64       // the closed loop's estimate
@@ -56,9 +63,16 @@ func (s capacitySearch) held(st CapacityStep) bool {
 func (s capacitySearch) nextStep(steps []CapacityStep) (rate float64, done bool, c float64, why string) {
 	c = searchResult(steps)
 	k := len(steps)
+	descending := k > 0 && !steps[0].Held
 	switch {
 	case s.C0 <= 0:
 		return 0, true, 0, "no closed-loop estimate"
+	case descending && steps[k-1].Held:
+		return 0, true, c, fmt.Sprintf("step %d (%.2f x C0) held, after C0 did not", k, steps[k-1].Factor)
+	case descending && k >= s.MaxSteps:
+		return 0, true, c, fmt.Sprintf("time bound (%d steps) reached with no step holding: C is the most served", k)
+	case descending:
+		return math.Pow(downFactor, float64(k)) * s.C0, false, 0, ""
 	case k > 0 && !steps[k-1].Held:
 		return 0, true, c, fmt.Sprintf("step %d (%.2f x C0) did not hold", k, steps[k-1].Factor)
 	case k > 0 && steps[k-1].Rate >= s.MaxRate:

@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -75,8 +76,13 @@ func TestCapacitySearch(t *testing.T) {
 			0, true, 199, "did not hold"},
 		{"served/offered below 0.95 stops", s, []CapacityStep{step(s, 1, 199, 1, 10*ms), step(s, 1.25, 230, 0.92, 10*ms)},
 			0, true, 199, "did not hold"},
-		{"none held: most served", s, []CapacityStep{step(s, 1, 150, 0.75, 10*ms)}, 0, true, 150, "did not hold"},
-		{"nothing served does not hold", s, []CapacityStep{step(s, 1, 0, 0, 0)}, 0, true, 0, "did not hold"},
+		{"C0 did not hold: step down", s, []CapacityStep{step(s, 1, 150, 0.75, 10*ms)}, 170, false, 0, ""},
+		{"descending until one holds", s, []CapacityStep{step(s, 1, 150, 0.75, 10*ms), step(s, 0.85, 150, 0.88, 10*ms)},
+			200 * math.Pow(downFactor, 2), false, 0, ""},
+		{"descent ends at the first that holds", s, []CapacityStep{step(s, 1, 150, 0.75, 10*ms), step(s, 0.85, 143, 0.99, 10*ms)},
+			0, true, 143, "held, after C0 did not"},
+		{"descent's time bound: most served", capacitySearch{C0: 200, MaxRate: 1000, MaxSteps: 2, MinServed: 0.95, P99SLO: time.Second},
+			[]CapacityStep{{Factor: 1, Rate: 200, Served: 150}, {Factor: 0.85, Rate: 170, Served: 140}}, 0, true, 150, "no step holding"},
 		{"rate capped at max-rate", capacitySearch{C0: 600, MaxRate: 1000, MaxSteps: 10, MinServed: 0.95, P99SLO: time.Second},
 			[]CapacityStep{{Factor: 1, Rate: 600, Served: 600, Held: true}, {Factor: 1.25, Rate: 750, Served: 750, Held: true},
 				{Factor: 1.5, Rate: 900, Served: 900, Held: true}}, 1000, false, 0, ""},
@@ -93,6 +99,30 @@ func TestCapacitySearch(t *testing.T) {
 			t.Errorf("%s: got (%v, %v, %v, %q), want (%v, %v, %v, ~%q)", tc.name, rate, done, c, why, tc.rate, tc.done, tc.c, tc.reason)
 		}
 	}
+}
+
+// A closed loop that overstates C (C0 500/s, the cluster serves 280/s):
+// the search descends from C0 until a step holds.
+func TestCapacitySearchDescends(t *testing.T) {
+	s := capacitySearch{C0: 500, MaxRate: 1000, MaxSteps: 10, MinServed: 0.95, P99SLO: 250 * time.Millisecond}
+	var steps []CapacityStep
+	for range 20 {
+		rate, done, c, why := s.nextStep(steps)
+		if done {
+			// 500, 425, 361.25, 307.06 (does not hold: 280 served),
+			// 261.0 holds.
+			if len(steps) != 5 || c != steps[4].Served || !steps[4].Held || !strings.Contains(why, "held") {
+				t.Fatalf("done: c %v after %d steps (%s)", c, len(steps), why)
+			}
+			return
+		}
+		served, ratio := rate*0.99, 0.99
+		if rate > 280 {
+			served, ratio = 280, 280/rate
+		}
+		steps = append(steps, step(s, rate/s.C0, served, ratio, 30*time.Millisecond))
+	}
+	t.Fatal("the search did not end")
 }
 
 func TestIDTag(t *testing.T) {

@@ -6,10 +6,13 @@ import (
 	"time"
 )
 
-// CritCounts is one criticality's share of a phase.
+// CritCounts is one criticality's share of a phase: in the overload
+// scenario critical requests are purchases and default ones battles, so
+// their latencies tell the cheap work from the expensive.
 type CritCounts struct {
-	Sent   int `json:"sent"`
-	Served int `json:"served"`
+	Sent    int     `json:"sent"`
+	Served  int     `json:"served"`
+	Latency Latency `json:"latency_served"`
 }
 
 // PhaseReport is what one phase of the overload scenario did. Served means
@@ -69,6 +72,8 @@ type tally struct {
 	crit, def   CritCounts
 	servedLat   []time.Duration
 	answeredLat []time.Duration
+	critLat     []time.Duration // served critical requests' latencies
+	defLat      []time.Duration // served default requests' latencies
 }
 
 func newTally(windowEnd time.Time, expect int) *tally {
@@ -127,8 +132,10 @@ func (t *tally) end(critical bool, o Outcome, lat time.Duration, at time.Time) {
 	}
 	if critical {
 		t.crit.Served++
+		t.critLat = append(t.critLat, lat)
 	} else {
 		t.def.Served++
+		t.defLat = append(t.defLat, lat)
 	}
 	t.servedLat = append(t.servedLat, lat)
 }
@@ -154,5 +161,7 @@ func (t *tally) fill(p *PhaseReport) {
 		p.Goodput = float64(t.inWindow) / s
 	}
 	p.Latency = Summarize(t.servedLat)
+	p.Critical.Latency = Summarize(t.critLat)
+	p.Default.Latency = Summarize(t.defLat)
 	p.AnsweredLatency = Summarize(t.answeredLat)
 }

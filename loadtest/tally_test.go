@@ -52,8 +52,13 @@ func TestTallyAccounting(t *testing.T) {
 		p.Business["INSUFFICIENT_GOLD"] != 1 || p.Lost[LostTimeout] != 1 || p.Lost[LostClosed] != 1 {
 		t.Fatalf("by code: overload %v failed %v business %v lost %v", p.Overload, p.Failed, p.Business, p.Lost)
 	}
-	if p.Critical != (CritCounts{Sent: 3, Served: 2}) || p.Default != (CritCounts{Sent: 8, Served: 3}) {
+	if p.Critical.Sent != 3 || p.Critical.Served != 2 || p.Default.Sent != 8 || p.Default.Served != 3 {
 		t.Fatalf("critical %+v default %+v", p.Critical, p.Default)
+	}
+	// Each class's latencies are its served requests' only.
+	if c, d := p.Critical.Latency, p.Default.Latency; c.Count != 2 || c.Max != 6*time.Millisecond ||
+		d.Count != 3 || d.Max != 30*time.Millisecond {
+		t.Fatalf("latency: critical %+v default %+v", c, d)
 	}
 	// 4 of 5 served replies came inside the 2 s window; 11 sent in it.
 	if p.Goodput != 2 || p.OfferedRate != 5.5 {
