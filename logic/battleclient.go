@@ -44,6 +44,7 @@ type battleInstance struct {
 	// the picker passes over the instance while inflight >= its limit.
 	inflight atomic.Int64
 	limit    aimd
+	gauge    prometheus.Gauge // logic_battle_limit{instance}
 }
 
 // aimd is an instance's adaptive concurrency limit, TCP style: each
@@ -51,9 +52,31 @@ type battleInstance struct {
 // refusal multiplies it by aimdDecrease. It keeps the calls logic sends an
 // instance near what the instance accepts, so that battle refuses rarely
 // and nothing queues there.
+//
+// With a tolerance (> 0; -battle-rtt-tolerance) it also listens to delay,
+// the way TCP Vegas or Envoy's adaptive concurrency do: every rttInterval
+// it compares the mean round trip of the calls that succeeded in it with
+// the smallest round trip seen lately (over about rttWindow); above
+// tolerance × that, the instance is queueing work it cannot run yet (its
+// CPUs are contended, by its own simulations or by neighbours it cannot
+// see), so the limit shrinks by rttDecrease and does not grow until an
+// interval is back within tolerance. Calls that the limit holds back wait
+// briefly at logic (-battle-wait) or are refused fast, instead of running
+// slowly in a crowd: the battles that are served stay fast.
 type aimd struct {
 	mu sync.Mutex
 	v  float64
+
+	tolerance float64 // 0: no delay signal
+	// minRTT is the smallest round trip in the current and the previous
+	// half-window; curStart is when the current one began.
+	minCur, minPrev time.Duration
+	curStart        time.Time
+	// The current interval's successes.
+	sum       time.Duration
+	n         int
+	ivStart   time.Time
+	congested bool // the last complete interval was above tolerance
 }
 
 const (
@@ -61,6 +84,10 @@ const (
 	aimdMin      = 1
 	aimdMax      = 256
 	aimdDecrease = 0.75
+	rttDecrease  = 0.9
+	rttInterval  = 100 * time.Millisecond
+	rttWindow    = 10 * time.Second
+	rttMinCalls  = 3 // an interval with fewer successes says nothing
 )
 
 func (a *aimd) get() int64 {
@@ -72,22 +99,60 @@ func (a *aimd) get() int64 {
 	return int64(a.v)
 }
 
-func (a *aimd) success() {
+// success records a call that succeeded at now after rtt, and returns the
+// limit.
+func (a *aimd) success(now time.Time, rtt time.Duration) float64 {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.v == 0 {
 		a.v = aimdInitial
 	}
-	a.v = min(a.v+1/a.v, aimdMax)
-	a.mu.Unlock()
+	if a.tolerance > 0 {
+		a.observe(now, rtt)
+	}
+	if !a.congested {
+		a.v = min(a.v+1/a.v, aimdMax)
+	}
+	return a.v
 }
 
-func (a *aimd) refused() {
+// observe feeds the delay signal; a.mu is held.
+func (a *aimd) observe(now time.Time, rtt time.Duration) {
+	if a.curStart.IsZero() || now.Sub(a.curStart) >= rttWindow/2 {
+		a.minPrev, a.minCur, a.curStart = a.minCur, rtt, now
+	} else if rtt < a.minCur {
+		a.minCur = rtt
+	}
+	if a.ivStart.IsZero() {
+		a.ivStart = now
+	}
+	a.sum += rtt
+	a.n++
+	if now.Sub(a.ivStart) < rttInterval {
+		return
+	}
+	if base := a.minCur; a.n >= rttMinCalls && base > 0 {
+		if a.minPrev > 0 && a.minPrev < base {
+			base = a.minPrev
+		}
+		mean := a.sum / time.Duration(a.n)
+		a.congested = float64(mean) > a.tolerance*float64(base)
+		if a.congested {
+			a.v = max(a.v*rttDecrease, aimdMin)
+		}
+	}
+	a.sum, a.n, a.ivStart = 0, 0, now
+}
+
+// refused records a refusal, and returns the limit.
+func (a *aimd) refused() float64 {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.v == 0 {
 		a.v = aimdInitial
 	}
 	a.v = max(a.v*aimdDecrease, aimdMin)
-	a.mu.Unlock()
+	return a.v
 }
 
 // battleClient calls the battle tier round robin over its instances
@@ -164,7 +229,9 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pus
 			_ = c.close()
 			return nil, fmt.Errorf("-battle-addrs: %s: %w", a, err)
 		}
-		c.insts = append(c.insts, &battleInstance{addr: a, conn: conn, rpc: leveev1.NewBattleClient(conn)})
+		in := &battleInstance{addr: a, conn: conn, rpc: leveev1.NewBattleClient(conn), gauge: m.battleLimit.WithLabelValues(a)}
+		in.gauge.Set(aimdInitial)
+		c.insts = append(c.insts, in)
 	}
 	if len(c.insts) > 1 {
 		c.retry = retry
@@ -237,6 +304,7 @@ func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.Simulate
 	var trailer metadata.MD
 	in := c.insts[i]
 	in.inflight.Add(1)
+	start := c.clk.Now()
 	rep, err := in.rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
 	in.inflight.Add(-1)
 	c.signalFreed()
@@ -246,12 +314,13 @@ func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.Simulate
 		pushback := apperr.Pushback(trailer)
 		if c.pushback && retryable(derr) {
 			c.cool(i, pushback)
-			in.limit.refused()
+			in.gauge.Set(in.limit.refused())
 		}
 		return nil, pushback, derr
 	}
 	if c.pushback {
-		in.limit.success()
+		now := c.clk.Now()
+		in.gauge.Set(in.limit.success(now, now.Sub(start)))
 	}
 	c.calls.WithLabelValues("ok").Inc()
 	return rep, 0, nil

@@ -63,6 +63,12 @@ type Config struct {
 	// waiting.
 	BattleWait    time.Duration
 	BattleWaiters int
+	// BattleRTTTolerance adds a delay signal to the adaptive limit per
+	// battle instance (part of BattlePushback): when the mean round trip
+	// of a 100 ms interval's calls exceeds this multiple of the smallest
+	// seen lately, the limit shrinks (see aimd). 0: refusals alone set it.
+	// The default 1.5 is Netflix concurrency-limits' Gradient2 rttTolerance.
+	BattleRTTTolerance float64
 	// MaxBattles caps the battle calls in flight in this process; a battle
 	// beyond it is refused with RESOURCE_EXHAUSTED. With Protection off
 	// there is no cap (the "before" picture).
@@ -120,6 +126,7 @@ func DefaultConfig() Config {
 		MaxBattles:          256,
 		BattleWait:          20 * time.Millisecond,
 		BattleWaiters:       8,
+		BattleRTTTolerance:  1.5,
 		ShutdownGrace:       10 * time.Second,
 		Drain:               0,
 		Protection:          true,
@@ -229,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if c.BattleWait < 0 || c.BattleWait > time.Second {
 		errs = append(errs, fmt.Errorf("-battle-wait: must be in [0, 1s], got %v", c.BattleWait))
+	}
+	if c.BattleRTTTolerance != 0 && !(c.BattleRTTTolerance >= 1 && c.BattleRTTTolerance <= 100) {
+		errs = append(errs, fmt.Errorf("-battle-rtt-tolerance: must be 0 (off) or in [1, 100], got %v", c.BattleRTTTolerance))
 	}
 	if c.BattleWaiters < 1 || c.BattleWaiters > 10_000 {
 		errs = append(errs, fmt.Errorf("-battle-waiters: must be in 1..10000, got %d", c.BattleWaiters))

@@ -18,6 +18,7 @@ type tierMetrics struct {
 	battleCalls *prometheus.CounterVec
 	retries     *prometheus.CounterVec
 	battleWaits *prometheus.CounterVec
+	battleLimit *prometheus.GaugeVec
 }
 
 // logic_rejections_total reasons.
@@ -96,6 +97,10 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		Help: "Battle calls that found every battle instance at its adaptive concurrency limit and waited for a slot (-battle-wait), " +
 			"by outcome: slot (one freed in time), timeout (none did; refused), full (-battle-waiters were waiting already; refused at once).",
 	}, []string{"outcome"})
+	m.battleLimit = f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "logic_battle_limit",
+		Help: "The adaptive concurrency limit logic keeps for each battle instance (-battle-pushback, -battle-rtt-tolerance): calls past it wait (-battle-wait) or are refused.",
+	}, []string{"instance"})
 	for _, o := range []string{waitSlot, waitTimeout, waitFull} {
 		m.battleWaits.WithLabelValues(o)
 	}

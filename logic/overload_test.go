@@ -285,6 +285,10 @@ func TestBattleCooling(t *testing.T) {
 		t.Fatalf("first call: %v, pushback %v", err, pb)
 	}
 	calls(1, 0)
+	// The refusal shrank f1's adaptive limit, and the gauge shows it.
+	if got := testutil.ToFloat64(m.battleLimit.WithLabelValues(c.insts[0].addr)); got != aimdInitial*aimdDecrease {
+		t.Fatalf("logic_battle_limit{f1} = %v, want %v", got, aimdInitial*aimdDecrease)
+	}
 	for range 2 { // f2's turn, then f1's, which is cooling: f2 again
 		if _, err := call(classDefault); err != nil {
 			t.Fatal(err)
@@ -483,7 +487,7 @@ func TestAIMDLimit(t *testing.T) {
 		t.Fatalf("initial = %d", got)
 	}
 	for range aimdInitial + 1 { // 8 + 1/8 + 1/8.125 + ... passes 9 at the 9th
-		a.success()
+		a.success(epoch, time.Millisecond)
 	}
 	if got := a.get(); got != aimdInitial+1 {
 		t.Fatalf("after %d successes = %d, want %d", aimdInitial+1, got, aimdInitial+1)
@@ -497,6 +501,80 @@ func TestAIMDLimit(t *testing.T) {
 	}
 	if got := a.get(); got != aimdMin {
 		t.Fatalf("floor = %d", got)
+	}
+}
+
+// With a tolerance, the limit listens to delay: an interval whose mean
+// round trip is over tolerance × the smallest seen lately shrinks it and
+// stops it growing; one back within tolerance lets it grow again.
+func TestAIMDDelaySignal(t *testing.T) {
+	a := &aimd{tolerance: 2}
+	now := epoch
+	ms := time.Millisecond
+	// run feeds one 100 ms interval of n successes of rtt each, then the
+	// one that closes it.
+	run := func(n int, rtt time.Duration) {
+		for range n {
+			a.success(now, rtt)
+			now = now.Add(rttInterval / time.Duration(n))
+		}
+		a.success(now, rtt)
+	}
+	run(10, 4*ms) // the smallest seen: 4 ms
+	grown := a.v
+	if grown <= aimdInitial {
+		t.Fatalf("within tolerance: limit %v, want > %d", grown, aimdInitial)
+	}
+	run(10, 8*ms) // exactly 2 x: still within
+	if a.v <= grown {
+		t.Fatalf("at 2 x the smallest: limit %v, want growth past %v", a.v, grown)
+	}
+	before := a.v
+	run(10, 20*ms) // 5 x: congested
+	if a.v >= before {
+		t.Fatalf("at 5 x the smallest: limit %v, want < %v", a.v, before)
+	}
+	shrunk := a.v
+	a.success(now, 20*ms) // mid-interval while congested: no growth
+	if a.v != shrunk {
+		t.Fatalf("congested: limit %v grew from %v", a.v, shrunk)
+	}
+	for range 50 {
+		run(10, 40*ms)
+	}
+	if a.get() != aimdMin {
+		t.Fatalf("floor: limit %d, want %d", a.get(), aimdMin)
+	}
+	run(10, 5*ms) // back within tolerance: grows again
+	if a.v <= aimdMin {
+		t.Fatalf("recovered: limit %v, want > %d", a.v, aimdMin)
+	}
+
+	// The smallest round trip is forgotten after about rttWindow: a
+	// slower instance becomes the new normal instead of a congested one.
+	a = &aimd{tolerance: 2}
+	now = epoch
+	run(10, 2*ms)
+	for range int(rttWindow / rttInterval) {
+		run(10, 10*ms)
+	}
+	floorAfterWindow := a.v
+	run(10, 10*ms)
+	if a.v <= floorAfterWindow {
+		t.Fatalf("after the window: limit %v, want growth past %v (10 ms is the new smallest)", a.v, floorAfterWindow)
+	}
+}
+
+// Without a tolerance, delay changes nothing.
+func TestAIMDNoDelaySignal(t *testing.T) {
+	var a aimd
+	now := epoch
+	for i := range 100 {
+		a.success(now, time.Duration(i+1)*time.Second)
+		now = now.Add(10 * time.Millisecond)
+	}
+	if a.get() <= aimdInitial {
+		t.Fatalf("limit %d, want growth", a.get())
 	}
 }
 
