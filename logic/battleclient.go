@@ -209,8 +209,12 @@ type battleClient struct {
 // most maxCooling whatever it asks for.
 const (
 	// fullWait is the retry delay passed on when every instance is at its
-	// adaptive concurrency limit.
-	fullWait       = 50 * time.Millisecond
+	// adaptive concurrency limit. The gate cools the shard's battles for
+	// it, so it is kept short: a limit frees a slot within a battle or two,
+	// and at 50 ms (100 ms worse) the overload run's battle instances sat
+	// idle for want of calls while the CPU had room (battles only at 10 x
+	// C: 0.84 x C served at 50 ms, 0.70 at 100, 0.97 at 25).
+	fullWait       = 25 * time.Millisecond
 	defaultCooling = 100 * time.Millisecond
 	maxCooling     = maxRetryAfter
 )
