@@ -54,26 +54,30 @@ type battleInstance struct {
 // and nothing queues there.
 //
 // With a tolerance (> 0; -battle-rtt-tolerance) it also listens to delay,
-// the way TCP Vegas or Envoy's adaptive concurrency do: every rttInterval
-// it compares the mean round trip of the calls that succeeded in it with
-// the smallest round trip seen lately (over about rttWindow); above
-// tolerance × that, the instance is queueing work it cannot run yet (its
-// CPUs are contended, by its own simulations or by neighbours it cannot
-// see), so the limit shrinks by rttDecrease and does not grow until an
-// interval is back within tolerance. Calls that the limit holds back wait
-// briefly at logic (-battle-wait) or are refused fast, instead of running
-// slowly in a crowd: the battles that are served stay fast.
+// the way TCP Vegas or Envoy's adaptive concurrency do, but per unit of
+// work, because a battle's round trip grows with its size (units × ticks
+// fought): every rttInterval it takes the interval's round trips over
+// their work (total time / total work of the calls that succeeded in it)
+// and compares that with the smallest such figure of the last intervals
+// (over about rttWindow). Above tolerance × that, the instance is running
+// its work slower than it can (its CPUs are contended, by its own
+// simulations or by neighbours it cannot see), so the limit shrinks by
+// rttDecrease and does not grow until an interval is back within
+// tolerance. Calls the limit holds back wait briefly at logic
+// (-battle-wait) or are refused fast, instead of running slowly in a
+// crowd: the battles that are served stay fast.
 type aimd struct {
 	mu sync.Mutex
 	v  float64
 
 	tolerance float64 // 0: no delay signal
-	// minRTT is the smallest round trip in the current and the previous
-	// half-window; curStart is when the current one began.
-	minCur, minPrev time.Duration
+	// The smallest interval figure (ns per unit of work) of the current
+	// and the previous half-window; curStart is when the current began.
+	minCur, minPrev float64
 	curStart        time.Time
 	// The current interval's successes.
-	sum       time.Duration
+	rtt       time.Duration
+	work      float64
 	n         int
 	ivStart   time.Time
 	congested bool // the last complete interval was above tolerance
@@ -86,7 +90,7 @@ const (
 	aimdDecrease = 0.75
 	rttDecrease  = 0.9
 	rttInterval  = 100 * time.Millisecond
-	rttWindow    = 10 * time.Second
+	rttWindow    = 60 * time.Second
 	rttMinCalls  = 3 // an interval with fewer successes says nothing
 )
 
@@ -99,16 +103,17 @@ func (a *aimd) get() int64 {
 	return int64(a.v)
 }
 
-// success records a call that succeeded at now after rtt, and returns the
-// limit.
-func (a *aimd) success(now time.Time, rtt time.Duration) float64 {
+// success records a call that succeeded at now after rtt, having done work
+// (any measure proportional to its cost; 0 when unknown, which feeds no
+// delay sample), and returns the limit.
+func (a *aimd) success(now time.Time, rtt time.Duration, work float64) float64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.v == 0 {
 		a.v = aimdInitial
 	}
-	if a.tolerance > 0 {
-		a.observe(now, rtt)
+	if a.tolerance > 0 && work > 0 {
+		a.observe(now, rtt, work)
 	}
 	if !a.congested {
 		a.v = min(a.v+1/a.v, aimdMax)
@@ -117,31 +122,33 @@ func (a *aimd) success(now time.Time, rtt time.Duration) float64 {
 }
 
 // observe feeds the delay signal; a.mu is held.
-func (a *aimd) observe(now time.Time, rtt time.Duration) {
-	if a.curStart.IsZero() || now.Sub(a.curStart) >= rttWindow/2 {
-		a.minPrev, a.minCur, a.curStart = a.minCur, rtt, now
-	} else if rtt < a.minCur {
-		a.minCur = rtt
-	}
+func (a *aimd) observe(now time.Time, rtt time.Duration, work float64) {
 	if a.ivStart.IsZero() {
 		a.ivStart = now
 	}
-	a.sum += rtt
+	a.rtt += rtt
+	a.work += work
 	a.n++
 	if now.Sub(a.ivStart) < rttInterval {
 		return
 	}
-	if base := a.minCur; a.n >= rttMinCalls && base > 0 {
-		if a.minPrev > 0 && a.minPrev < base {
-			base = a.minPrev
+	if a.n >= rttMinCalls {
+		per := float64(a.rtt) / a.work
+		if a.curStart.IsZero() || now.Sub(a.curStart) >= rttWindow/2 {
+			a.minPrev, a.minCur, a.curStart = a.minCur, per, now
+		} else {
+			a.minCur = min(a.minCur, per)
 		}
-		mean := a.sum / time.Duration(a.n)
-		a.congested = float64(mean) > a.tolerance*float64(base)
+		base := a.minCur
+		if a.minPrev > 0 {
+			base = min(base, a.minPrev)
+		}
+		a.congested = base > 0 && per > a.tolerance*base
 		if a.congested {
 			a.v = max(a.v*rttDecrease, aimdMin)
 		}
 	}
-	a.sum, a.n, a.ivStart = 0, 0, now
+	a.rtt, a.work, a.n, a.ivStart = 0, 0, 0, now
 }
 
 // refused records a refusal, and returns the limit.
@@ -324,7 +331,9 @@ func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.Simulate
 	}
 	if c.pushback {
 		now := c.clk.Now()
-		in.gauge.Set(in.limit.success(now, now.Sub(start)))
+		// A battle's cost grows with its units and the ticks it lasted.
+		work := float64(len(req.GetTeamA())+len(req.GetTeamB())) * float64(rep.GetTicks())
+		in.gauge.Set(in.limit.success(now, now.Sub(start), work))
 	}
 	c.calls.WithLabelValues("ok").Inc()
 	return rep, 0, nil

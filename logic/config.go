@@ -64,9 +64,10 @@ type Config struct {
 	BattleWait    time.Duration
 	BattleWaiters int
 	// BattleRTTTolerance adds a delay signal to the adaptive limit per
-	// battle instance (part of BattlePushback): when the mean round trip
-	// of a 100 ms interval's calls exceeds this multiple of the smallest
-	// seen lately, the limit shrinks (see aimd). 0: refusals alone set it.
+	// battle instance (part of BattlePushback): when a 100 ms interval's
+	// round trip per unit of work (units × ticks fought) exceeds this
+	// multiple of the best interval of the last minute, the limit shrinks
+	// (see aimd). 0: refusals alone set it.
 	// The default 1.5 is Netflix concurrency-limits' Gradient2 rttTolerance.
 	BattleRTTTolerance float64
 	// MaxBattles caps the battle calls in flight in this process; a battle

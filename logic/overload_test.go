@@ -487,7 +487,7 @@ func TestAIMDLimit(t *testing.T) {
 		t.Fatalf("initial = %d", got)
 	}
 	for range aimdInitial + 1 { // 8 + 1/8 + 1/8.125 + ... passes 9 at the 9th
-		a.success(epoch, time.Millisecond)
+		a.success(epoch, time.Millisecond, 1)
 	}
 	if got := a.get(); got != aimdInitial+1 {
 		t.Fatalf("after %d successes = %d, want %d", aimdInitial+1, got, aimdInitial+1)
@@ -515,10 +515,10 @@ func TestAIMDDelaySignal(t *testing.T) {
 	// one that closes it.
 	run := func(n int, rtt time.Duration) {
 		for range n {
-			a.success(now, rtt)
+			a.success(now, rtt, 1000)
 			now = now.Add(rttInterval / time.Duration(n))
 		}
-		a.success(now, rtt)
+		a.success(now, rtt, 1000)
 	}
 	run(10, 4*ms) // the smallest seen: 4 ms
 	grown := a.v
@@ -535,7 +535,7 @@ func TestAIMDDelaySignal(t *testing.T) {
 		t.Fatalf("at 5 x the smallest: limit %v, want < %v", a.v, before)
 	}
 	shrunk := a.v
-	a.success(now, 20*ms) // mid-interval while congested: no growth
+	a.success(now, 20*ms, 1000) // mid-interval while congested: no growth
 	if a.v != shrunk {
 		t.Fatalf("congested: limit %v grew from %v", a.v, shrunk)
 	}
@@ -565,12 +565,50 @@ func TestAIMDDelaySignal(t *testing.T) {
 	}
 }
 
+// The delay signal is per unit of work: intervals of small battles and
+// intervals of large ones whose round trips are in proportion to their
+// size are not congestion, while the same battles run twice as slowly are.
+func TestAIMDDelayIsPerWork(t *testing.T) {
+	a := &aimd{tolerance: 1.5}
+	now := epoch
+	interval := func(slow time.Duration, large bool) {
+		work, rtt := 400.0, 500*time.Microsecond // 4 units x 100 ticks
+		if large {
+			work, rtt = 2400, 3*time.Millisecond // 16 units x 150 ticks
+		}
+		for range 10 {
+			a.success(now, rtt*slow, work)
+			now = now.Add(rttInterval / 10)
+		}
+	}
+	for i := range 20 {
+		interval(1, i%2 == 1)
+		if a.congested {
+			t.Fatalf("interval %d: congested at one speed", i)
+		}
+	}
+	before := a.v
+	interval(2, false)
+	interval(2, true)
+	if !a.congested || a.v >= before {
+		t.Fatalf("twice as slow: congested %v, limit %v (was %v)", a.congested, a.v, before)
+	}
+	// Calls of unknown work feed no delay sample.
+	b := &aimd{tolerance: 1.5}
+	for i := range 100 {
+		b.success(now.Add(time.Duration(i)*rttInterval), time.Duration(i+1)*time.Second, 0)
+	}
+	if b.congested {
+		t.Fatal("congested on calls of unknown work")
+	}
+}
+
 // Without a tolerance, delay changes nothing.
 func TestAIMDNoDelaySignal(t *testing.T) {
 	var a aimd
 	now := epoch
 	for i := range 100 {
-		a.success(now, time.Duration(i+1)*time.Second)
+		a.success(now, time.Duration(i+1)*time.Second, 1000)
 		now = now.Add(10 * time.Millisecond)
 	}
 	if a.get() <= aimdInitial {

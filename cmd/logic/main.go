@@ -48,8 +48,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 					"(part of -battle-pushback); 0: refused at once")
 			fs.IntVar(&cfg.BattleWaiters, "battle-waiters", cfg.BattleWaiters, "most battle calls waiting for a slot at once (-battle-wait); more are refused at once")
 			fs.Float64Var(&cfg.BattleRTTTolerance, "battle-rtt-tolerance", cfg.BattleRTTTolerance,
-				"shrink a battle instance's adaptive concurrency limit while the mean round trip of its calls over 100 ms exceeds this multiple "+
-					"of the smallest seen lately (part of -battle-pushback); 0: only refusals shrink it")
+				"shrink a battle instance's adaptive concurrency limit while its calls' round trip per unit of work (units x ticks fought) over 100 ms "+
+					"exceeds this multiple of the best 100 ms of the last minute (part of -battle-pushback); 0: only refusals shrink it")
 			fs.IntVar(&cfg.MaxBattles, "max-battles", cfg.MaxBattles, "cap on battle calls in flight; the rest get RESOURCE_EXHAUSTED (no cap with -protection=false)")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "time in-flight requests get to finish on shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time to keep serving after reporting NOT_SERVING (e.g. 5s in Kubernetes)")
