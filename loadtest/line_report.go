@@ -474,20 +474,7 @@ func (r *LineReport) WriteTable(w io.Writer) error {
 	kv("statuses", "%d in all; longest gap %v", r.Statuses, r.MaxStatusGap.Round(time.Millisecond))
 	kv("load tool", "longest scheduling stall %v (a 10 ms ticker coming late: the machine was busy)", r.MaxStall.Round(time.Millisecond))
 
-	b.WriteString("\ncriteria\n")
-	for _, c := range r.Criteria {
-		v := "FAIL"
-		if c.Pass {
-			v = "pass"
-		}
-		fmt.Fprintf(&b, "  %-4s  %-52s %s\n", v, c.Name, c.Got)
-	}
-	if len(r.Warnings) > 0 {
-		b.WriteString("warnings\n")
-		for _, s := range r.Warnings {
-			fmt.Fprintf(&b, "  - %s\n", s)
-		}
-	}
+	writeCriteria(&b, r.Criteria, r.Warnings, 52)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

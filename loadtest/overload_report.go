@@ -17,6 +17,25 @@ type Criterion struct {
 	Pass bool   `json:"pass"`
 }
 
+// writeCriteria writes a report's criteria, one "pass"/"FAIL" line each
+// with names padded to width, then its warnings if any.
+func writeCriteria(b *strings.Builder, cs []Criterion, warnings []string, width int) {
+	b.WriteString("\ncriteria\n")
+	for _, c := range cs {
+		v := "FAIL"
+		if c.Pass {
+			v = "pass"
+		}
+		fmt.Fprintf(b, "  %-4s  %-*s %s\n", v, width, c.Name, c.Got)
+	}
+	if len(warnings) > 0 {
+		b.WriteString("warnings\n")
+		for _, s := range warnings {
+			fmt.Fprintf(b, "  - %s\n", s)
+		}
+	}
+}
+
 // allPass reports whether every criterion passed.
 func allPass(cs []Criterion) bool {
 	for _, c := range cs {
@@ -325,20 +344,7 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 		tw.Flush()
 	}
 
-	b.WriteString("\ncriteria\n")
-	for _, c := range r.Criteria {
-		v := "FAIL"
-		if c.Pass {
-			v = "pass"
-		}
-		fmt.Fprintf(&b, "  %-4s  %-48s %s\n", v, c.Name, c.Got)
-	}
-	if len(r.Warnings) > 0 {
-		b.WriteString("warnings\n")
-		for _, s := range r.Warnings {
-			fmt.Fprintf(&b, "  - %s\n", s)
-		}
-	}
+	writeCriteria(&b, r.Criteria, r.Warnings, 48)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
