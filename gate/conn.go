@@ -30,8 +30,6 @@ type conn struct {
 	playerID           string // from the token
 	shard              int    // the player's logic shard
 	logic              leveev1.LogicClient
-	allow              allowFunc   // nil allows everything
-	release            func()      // from the admission hook; nil if none
 	bucket             tokenBucket // the request rate limit; used by the reader only
 
 	// ctx is cancelled when the connection ends, so work for a player who
@@ -222,9 +220,6 @@ func (c *conn) finish() {
 	_ = c.ws.Close()
 	c.endContext()
 	c.s.line.leave(c, c.s.clock.Now())
-	if c.release != nil {
-		c.release()
-	}
 	c.s.untrack(c)
 }
 

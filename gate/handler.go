@@ -19,8 +19,8 @@ import (
 // HTTP 503 with Retry-After before any upgrade; while stopping, HTTP 503;
 // at the connection cap, the pre-encoded SERVER_FULL frame and a 1013 close
 // (checked before the token, as it is the cheaper check); a bad token, an
-// UNAUTHORIZED frame and a 1008 close; the admission hook's refusal, its
-// error and a 1013 close. Every refusal is answered from this handler, with
+// UNAUTHORIZED frame and a 1008 close; a player the admission line turns
+// away, its typed error and close. Every refusal is answered from this handler, with
 // no goroutine and nothing kept. An admitted player's connection is tracked
 // and handed to its own goroutine, and the handler returns, so no HTTP
 // handler goroutine or HTTP buffers stay with it.
@@ -67,22 +67,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.refuseLine(w, r, err)
 		return
 	}
-	var release func()
-	if s.admit != nil {
-		rel, retryAfter, err := s.admit(r, playerID)
-		if err != nil {
-			s.m.connections.WithLabelValues(resultRefused).Inc()
-			s.refuseUpgraded(w, r, s.errorFrames(apperr.Reply(err, retryAfter), websocket.CloseTryAgainLater, "try again later"))
-			return
-		}
-		release = rel
-	}
-
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil { // Upgrade has answered with an HTTP error
-		if release != nil {
-			release()
-		}
 		s.log.Debug("websocket upgrade failed", "err", err, "remote", r.RemoteAddr)
 		return
 	}
@@ -93,12 +79,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		codec:    codec,
 		msgType:  messageType(codec),
 		playerID: playerID,
-		release:  release,
 	}
 	c.shard, c.logic = s.logic.route(playerID)
-	if s.newAllow != nil {
-		c.allow = s.newAllow(playerID)
-	}
 	if s.cfg.connRateLimitOn() {
 		c.bucket = newTokenBucket(s.cfg.ConnRate, s.cfg.ConnBurst, s.clock.Now())
 	}
@@ -109,9 +91,6 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			websocket.FormatCloseMessage(websocket.CloseServiceRestart, "server restarting"),
 			time.Now().Add(s.cfg.WriteTimeout))
 		_ = ws.Close()
-		if release != nil {
-			release()
-		}
 		return
 	}
 	// From here the connection owns the slot (untrack gives it back) and

@@ -58,13 +58,6 @@ func (c *conn) handleFrame(data []byte) {
 		c.reply(action, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
 		return
 	}
-	if c.allow != nil {
-		if retryAfter, err := c.allow(c.s.clock.Now()); err != nil {
-			c.s.endRequest()
-			c.reply(action, start, errorFrame(id, err, retryAfter))
-			return
-		}
-	}
 	if c.s.cfg.logicPushbackOn() {
 		// Logic refused this shard's requests of this class a moment ago:
 		// answer for it, without a gRPC call (critical always goes on).

@@ -45,7 +45,7 @@ type Server struct {
 	ready                  atomic.Bool
 
 	// refuser upgrades connections that are refused at once (server full,
-	// bad token, admission hook): no buffers of its own, it reuses the ones
+	// bad token, the admission line): no buffers of its own, it reuses the ones
 	// net/http hijacks, and nothing of the connection is kept.
 	refuser websocket.Upgrader
 	full    *fullReply              // the pre-encoded SERVER_FULL answers
@@ -63,11 +63,6 @@ type Server struct {
 	// when shutdown gives up waiting for in-flight requests.
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
-
-	// Seams for the admission queue and further per-connection limits (the
-	// connection cap and the gate's own limits do not use them).
-	admit    admitFunc
-	newAllow func(playerID string) allowFunc
 
 	// The admission line, auto mode's metric reader (nil without
 	// -auto-metrics-urls) and the backpressure logic's replies carry.
