@@ -25,7 +25,8 @@ import (
 // and handed to its own goroutine, and the handler returns, so no HTTP
 // handler goroutine or HTTP buffers stay with it.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
-	if !s.beginHandshake() {
+	hs := s.beginHandshake()
+	if hs == nil {
 		s.m.rejectHandshakes.Inc()
 		refuseHandshake(w)
 		return
@@ -36,7 +37,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			if slot {
 				s.releaseSlot()
 			}
-			s.endHandshake()
+			hs.End()
 		}
 	}()
 	if s.isDraining() {
@@ -94,10 +95,10 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// From here the connection owns the slot (untrack gives it back) and
-	// the handshake (ended once the login is answered or the player is in
-	// line).
+	// the handshake (ended once the login is answered, the player is in
+	// line or refused).
 	handedOff = true
-	s.enterLine(c, claims)
+	s.enterLine(c, hs, claims)
 }
 
 // ticketOf reads and verifies the ticket query parameter. No ticket, or a
@@ -131,9 +132,10 @@ func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
 
 // enterLine puts a tracked connection in the admission line and starts it
 // accordingly: waiting (first QueueStatus, then its reader), admitted at
-// once (login as before), admitted on reconnecting (Admitted, then login),
-// or refused (a race with an operator's change since precheck).
-func (s *Server) enterLine(c *conn, claims *ticketClaims) {
+// once (the login, see serve), admitted on reconnecting (Admitted, then
+// the login), or refused (a race with an operator's change since
+// precheck). It takes over hs and hands it to whichever of these runs.
+func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	now := s.clock.Now()
 	c.wmu.Lock() // nothing is written to c before its first frame below
 	st, resumed, err := s.line.enter(c, claims, now)
@@ -144,7 +146,7 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 		s.m.connections.WithLabelValues(resultRefused).Inc()
 		go func() {
 			defer c.finish()
-			s.endHandshake()
+			hs.End()
 			c.refuse(e, code, text)
 		}()
 		return
@@ -154,7 +156,7 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 		if resumed {
 			exp = claims.Expiry.Unix() // the same token as presented
 		}
-		c.startWaiting(st, exp)
+		c.startWaiting(st, exp, hs)
 		return
 	}
 	c.wmu.Unlock()
@@ -164,7 +166,7 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 		s.m.line.wait.Observe(waited.Seconds())
 		admitted = admittedFrame(waited)
 	}
-	go c.serve(admitted)
+	go c.serve(hs, admitted)
 }
 
 // authenticate reads the token from "Authorization: Bearer <tok>" or the

@@ -367,27 +367,6 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
-// beginHandshake counts a connection starting; false when the handshake
-// cap is on and MaxHandshakes are in progress already.
-func (s *Server) beginHandshake() bool {
-	if !s.cfg.handshakeCapOn() {
-		s.handshakes.Add(1)
-		return true
-	}
-	limit := int64(s.cfg.MaxHandshakes)
-	for {
-		n := s.handshakes.Load()
-		if n >= limit {
-			return false
-		}
-		if s.handshakes.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-func (s *Server) endHandshake() { s.handshakes.Add(-1) }
-
 // takeSlot takes a connection slot; false when the connection cap is on
 // and MaxConns slots are taken. The slot is given back by releaseSlot.
 func (s *Server) takeSlot() bool {
