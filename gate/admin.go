@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"levee/gate/autopace"
 	"levee/queue"
 )
 
@@ -122,9 +123,9 @@ type autoView struct {
 }
 
 type signalsView struct {
-	QueueDepth   any `json:"logic_queue_depth"` // null when unknown
-	BattleP99Ms  any `json:"battle_p99_ms"`
-	Backpressure any `json:"backpressure"`
+	QueueDepth   *float64 `json:"logic_queue_depth"` // null when unknown
+	BattleP99Ms  *float64 `json:"battle_p99_ms"`
+	Backpressure *float64 `json:"backpressure"`
 }
 
 // view builds the line's state.
@@ -134,6 +135,7 @@ func (s *Server) view(now time.Time) lineView {
 	l.ctl.Lock()
 	auto, pace, sig := l.auto, l.pace, l.signals
 	l.ctl.Unlock()
+	pc := pace.Config()
 	v := lineView{
 		Mode:          st.Mode.String(),
 		Rate:          rateView{N: st.Rate.N, Interval: st.Rate.Interval.String(), PerSecond: st.ConfiguredPerSecond},
@@ -153,14 +155,14 @@ func (s *Server) view(now time.Time) lineView {
 		Measured:      st.Measured,
 		OldestWaitMs:  st.OldestWait.Milliseconds(),
 		Auto: autoView{
-			Enabled: auto, MinRate: pace.min, MaxRate: pace.max, Rate: pace.rate, Up: pace.up, Down: pace.down,
-			Interval: pace.interval.String(),
+			Enabled: auto, MinRate: pc.MinRate, MaxRate: pc.MaxRate, Rate: pace.Rate(), Up: pc.Up, Down: pc.Down,
+			Interval: pc.Interval.String(),
 			Signals: signalsView{
 				QueueDepth:   signalValue(sig.QueueKnown, sig.QueueDepth),
 				BattleP99Ms:  signalValue(sig.P99Known, float64(sig.BattleP99.Milliseconds())),
 				Backpressure: signalValue(sig.BPKnown, sig.Backpressure),
 			},
-			MaxDepth: pace.th.maxQueueDepth, MaxP99Ms: pace.th.maxP99.Milliseconds(), MaxPressure: pace.th.maxBackpressure,
+			MaxDepth: pc.MaxQueueDepth, MaxP99Ms: pc.MaxBattleP99.Milliseconds(), MaxPressure: pc.MaxBackpressure,
 			MetricsURLs:  append([]string{}, s.cfg.AutoMetricsURLs...),
 			ScrapeErrors: sig.Errors,
 		},
@@ -168,7 +170,7 @@ func (s *Server) view(now time.Time) lineView {
 	if auto {
 		v.Mode = modeAuto
 	}
-	if d := pace.lastDecision; !d.At.IsZero() {
+	if d := pace.Last(); !d.At.IsZero() {
 		v.Auto.LastVerdict, v.Auto.LastReason, v.Auto.LastStepAt = d.Verdict, d.Reason, &d.At
 	}
 	if room := s.room(); room != math.MaxInt {
@@ -360,7 +362,7 @@ type lineSettings struct {
 // settings reads the current ones; l.ctl must be held.
 func (l *line) settings(now time.Time) lineSettings {
 	st := l.q.Stats(now)
-	ls := lineSettings{mode: st.Mode.String(), rate: st.Rate, maxLength: st.MaxLength, retryAfter: st.RetryAfter, autoMin: l.pace.min, autoMax: l.pace.max}
+	ls := lineSettings{mode: st.Mode.String(), rate: st.Rate, maxLength: st.MaxLength, retryAfter: st.RetryAfter, autoMin: l.pace.Config().MinRate, autoMax: l.pace.Config().MaxRate}
 	if l.auto {
 		ls.mode = modeAuto
 	}
@@ -417,16 +419,14 @@ func (s *Server) applyLineChange(ch lineChange, remote string) error {
 	}
 
 	// Apply. The values are valid, so the setters cannot refuse them.
-	l.pace.setBounds(want.autoMin, want.autoMax)
+	l.pace.SetBounds(want.autoMin, want.autoMax)
 	if toAuto {
 		if !l.auto {
-			l.pace.last, l.pace.coolDown = time.Time{}, false
+			l.pace.Restart()
 		}
-		if rateGiven {
-			l.pace.rate = want.rate.PerSecond()
-		} else {
-			l.pace.rate = l.pace.clamp(want.rate.PerSecond())
-			want.rate = rateFor(l.pace.rate, want.rate.Interval)
+		l.pace.SetRate(want.rate.PerSecond()) // inside the bounds when given (checked above)
+		if !rateGiven {
+			want.rate = autopace.RateFor(l.pace.Rate(), want.rate.Interval)
 			if want.rate.PerSecond() == old.rate.PerSecond() {
 				want.rate = old.rate // no change worth a restart of the pace
 			}

@@ -161,12 +161,14 @@
 //
 // # Auto mode
 //
-// Every -auto-interval (5 s) the gate reads the tiers' health (auto.go,
-// scrape.go): the sum of logic_queue_depth over the -auto-metrics-urls
-// pages, the battle p99 over the last interval (from the change in the
+// Package autopace holds auto mode; its loop runs for the life of Run and
+// the line applies what it decides (lineauto.go). Every -auto-interval
+// (5 s) it reads the tiers' health (autopace.Scraper, autopace.Pressure):
+// the sum of logic_queue_depth over the -auto-metrics-urls pages, the
+// battle p99 over the last interval (from the change in the
 // battle_latency_seconds buckets, the maximum over instances), and the
 // backpressure ratio on logic's replies to this gate (the interval's mean,
-// in an EWMA). The decision (autopace.go, pure and unit-tested): any known
+// in an EWMA). The decision (autopace.Pace, pure and unit-tested): any known
 // signal at or over its threshold (-auto-max-queue-depth 500,
 // -auto-battle-p99 500 ms; backpressure above -auto-max-backpressure 0.5)
 // multiplies the rate by -auto-down (0.5); all known signals healthy

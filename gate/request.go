@@ -194,7 +194,7 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 		bp := apperr.BackpressureFrom(trailer)
 		pushbackOn := s.cfg.logicPushbackOn()
 		if bp != nil {
-			s.pressure.observe(bp.GetRatio())
+			s.pressure.Observe(bp.GetRatio())
 			if pushbackOn {
 				s.cooling.hints(shard, bp)
 			}
@@ -212,7 +212,7 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 		}
 	}
 	if bp := rep.GetBackpressure(); bp != nil {
-		s.pressure.observe(bp.GetRatio())
+		s.pressure.Observe(bp.GetRatio())
 		if s.cfg.logicPushbackOn() {
 			s.cooling.hints(shard, bp)
 		}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"levee/gate/autopace"
 	"levee/gate/waitpage"
 	"levee/internal/clock"
 	"levee/internal/metrics"
@@ -64,11 +65,11 @@ type Server struct {
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
 
-	// The admission line, auto mode's metric reader (nil without
-	// -auto-metrics-urls) and the backpressure logic's replies carry.
+	// The admission line, auto mode's loop and the backpressure logic's
+	// replies carry (auto mode reads it).
 	line     *line
-	scraper  *scraper
-	pressure pressureMeter
+	auto     *autopace.Loop
+	pressure autopace.Pressure
 	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
 
@@ -115,9 +116,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.m.line.releaseRate.Set(s.line.q.Stats(cfg.Clock.Now()).ConfiguredPerSecond)
-	if len(cfg.AutoMetricsURLs) > 0 {
-		s.scraper = newScraper(cfg.AutoMetricsURLs)
-	}
+	s.auto = autopace.NewLoop(cfg.Clock, cfg.AutoInterval, cfg.AutoMetricsURLs, &s.pressure, s.line)
 	if s.full, err = newFullReply(cfg.FullRetryAfter, card); err != nil {
 		return nil, err
 	}
