@@ -67,7 +67,7 @@ func TestAutoModeFollowsTheTiers(t *testing.T) {
 	if !strings.Contains(logs.String(), "auto pace: release rate changed") || !strings.Contains(logs.String(), "logic queue depth 900") {
 		t.Fatalf("changes not logged with their reason:\n%s", logs)
 	}
-	if v := g.view(g.clock.Now()).Auto.Signals.QueueDepth; v == nil || *v != 900 {
+	if v := g.line.view(g.clock.Now()).Auto.Signals.QueueDepth; v == nil || *v != 900 {
 		t.Fatalf("GET /admin/line signals depth %v, want 900", v)
 	}
 }
