@@ -10,6 +10,18 @@
 // no write buffer between writes (a shared pool). One server-owned goroutine
 // pings every connection; writes are serialized by a per-connection mutex.
 //
+// A connection's start, in order (handler.go, conn.go, waiting.go): the
+// handshake cap gives the upgrade request a handshake (handshake.go), a
+// value with one owner at a time that ends with an idempotent End; the
+// connection cap, the token and the line's precheck may refuse before the
+// upgrade; then enterLine puts the tracked connection in the line and
+// hands the handshake to one of three starts: waiting (ended with the
+// first QueueStatus), refused (ended before the refusal), or logged in.
+// There is one login flow (conn.login) for players let in at once and
+// those released from the line (a new handshake for the walker's
+// release): Admitted if any, the logic call (the handshake ends with its
+// answer), then the welcome, or the typed error and a close.
+//
 // Overload protection (level 1 of Levee's three), each mechanism with its
 // own switch and all of them under Config.Protection:
 //
