@@ -117,6 +117,7 @@ func TestScraperReadsDepthAndIntervalP99(t *testing.T) {
 		battle1.lat.Observe(3)
 	}
 	sc := NewScraper([]string{logic1.srv.URL, logic2.srv.URL, battle1.srv.URL, battle2.srv.URL})
+	defer sc.Close()
 	ctx := context.Background()
 	r := sc.Scrape(ctx)
 	if !r.QueueKnown || r.QueueDepth != 350 || r.P99Known || len(r.Errors) != 0 {
