@@ -234,10 +234,10 @@ func checkGateLine(t *testing.T, admin *loadtest.Admin, bots int, pace float64) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st["admitted_total"] != float64(bots) || st["length"] != float64(0) {
-		t.Errorf("the gate's line after the run: admitted_total %v, length %v", st["admitted_total"], st["length"])
+	if st.AdmittedTotal != uint64(bots) || st.Length != 0 {
+		t.Errorf("the gate's line after the run: admitted_total %v, length %v", st.AdmittedTotal, st.Length)
 	}
-	if ps, _ := loadtest.PaceOf(st); ps != pace {
+	if ps := st.Rate.PerSecond; ps != pace {
 		t.Errorf("the gate's configured pace after the run: %v/s, want %v/s", ps, pace)
 	}
 }

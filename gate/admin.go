@@ -21,7 +21,7 @@ import (
 
 // The admin API lives on the ops listener, behind a bearer token:
 //
-//	GET  /admin/line   the line's state, as JSON (lineView)
+//	GET  /admin/line   the line's state, as JSON (LineView)
 //	POST /admin/line   change any of mode, rate, interval, max_length,
 //	                   retry_after, auto_min_rate, auto_max_rate (a form or
 //	                   a JSON object), effective at once
@@ -31,6 +31,11 @@ import (
 // anything is applied: one bad value is a 400 naming it, and nothing
 // changes. Every change is logged with the old and new values and the
 // caller's address.
+//
+// A POST goes through three steps: readAdminFields reads the body (HTTP),
+// parseLineChange turns the fields into a lineChange (pure: each field on
+// its own), and the line applies it (line.apply, in linechange.go: the
+// fields together with the current settings, all or nothing).
 
 const adminLinePath = "/admin/line"
 
@@ -51,7 +56,7 @@ func (s *Server) adminHandler() http.Handler {
 		}
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
-			s.writeLine(w, http.StatusOK)
+			s.writeLine(w)
 		case http.MethodPost:
 			s.postLine(w, r)
 		default:
@@ -73,10 +78,11 @@ func (s *Server) adminAuthorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
-// lineView is GET /admin/line's answer.
-type lineView struct {
-	Mode          string   `json:"mode"`
-	Rate          rateView `json:"rate"`
+// LineView is GET /admin/line's answer (and a POST's, after the change):
+// the admission line's state. Clients such as the load tool decode it.
+type LineView struct {
+	Mode          string   `json:"mode"` // open, queueing, paced, closed or auto
+	Rate          RateView `json:"rate"`
 	Length        int      `json:"length"`   // in line, away ones included
 	Waiting       int      `json:"waiting"`  // in line with a connection open
 	Away          int      `json:"away"`     // in line, dropped, within grace
@@ -93,16 +99,20 @@ type lineView struct {
 	Measured      bool     `json:"measured"`
 	OldestWaitMs  int64    `json:"oldest_wait_ms"`
 	Room          *int     `json:"room"` // players the gate may let in now; null: no limit
-	Auto          autoView `json:"auto"`
+	Auto          AutoView `json:"auto"`
 }
 
-type rateView struct {
+// RateView is the configured release rate: N players per Interval (a Go
+// duration string), PerSecond the same as a rate.
+type RateView struct {
 	N         int     `json:"n"`
 	Interval  string  `json:"interval"`
 	PerSecond float64 `json:"per_second"`
 }
 
-type autoView struct {
+// AutoView is auto mode's state: its settings, its last decision and the
+// signals it last read.
+type AutoView struct {
 	Enabled      bool        `json:"enabled"`
 	MinRate      float64     `json:"min_rate"` // per second
 	MaxRate      float64     `json:"max_rate"`
@@ -113,7 +123,7 @@ type autoView struct {
 	LastVerdict  string      `json:"last_verdict,omitempty"`
 	LastReason   string      `json:"last_reason,omitempty"`
 	LastStepAt   *time.Time  `json:"last_step_at,omitempty"`
-	Signals      signalsView `json:"signals"`
+	Signals      SignalsView `json:"signals"`
 	MaxDepth     float64     `json:"max_queue_depth"`
 	MaxP99Ms     int64       `json:"max_battle_p99_ms"`
 	MaxPressure  float64     `json:"max_backpressure"`
@@ -121,22 +131,24 @@ type autoView struct {
 	ScrapeErrors []string    `json:"scrape_errors,omitempty"`
 }
 
-type signalsView struct {
-	QueueDepth   any `json:"logic_queue_depth"` // null when unknown
-	BattleP99Ms  any `json:"battle_p99_ms"`
-	Backpressure any `json:"backpressure"`
+// SignalsView is the tiers' health as auto mode last read it; a signal
+// not read is null.
+type SignalsView struct {
+	QueueDepth   *float64 `json:"logic_queue_depth"`
+	BattleP99Ms  *float64 `json:"battle_p99_ms"`
+	Backpressure *float64 `json:"backpressure"`
 }
 
-// view builds the line's state.
-func (s *Server) view(now time.Time) lineView {
-	l := s.line
+// view is the line's state at now.
+func (l *line) view(now time.Time) LineView {
 	st := l.q.Stats(now)
 	l.ctl.Lock()
 	auto, pace, sig := l.auto, l.pace, l.signals
 	l.ctl.Unlock()
-	v := lineView{
+	pc := pace.Config()
+	v := LineView{
 		Mode:          st.Mode.String(),
-		Rate:          rateView{N: st.Rate.N, Interval: st.Rate.Interval.String(), PerSecond: st.ConfiguredPerSecond},
+		Rate:          RateView{N: st.Rate.N, Interval: st.Rate.Interval.String(), PerSecond: st.ConfiguredPerSecond},
 		Length:        st.Length,
 		Waiting:       st.Length - st.Away,
 		Away:          st.Away,
@@ -152,52 +164,42 @@ func (s *Server) view(now time.Time) lineView {
 		MeasuredRate:  st.MeasuredPerSecond,
 		Measured:      st.Measured,
 		OldestWaitMs:  st.OldestWait.Milliseconds(),
-		Auto: autoView{
-			Enabled: auto, MinRate: pace.min, MaxRate: pace.max, Rate: pace.rate, Up: pace.up, Down: pace.down,
-			Interval: pace.interval.String(),
-			Signals: signalsView{
+		Auto: AutoView{
+			Enabled: auto, MinRate: pc.MinRate, MaxRate: pc.MaxRate, Rate: pace.Rate(), Up: pc.Up, Down: pc.Down,
+			Interval: pc.Interval.String(),
+			Signals: SignalsView{
 				QueueDepth:   signalValue(sig.QueueKnown, sig.QueueDepth),
 				BattleP99Ms:  signalValue(sig.P99Known, float64(sig.BattleP99.Milliseconds())),
 				Backpressure: signalValue(sig.BPKnown, sig.Backpressure),
 			},
-			MaxDepth: pace.th.maxQueueDepth, MaxP99Ms: pace.th.maxP99.Milliseconds(), MaxPressure: pace.th.maxBackpressure,
-			MetricsURLs:  append([]string{}, s.cfg.AutoMetricsURLs...),
+			MaxDepth: pc.MaxQueueDepth, MaxP99Ms: pc.MaxBattleP99.Milliseconds(), MaxPressure: pc.MaxBackpressure,
+			MetricsURLs:  append([]string{}, l.s.cfg.AutoMetricsURLs...),
 			ScrapeErrors: sig.Errors,
 		},
 	}
 	if auto {
 		v.Mode = modeAuto
 	}
-	if d := pace.lastDecision; !d.At.IsZero() {
+	if d := pace.Last(); !d.At.IsZero() {
 		v.Auto.LastVerdict, v.Auto.LastReason, v.Auto.LastStepAt = d.Verdict, d.Reason, &d.At
 	}
-	if room := s.room(); room != math.MaxInt {
+	if room := l.s.room(); room != math.MaxInt {
 		v.Room = &room
 	}
 	return v
 }
 
-func (s *Server) writeLine(w http.ResponseWriter, code int) {
-	b, err := json.MarshalIndent(s.view(s.clock.Now()), "", "  ")
+// writeLine answers with the line's state.
+func (s *Server) writeLine(w http.ResponseWriter) {
+	b, err := json.MarshalIndent(s.line.view(s.clock.Now()), "", "  ")
 	if err != nil {
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
+	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// lineChange is a validated POST: nil fields stay as they are.
-type lineChange struct {
-	mode       *string // an operator's mode name, auto included
-	n          *int
-	interval   *time.Duration
-	maxLength  *int
-	retryAfter *time.Duration
-	autoMin    *float64
-	autoMax    *float64
 }
 
 // errAdmin wraps every 400 of the admin API.
@@ -206,12 +208,18 @@ var errAdmin = errors.New("invalid admin request")
 // adminFields are the fields a POST may set.
 var adminFields = []string{"mode", "rate", "interval", "max_length", "retry_after", "auto_min_rate", "auto_max_rate"}
 
+// postLine parses the request into a change, has the line apply it, logs
+// it and answers with the line's new state; a bad request is a 400 that
+// names the field, and changes nothing.
 func (s *Server) postLine(w http.ResponseWriter, r *http.Request) {
 	fields, err := readAdminFields(w, r)
 	if err == nil {
 		var ch lineChange
 		if ch, err = parseLineChange(fields); err == nil {
-			err = s.applyLineChange(ch, r.RemoteAddr)
+			var old, now lineSettings
+			if old, now, err = s.line.apply(ch, s.clock.Now()); err == nil {
+				s.logLineChange(old, now, r.RemoteAddr)
+			}
 		}
 	}
 	if err != nil {
@@ -219,11 +227,11 @@ func (s *Server) postLine(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.writeLine(w, http.StatusOK)
+	s.writeLine(w)
 }
 
 // readAdminFields reads a POST's fields from a JSON object (Content-Type
-// application/json) or a form, each field once.
+// application/json) or a form, each field once, as strings.
 func readAdminFields(w http.ResponseWriter, r *http.Request) (map[string]string, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
 	out := map[string]string{}
@@ -261,19 +269,6 @@ func readAdminFields(w http.ResponseWriter, r *http.Request) (map[string]string,
 			out[k] = vs[0]
 		}
 	}
-	var unknown []string
-	for k := range out {
-		if !isAdminField(k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return nil, fmt.Errorf("%w: unknown field(s) %s; the fields are %s", errAdmin, strings.Join(unknown, ", "), strings.Join(adminFields, ", "))
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: nothing to change; the fields are %s", errAdmin, strings.Join(adminFields, ", "))
-	}
 	return out, nil
 }
 
@@ -286,10 +281,25 @@ func isAdminField(k string) bool {
 	return false
 }
 
-// parseLineChange checks each field on its own; applyLineChange checks
-// them together with the current settings.
+// parseLineChange turns a POST's fields into a change, checking each field
+// on its own: the field names (at least one, none unknown) and each value.
+// It is pure; an error (wrapping errAdmin) names the field. The line
+// checks the fields together with its current settings (line.apply).
 func parseLineChange(f map[string]string) (lineChange, error) {
 	var ch lineChange
+	var unknown []string
+	for k := range f {
+		if !isAdminField(k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return ch, fmt.Errorf("%w: unknown field(s) %s; the fields are %s", errAdmin, strings.Join(unknown, ", "), strings.Join(adminFields, ", "))
+	}
+	if len(f) == 0 {
+		return ch, fmt.Errorf("%w: nothing to change; the fields are %s", errAdmin, strings.Join(adminFields, ", "))
+	}
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", errAdmin, field, fmt.Sprintf(format, args...))
 	}
@@ -345,115 +355,6 @@ func parseLineChange(f map[string]string) (lineChange, error) {
 		}
 	}
 	return ch, nil
-}
-
-// lineSettings are what an operator sets, for the change log.
-type lineSettings struct {
-	mode       string
-	rate       queue.Rate
-	maxLength  int
-	retryAfter time.Duration
-	autoMin    float64
-	autoMax    float64
-}
-
-// settings reads the current ones; l.ctl must be held.
-func (l *line) settings(now time.Time) lineSettings {
-	st := l.q.Stats(now)
-	ls := lineSettings{mode: st.Mode.String(), rate: st.Rate, maxLength: st.MaxLength, retryAfter: st.RetryAfter, autoMin: l.pace.min, autoMax: l.pace.max}
-	if l.auto {
-		ls.mode = modeAuto
-	}
-	return ls
-}
-
-// applyLineChange validates ch against the current settings and, if all
-// is well, applies all of it; otherwise it changes nothing.
-func (s *Server) applyLineChange(ch lineChange, remote string) error {
-	l := s.line
-	l.ctl.Lock()
-	defer l.ctl.Unlock()
-	now := s.clock.Now()
-	old := l.settings(now)
-	want := old
-	if ch.mode != nil {
-		want.mode = *ch.mode
-	}
-	if ch.n != nil {
-		want.rate.N = *ch.n
-	}
-	if ch.interval != nil {
-		want.rate.Interval = *ch.interval
-	}
-	if ch.maxLength != nil {
-		want.maxLength = *ch.maxLength
-	}
-	if ch.retryAfter != nil {
-		want.retryAfter = *ch.retryAfter
-	}
-	if ch.autoMin != nil {
-		want.autoMin = *ch.autoMin
-	}
-	if ch.autoMax != nil {
-		want.autoMax = *ch.autoMax
-	}
-	// Everything together, before anything is applied.
-	if err := want.rate.Validate(); err != nil {
-		return fmt.Errorf("%w: rate and interval: %v", errAdmin, err)
-	}
-	if want.autoMin > want.autoMax {
-		return fmt.Errorf("%w: auto_min_rate (%g) is above auto_max_rate (%g)", errAdmin, want.autoMin, want.autoMax)
-	}
-	rateGiven := ch.n != nil || ch.interval != nil
-	toAuto := want.mode == modeAuto
-	if toAuto && rateGiven {
-		if ps := want.rate.PerSecond(); ps < want.autoMin || ps > want.autoMax {
-			return fmt.Errorf("%w: rate %v (%.3g per second) is outside the auto bounds [%g, %g] per second", errAdmin, want.rate, ps, want.autoMin, want.autoMax)
-		}
-	}
-	qmode, _, err := parseLineMode(want.mode)
-	if err != nil {
-		return fmt.Errorf("%w: mode: %v", errAdmin, err)
-	}
-
-	// Apply. The values are valid, so the setters cannot refuse them.
-	l.pace.setBounds(want.autoMin, want.autoMax)
-	if toAuto {
-		if !l.auto {
-			l.pace.last, l.pace.coolDown = time.Time{}, false
-		}
-		if rateGiven {
-			l.pace.rate = want.rate.PerSecond()
-		} else {
-			l.pace.rate = l.pace.clamp(want.rate.PerSecond())
-			want.rate = rateFor(l.pace.rate, want.rate.Interval)
-			if want.rate.PerSecond() == old.rate.PerSecond() {
-				want.rate = old.rate // no change worth a restart of the pace
-			}
-		}
-	}
-	var errs []error
-	if want.rate != old.rate {
-		errs = append(errs, l.q.SetRate(want.rate.N, want.rate.Interval, now))
-		s.m.line.releaseRate.Set(want.rate.PerSecond())
-	}
-	if want.maxLength != old.maxLength {
-		errs = append(errs, l.q.SetMaxLength(want.maxLength))
-	}
-	if want.retryAfter != old.retryAfter {
-		errs = append(errs, l.q.SetRetryAfter(want.retryAfter))
-	}
-	if want.mode != old.mode {
-		errs = append(errs, l.q.SetMode(qmode, now))
-		l.auto = toAuto
-		l.setModeName(qmode, toAuto)
-	}
-	if err := errors.Join(errs...); err != nil {
-		s.log.Error("admin API: applying a validated change", "err", err)
-	}
-	s.logLineChange(old, l.settings(now), remote)
-	l.poke()
-	return nil
 }
 
 // logLineChange logs what changed, old and new.

@@ -74,13 +74,13 @@ func (g *testGate) admin(t *testing.T, method, token, body string) (int, string)
 	return resp.StatusCode, string(b)
 }
 
-func (g *testGate) getLine(t *testing.T) lineView {
+func (g *testGate) getLine(t *testing.T) LineView {
 	t.Helper()
 	code, body := g.admin(t, http.MethodGet, "Bearer "+testAdminToken, "")
 	if code != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", adminLinePath, code, body)
 	}
-	var v lineView
+	var v LineView
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
 		t.Fatalf("GET %s: %v in %s", adminLinePath, err, body)
 	}
@@ -204,7 +204,7 @@ func TestAdminChangesAreImmediateAndLogged(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("POST: %d %s", code, body)
 	}
-	var v lineView
+	var v LineView
 	if err := json.Unmarshal([]byte(body), &v); err != nil || v.Mode != "queueing" || v.RetryAfter != "10m0s" || v.MaxLength != 5000 {
 		t.Fatalf("POST answered %+v (%v)", v, err)
 	}

@@ -30,8 +30,6 @@ type conn struct {
 	playerID           string // from the token
 	shard              int    // the player's logic shard
 	logic              leveev1.LogicClient
-	allow              allowFunc   // nil allows everything
-	release            func()      // from the admission hook; nil if none
 	bucket             tokenBucket // the request rate limit; used by the reader only
 
 	// ctx is cancelled when the connection ends, so work for a player who
@@ -80,31 +78,18 @@ func (c *conn) endContext() {
 	}
 }
 
-// serve owns the connection until the player is logged in, then hands it to
-// a fresh reader goroutine: the login's gRPC call grows a goroutine's stack,
-// and an idle connection should not keep that stack. admitted, if not nil,
-// is pushed first (a player let in from the line on reconnecting).
-func (c *conn) serve(admitted *leveev1.ServerFrame) {
-	handedOff := false
-	defer func() {
-		if !handedOff {
-			c.finish()
-		}
-	}()
+// serve owns a connection let in at once (or on reconnecting, with
+// admitted to push first) until the player is logged in, then hands it to
+// a fresh reader goroutine: the login's gRPC call grows a goroutine's
+// stack, and an idle connection should not keep that stack. No reader runs
+// during the login, so a refused player's close frame is read here.
+func (c *conn) serve(hs *handshake, admitted *leveev1.ServerFrame) {
 	c.prepareReads()
-	if !c.startContext() {
-		c.s.endHandshake()
+	if !c.login(hs, admitted) {
+		c.awaitClose()
+		c.finish()
 		return
 	}
-	if admitted != nil && c.send(admitted) != nil {
-		c.s.endHandshake()
-		return
-	}
-	if !c.login() {
-		return
-	}
-	c.lineState.Store(lineIn)
-	handedOff = true
 	go func() {
 		defer c.finish()
 		c.readLoop()
@@ -122,31 +107,46 @@ func (c *conn) prepareReads() {
 	c.extendReadDeadline()
 }
 
-// login asks the player's logic instance for the player and pushes the
-// welcome; on a refusal it sends the typed error and closes the socket.
-func (c *conn) login() bool {
+// login is the one login flow, for a player let in at once (serve) and
+// for one released from the line (admitFromLine): it pushes admitted if
+// not nil, asks the player's logic instance for the player and pushes the
+// welcome. It owns hs and ends it on every path, at the latest when logic
+// has answered. A refusal (the gate stopping, logic refusing) is the typed
+// error and a close frame; the connection's reader sees the player's close.
+// It reports whether the player is in.
+func (c *conn) login(hs *handshake, admitted *leveev1.ServerFrame) bool {
+	defer hs.End()
+	if !c.startContext() {
+		return false // the player has gone
+	}
 	if !c.s.beginRequest() {
-		c.s.endHandshake()
+		hs.End()
 		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
-		c.refuse(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter), websocket.CloseServiceRestart, "server restarting")
+		c.closeWith(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter), websocket.CloseServiceRestart, "server restarting")
 		return false
 	}
 	defer c.s.endRequest()
-	f, ok := c.callLogin()
-	if !ok {
-		c.refuse(f.GetError(), loginCloseCode(f.GetError().GetCode()), "login failed")
+	if admitted != nil && c.send(admitted) != nil {
 		return false
 	}
+	f, ok := c.callLogin(hs)
+	if !ok {
+		c.closeWith(f.GetError(), loginCloseCode(f.GetError().GetCode()), "login failed")
+		return false
+	}
+	// In before the welcome goes out, so a request the player sends on
+	// seeing it is never answered NOT_ADMITTED.
+	c.lineState.Store(lineIn)
 	return c.send(f) == nil
 }
 
 // callLogin calls logic's login and ends the handshake. It returns the
 // welcome frame, or (ok false) the refusal to send before closing.
-func (c *conn) callLogin() (f *leveev1.ServerFrame, ok bool) {
+func (c *conn) callLogin(hs *handshake) (f *leveev1.ServerFrame, ok bool) {
 	start := time.Now()
 	req := &leveev1.LogicRequest{PlayerId: c.playerID, Action: &leveev1.LogicRequest_Login{Login: &leveev1.LoginRequest{}}}
 	f = c.s.do(c.ctx, c.shard, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
-	c.s.endHandshake() // the handshake ends with logic's answer, whatever it is
+	hs.End() // the handshake ends with logic's answer, whatever it is
 	c.s.observe(actionLogin, start, f)
 	if e := f.GetError(); e != nil || f.GetWelcome() == nil {
 		if e == nil {
@@ -222,9 +222,6 @@ func (c *conn) finish() {
 	_ = c.ws.Close()
 	c.endContext()
 	c.s.line.leave(c, c.s.clock.Now())
-	if c.release != nil {
-		c.release()
-	}
 	c.s.untrack(c)
 }
 
@@ -268,14 +265,25 @@ func (c *conn) writeLocked(data []byte, timeout time.Duration) error {
 }
 
 // refuse sends a typed error frame, then closes the socket with code and
-// waits briefly for the player's close frame.
+// waits briefly for the player's close frame; for the goroutine that owns
+// the connection's reads.
 func (c *conn) refuse(e *leveev1.Error, code int, reason string) {
+	c.closeWith(e, code, reason)
+	c.awaitClose()
+}
+
+// closeWith sends a typed error frame (request id 0) and a close frame
+// with code, from any goroutine; the reader ends when the player's close
+// frame arrives or after closeWait.
+func (c *conn) closeWith(e *leveev1.Error, code int, reason string) {
 	_ = c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: e}})
-	if !c.markClosing() {
-		return // the server is already closing this socket
-	}
-	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(c.s.cfg.WriteTimeout))
-	_ = c.ws.SetReadDeadline(time.Now().Add(closeWait))
+	c.closeFromServer(code, reason)
+}
+
+// awaitClose reads and discards until the socket fails: the player's close
+// frame, or the deadline a close frame sent set (closeWait), or a socket a
+// failed write closed.
+func (c *conn) awaitClose() {
 	for {
 		if _, _, err := c.ws.NextReader(); err != nil {
 			return

@@ -10,6 +10,18 @@
 // no write buffer between writes (a shared pool). One server-owned goroutine
 // pings every connection; writes are serialized by a per-connection mutex.
 //
+// A connection's start, in order (handler.go, conn.go, waiting.go): the
+// handshake cap gives the upgrade request a handshake (handshake.go), a
+// value with one owner at a time that ends with an idempotent End; the
+// connection cap, the token and the line's precheck may refuse before the
+// upgrade; then enterLine puts the tracked connection in the line and
+// hands the handshake to one of three starts: waiting (ended with the
+// first QueueStatus), refused (ended before the refusal), or logged in.
+// There is one login flow (conn.login) for players let in at once and
+// those released from the line (a new handshake for the walker's
+// release): Admitted if any, the logic call (the handshake ends with its
+// answer), then the welcome, or the typed error and a close.
+//
 // Overload protection (level 1 of Levee's three), each mechanism with its
 // own switch and all of them under Config.Protection:
 //
@@ -161,12 +173,14 @@
 //
 // # Auto mode
 //
-// Every -auto-interval (5 s) the gate reads the tiers' health (auto.go,
-// scrape.go): the sum of logic_queue_depth over the -auto-metrics-urls
-// pages, the battle p99 over the last interval (from the change in the
+// Package autopace holds auto mode; its loop runs for the life of Run and
+// the line applies what it decides (lineauto.go). Every -auto-interval
+// (5 s) it reads the tiers' health (autopace.Scraper, autopace.Pressure):
+// the sum of logic_queue_depth over the -auto-metrics-urls pages, the
+// battle p99 over the last interval (from the change in the
 // battle_latency_seconds buckets, the maximum over instances), and the
 // backpressure ratio on logic's replies to this gate (the interval's mean,
-// in an EWMA). The decision (autopace.go, pure and unit-tested): any known
+// in an EWMA). The decision (autopace.Pace, pure and unit-tested): any known
 // signal at or over its threshold (-auto-max-queue-depth 500,
 // -auto-battle-p99 500 ms; backpressure above -auto-max-backpressure 0.5)
 // multiplies the rate by -auto-down (0.5); all known signals healthy

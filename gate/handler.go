@@ -19,13 +19,14 @@ import (
 // HTTP 503 with Retry-After before any upgrade; while stopping, HTTP 503;
 // at the connection cap, the pre-encoded SERVER_FULL frame and a 1013 close
 // (checked before the token, as it is the cheaper check); a bad token, an
-// UNAUTHORIZED frame and a 1008 close; the admission hook's refusal, its
-// error and a 1013 close. Every refusal is answered from this handler, with
+// UNAUTHORIZED frame and a 1008 close; a player the admission line turns
+// away, its typed error and close. Every refusal is answered from this handler, with
 // no goroutine and nothing kept. An admitted player's connection is tracked
 // and handed to its own goroutine, and the handler returns, so no HTTP
 // handler goroutine or HTTP buffers stay with it.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
-	if !s.beginHandshake() {
+	hs := s.beginHandshake()
+	if hs == nil {
 		s.m.rejectHandshakes.Inc()
 		refuseHandshake(w)
 		return
@@ -36,7 +37,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			if slot {
 				s.releaseSlot()
 			}
-			s.endHandshake()
+			hs.End()
 		}
 	}()
 	if s.isDraining() {
@@ -67,22 +68,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.refuseLine(w, r, err)
 		return
 	}
-	var release func()
-	if s.admit != nil {
-		rel, retryAfter, err := s.admit(r, playerID)
-		if err != nil {
-			s.m.connections.WithLabelValues(resultRefused).Inc()
-			s.refuseUpgraded(w, r, s.errorFrames(apperr.Reply(err, retryAfter), websocket.CloseTryAgainLater, "try again later"))
-			return
-		}
-		release = rel
-	}
-
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil { // Upgrade has answered with an HTTP error
-		if release != nil {
-			release()
-		}
 		s.log.Debug("websocket upgrade failed", "err", err, "remote", r.RemoteAddr)
 		return
 	}
@@ -93,12 +80,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		codec:    codec,
 		msgType:  messageType(codec),
 		playerID: playerID,
-		release:  release,
 	}
 	c.shard, c.logic = s.logic.route(playerID)
-	if s.newAllow != nil {
-		c.allow = s.newAllow(playerID)
-	}
 	if s.cfg.connRateLimitOn() {
 		c.bucket = newTokenBucket(s.cfg.ConnRate, s.cfg.ConnBurst, s.clock.Now())
 	}
@@ -109,16 +92,13 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 			websocket.FormatCloseMessage(websocket.CloseServiceRestart, "server restarting"),
 			time.Now().Add(s.cfg.WriteTimeout))
 		_ = ws.Close()
-		if release != nil {
-			release()
-		}
 		return
 	}
 	// From here the connection owns the slot (untrack gives it back) and
-	// the handshake (ended once the login is answered or the player is in
-	// line).
+	// the handshake (ended once the login is answered, the player is in
+	// line or refused).
 	handedOff = true
-	s.enterLine(c, claims)
+	s.enterLine(c, hs, claims)
 }
 
 // ticketOf reads and verifies the ticket query parameter. No ticket, or a
@@ -152,9 +132,10 @@ func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
 
 // enterLine puts a tracked connection in the admission line and starts it
 // accordingly: waiting (first QueueStatus, then its reader), admitted at
-// once (login as before), admitted on reconnecting (Admitted, then login),
-// or refused (a race with an operator's change since precheck).
-func (s *Server) enterLine(c *conn, claims *ticketClaims) {
+// once (the login, see serve), admitted on reconnecting (Admitted, then
+// the login), or refused (a race with an operator's change since
+// precheck). It takes over hs and hands it to whichever of these runs.
+func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	now := s.clock.Now()
 	c.wmu.Lock() // nothing is written to c before its first frame below
 	st, resumed, err := s.line.enter(c, claims, now)
@@ -165,7 +146,7 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 		s.m.connections.WithLabelValues(resultRefused).Inc()
 		go func() {
 			defer c.finish()
-			s.endHandshake()
+			hs.End()
 			c.refuse(e, code, text)
 		}()
 		return
@@ -175,7 +156,7 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 		if resumed {
 			exp = claims.Expiry.Unix() // the same token as presented
 		}
-		c.startWaiting(st, exp)
+		c.startWaiting(st, exp, hs)
 		return
 	}
 	c.wmu.Unlock()
@@ -185,7 +166,7 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 		s.m.line.wait.Observe(waited.Seconds())
 		admitted = admittedFrame(waited)
 	}
-	go c.serve(admitted)
+	go c.serve(hs, admitted)
 }
 
 // authenticate reads the token from "Authorization: Bearer <tok>" or the

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"levee/gate/autopace"
 	"levee/internal/apperr"
 	"levee/queue"
 )
@@ -64,8 +65,8 @@ type line struct {
 	// pace.
 	ctl     sync.Mutex
 	auto    bool
-	pace    autoPace
-	signals autoSignals // the last ones read, for GET /admin/line
+	pace    autopace.Pace
+	signals autopace.Signals // the last ones read, for GET /admin/line
 	modeNow atomic.Value
 
 	kick chan struct{} // an operator change: release and push at once
@@ -115,13 +116,12 @@ func newLine(s *Server, now time.Time) (*line, error) {
 		push:    cfg.LinePush,
 		waiters: map[queue.TicketID]*conn{},
 		auto:    auto,
-		pace:    newAutoPace(cfg),
-		kick:    make(chan struct{}, 1),
+		// Starting from the configured rate, inside the bounds.
+		pace: autopace.New(autoConfig(cfg), qc.Rate.PerSecond()),
+		kick: make(chan struct{}, 1),
 	}
 	if auto {
-		// Start from the configured rate, inside the bounds.
-		l.pace.rate = l.pace.clamp(qc.Rate.PerSecond())
-		qc.Rate = rateFor(l.pace.rate, qc.Rate.Interval)
+		qc.Rate = autopace.RateFor(l.pace.Rate(), qc.Rate.Interval)
 	}
 	if l.q, err = queue.New(qc, now); err != nil {
 		return nil, fmt.Errorf("%w: admission line: %w", ErrInvalidConfig, err)

@@ -125,7 +125,7 @@ func (g *testGate) setLine(t *testing.T, fields map[string]string) {
 	g.quiesce()
 	ch, err := parseLineChange(fields)
 	if err == nil {
-		err = g.applyLineChange(ch, "test")
+		_, _, err = g.line.apply(ch, g.clock.Now())
 	}
 	if err != nil {
 		t.Fatal(err)

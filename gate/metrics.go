@@ -15,7 +15,7 @@ const (
 	resultAccepted     = "accepted"
 	resultUnauthorized = "unauthorized"
 	resultLogicRefused = "logic_refused"
-	resultRefused      = "refused"       // the admission hook said no
+	resultRefused      = "refused"       // the admission line said no
 	resultShuttingDown = "shutting_down" // upgraded while the gate began to stop
 	resultServerFull   = "server_full"   // refused at the connection cap
 	actionLogin        = "login"

@@ -150,7 +150,7 @@ func selectSubprotocol(r *http.Request) string {
 }
 
 // errorFrames encodes e, then a close frame with code and reason, for a
-// refusal that is not pre-encoded (bad tokens, the admission hook).
+// refusal that is not pre-encoded (bad tokens, the admission line).
 func (s *Server) errorFrames(e *leveev1.Error, code int, reason string) func(wire.Codec) []byte {
 	return func(codec wire.Codec) []byte {
 		f := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: e}}

@@ -58,13 +58,6 @@ func (c *conn) handleFrame(data []byte) {
 		c.reply(action, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
 		return
 	}
-	if c.allow != nil {
-		if retryAfter, err := c.allow(c.s.clock.Now()); err != nil {
-			c.s.endRequest()
-			c.reply(action, start, errorFrame(id, err, retryAfter))
-			return
-		}
-	}
 	if c.s.cfg.logicPushbackOn() {
 		// Logic refused this shard's requests of this class a moment ago:
 		// answer for it, without a gRPC call (critical always goes on).
@@ -201,7 +194,7 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 		bp := apperr.BackpressureFrom(trailer)
 		pushbackOn := s.cfg.logicPushbackOn()
 		if bp != nil {
-			s.pressure.observe(bp.GetRatio())
+			s.pressure.Observe(bp.GetRatio())
 			if pushbackOn {
 				s.cooling.hints(shard, bp)
 			}
@@ -219,7 +212,7 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 		}
 	}
 	if bp := rep.GetBackpressure(); bp != nil {
-		s.pressure.observe(bp.GetRatio())
+		s.pressure.Observe(bp.GetRatio())
 		if s.cfg.logicPushbackOn() {
 			s.cooling.hints(shard, bp)
 		}

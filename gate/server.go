@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"levee/gate/autopace"
 	"levee/gate/waitpage"
 	"levee/internal/clock"
 	"levee/internal/metrics"
@@ -45,7 +46,7 @@ type Server struct {
 	ready                  atomic.Bool
 
 	// refuser upgrades connections that are refused at once (server full,
-	// bad token, admission hook): no buffers of its own, it reuses the ones
+	// bad token, the admission line): no buffers of its own, it reuses the ones
 	// net/http hijacks, and nothing of the connection is kept.
 	refuser websocket.Upgrader
 	full    *fullReply              // the pre-encoded SERVER_FULL answers
@@ -64,16 +65,11 @@ type Server struct {
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
 
-	// Seams for the admission queue and further per-connection limits (the
-	// connection cap and the gate's own limits do not use them).
-	admit    admitFunc
-	newAllow func(playerID string) allowFunc
-
-	// The admission line, auto mode's metric reader (nil without
-	// -auto-metrics-urls) and the backpressure logic's replies carry.
+	// The admission line, auto mode's loop and the backpressure logic's
+	// replies carry (auto mode reads it).
 	line     *line
-	scraper  *scraper
-	pressure pressureMeter
+	auto     *autopace.Loop
+	pressure autopace.Pressure
 	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
 
@@ -120,9 +116,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.m.line.releaseRate.Set(s.line.q.Stats(cfg.Clock.Now()).ConfiguredPerSecond)
-	if len(cfg.AutoMetricsURLs) > 0 {
-		s.scraper = newScraper(cfg.AutoMetricsURLs)
-	}
+	s.auto = autopace.NewLoop(cfg.Clock, cfg.AutoInterval, cfg.AutoMetricsURLs, &s.pressure, s.line)
 	if s.full, err = newFullReply(cfg.FullRetryAfter, card); err != nil {
 		return nil, err
 	}
@@ -371,27 +365,6 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 		return false
 	}
 }
-
-// beginHandshake counts a connection starting; false when the handshake
-// cap is on and MaxHandshakes are in progress already.
-func (s *Server) beginHandshake() bool {
-	if !s.cfg.handshakeCapOn() {
-		s.handshakes.Add(1)
-		return true
-	}
-	limit := int64(s.cfg.MaxHandshakes)
-	for {
-		n := s.handshakes.Load()
-		if n >= limit {
-			return false
-		}
-		if s.handshakes.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-func (s *Server) endHandshake() { s.handshakes.Add(-1) }
 
 // takeSlot takes a connection slot; false when the connection cap is on
 // and MaxConns slots are taken. The slot is given back by releaseSlot.

@@ -85,9 +85,9 @@ func admittedFrame(waited time.Duration) *leveev1.ServerFrame {
 // startWaiting finishes the start of a player who joined the line: the
 // first QueueStatus (written while the handler still holds wmu, so that
 // nothing, an Admitted included, goes out before it), then the reader.
-// The handshake ends here: a waiting player is not starting any more, and
-// the handshake cap must not count the line.
-func (c *conn) startWaiting(st queue.Status, exp int64) {
+// The handshake hs ends here: a waiting player is not starting any more,
+// and the handshake cap must not count the line.
+func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 	c.ticketExp = exp
 	info := c.s.line.pushInfo(c.s.line.q.Stats(c.s.clock.Now()))
 	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, c.ticketToken()))
@@ -95,7 +95,7 @@ func (c *conn) startWaiting(st queue.Status, exp int64) {
 		err = c.writeLocked(data, c.s.cfg.WriteTimeout)
 	}
 	c.wmu.Unlock()
-	c.s.endHandshake()
+	hs.End()
 	if err != nil {
 		// The player never got the ticket: free the place at once.
 		c.s.line.cancel(c, c.s.clock.Now())
@@ -110,46 +110,17 @@ func (c *conn) startWaiting(st queue.Status, exp int64) {
 	}()
 }
 
-// admitFromLine starts the login of a player the walker released. The
-// login runs off the walker, like any request; the walker releases no more
-// players than the handshake cap has room for, which bounds these.
+// admitFromLine starts the login of a player the walker released: a new
+// handshake (logging in is starting again), then the one login flow
+// (conn.login), off the walker, like any request. The walker releases no
+// more players than the handshake cap has room for, which bounds these.
+// The connection's reader runs meanwhile (answering NOT_ADMITTED), so a
+// refused login's close frame is read there.
 func (s *Server) admitFromLine(c *conn, waited time.Duration) {
-	s.handshakes.Add(1) // logging in is starting again
+	hs := s.releaseHandshake()
 	s.m.line.admitted.Inc()
 	s.m.line.wait.Observe(waited.Seconds())
-	s.admitWG.Go(func() { c.loginFromLine(waited) })
-}
-
-// loginFromLine pushes Admitted, logs the player in and pushes the welcome.
-// The connection's reader runs meanwhile (answering NOT_ADMITTED), so a
-// refusal closes the socket from here without reading.
-func (c *conn) loginFromLine(waited time.Duration) {
-	if !c.startContext() { // the player has gone
-		c.s.endHandshake()
-		return
-	}
-	if !c.s.beginRequest() {
-		c.s.endHandshake()
-		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
-		_ = c.send(errorFrame(0, apperr.ErrShuttingDown, shuttingDownRetryAfter))
-		c.closeFromServer(websocket.CloseServiceRestart, "server restarting")
-		return
-	}
-	defer c.s.endRequest()
-	if c.send(admittedFrame(waited)) != nil {
-		c.s.endHandshake()
-		return
-	}
-	f, ok := c.callLogin()
-	if !ok {
-		_ = c.send(f)
-		c.closeFromServer(loginCloseCode(f.GetError().GetCode()), "login failed")
-		return
-	}
-	// In before the welcome goes out, so a request the player sends on
-	// seeing it is never answered NOT_ADMITTED.
-	c.lineState.Store(lineIn)
-	_ = c.send(f)
+	s.admitWG.Go(func() { c.login(hs, admittedFrame(waited)) })
 }
 
 // Refusal reasons counted by gate_line_refusals_total.

@@ -11,9 +11,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"levee/gate"
 )
 
 // ErrAdmin reports a failed call of the gate's admin API.
@@ -65,15 +66,16 @@ func (a *Admin) client() *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: nd.DialContext}}
 }
 
-// Get reads the line's state: the decoded JSON object.
-func (a *Admin) Get(ctx context.Context) (map[string]any, error) {
+// Get reads the line's state: GET /admin/line's answer, the gate's own
+// type.
+func (a *Admin) Get(ctx context.Context) (gate.LineView, error) {
 	body, err := a.do(ctx, http.MethodGet, nil)
 	if err != nil {
-		return nil, err
+		return gate.LineView{}, err
 	}
-	var out map[string]any
+	var out gate.LineView
 	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("%w: GET: %v", ErrAdmin, err)
+		return gate.LineView{}, fmt.Errorf("%w: GET: %v", ErrAdmin, err)
 	}
 	return out, nil
 }
@@ -126,53 +128,6 @@ func (a *Admin) do(ctx context.Context, method string, body []byte) ([]byte, err
 		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", ErrAdmin, method, resp.StatusCode, strings.TrimSpace(string(out)))
 	}
 	return out, nil
-}
-
-// PaceOf reads the configured pace (players per second) from a GET
-// /admin/line answer: the gate's "rate": {"n", "interval", "per_second"}
-// object, or flat "rate" per "interval" (a Go duration string, or a number
-// of milliseconds) fields. It reports false when it finds none.
-func PaceOf(state map[string]any) (float64, bool) {
-	if obj, ok := state["rate"].(map[string]any); ok {
-		if v, ok := obj["per_second"].(float64); ok && v > 0 {
-			return v, true
-		}
-		n, ok := obj["n"].(float64)
-		if !ok {
-			return 0, false
-		}
-		flat := map[string]any{"rate": n, "interval": obj["interval"]}
-		return PaceOf(flat)
-	}
-	for _, k := range []string{"rate_per_second", "configured_rate_per_second"} {
-		if v, ok := state[k].(float64); ok && v > 0 {
-			return v, true
-		}
-	}
-	rate, ok := state["rate"].(float64)
-	if !ok || rate <= 0 {
-		return 0, false
-	}
-	var iv time.Duration
-	switch v := state["interval"].(type) {
-	case string:
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			if ms, err2 := strconv.ParseFloat(v, 64); err2 == nil {
-				d = time.Duration(ms * float64(time.Millisecond))
-			}
-		}
-		iv = d
-	case float64:
-		iv = time.Duration(v * float64(time.Millisecond))
-	}
-	if ms, ok := state["interval_ms"].(float64); ok && iv <= 0 {
-		iv = time.Duration(ms * float64(time.Millisecond))
-	}
-	if iv <= 0 {
-		return 0, false
-	}
-	return rate / iv.Seconds(), true
 }
 
 // checkLoopbackURL accepts an http(s) URL whose host is, or resolves only

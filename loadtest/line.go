@@ -171,7 +171,7 @@ func (r *Runner) RunLine(ctx context.Context, cfg LineConfig) (*LineReport, erro
 	}
 	if rep.ConfiguredRate == 0 && cfg.Admin != nil && cfg.Admin.URL != "" {
 		if st, err := cfg.Admin.Get(ctx); err == nil {
-			rep.ConfiguredRate, _ = PaceOf(st)
+			rep.ConfiguredRate = st.Rate.PerSecond
 		} else {
 			rep.Warnings = append(rep.Warnings, "reading the pace: "+err.Error())
 		}

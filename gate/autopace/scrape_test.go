@@ -1,8 +1,7 @@
-package gate
+package autopace
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -117,9 +116,10 @@ func TestScraperReadsDepthAndIntervalP99(t *testing.T) {
 		battle1.lat.Observe(0.05) // an old burst of slow battles must not count later
 		battle1.lat.Observe(3)
 	}
-	sc := newScraper([]string{logic1.srv.URL, logic2.srv.URL, battle1.srv.URL, battle2.srv.URL})
+	sc := NewScraper([]string{logic1.srv.URL, logic2.srv.URL, battle1.srv.URL, battle2.srv.URL})
+	defer sc.Close()
 	ctx := context.Background()
-	r := sc.scrape(ctx)
+	r := sc.Scrape(ctx)
 	if !r.QueueKnown || r.QueueDepth != 350 || r.P99Known || len(r.Errors) != 0 {
 		t.Fatalf("first scrape %+v: depth summed, no p99 yet (no previous reading)", r)
 	}
@@ -127,82 +127,17 @@ func TestScraperReadsDepthAndIntervalP99(t *testing.T) {
 		battle1.lat.Observe(0.015)
 		battle2.lat.Observe(0.3)
 	}
-	r = sc.scrape(ctx)
+	r = sc.Scrape(ctx)
 	if !r.P99Known || r.BattleP99 < 300*time.Millisecond || r.BattleP99 > 320*time.Millisecond {
 		t.Fatalf("second scrape %+v: want the max of the instances' interval p99, about 0.32 s", r)
 	}
-	r = sc.scrape(ctx)
+	r = sc.Scrape(ctx)
 	if r.P99Known {
 		t.Fatalf("no battles since the last scrape: %+v", r)
 	}
 	logic2.setDown(true)
-	r = sc.scrape(ctx)
+	r = sc.Scrape(ctx)
 	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "HTTP 500") || r.QueueDepth != 200 {
 		t.Fatalf("one tier down: %+v", r)
 	}
-}
-
-// TestAutoModeFollowsTheTiers runs a gate in auto mode against a fake logic
-// /metrics page: the rate rises while the queue is short and falls when it
-// is deep.
-func TestAutoModeFollowsTheTiers(t *testing.T) {
-	page := newTierPage(t)
-	page.depth.WithLabelValues("0").Set(10)
-	logs := &syncBuffer{}
-	g := startGateLog(t, func(c *Config) {
-		c.LineMode = "auto"
-		c.LineRate, c.LineInterval = 1000, 10*time.Second
-		c.AutoMinRate, c.AutoMaxRate = 20, 200
-		c.AutoInterval = 5 * time.Second
-		c.AutoMetricsURLs = []string{page.srv.URL + "/metrics"}
-	}, newTextLogger(logs), startFakeLogic(t))
-	waitFor(t, "the walker's ticker", g.line.ticking.Load)
-	rate := func() float64 { return g.stats().ConfiguredPerSecond }
-	if rate() != 100 {
-		t.Fatalf("auto starts at %v/s, want the configured 100/s", rate())
-	}
-	steps := func() float64 {
-		return testGauge(g, "gate_line_auto_steps_total")
-	}
-	tick := func() {
-		t.Helper()
-		n := steps()
-		g.advance(t, 5*time.Second)
-		waitFor(t, "an auto step", func() bool { return steps() > n })
-	}
-	tick()
-	if rate() != 125 {
-		t.Fatalf("healthy: %v/s, want 125", rate())
-	}
-	tick()
-	if math.Abs(rate()-156.25) > 0.1 {
-		t.Fatalf("healthy again: %v/s, want about 156", rate())
-	}
-	page.depth.WithLabelValues("0").Set(900)
-	tick()
-	if math.Abs(rate()-78.1) > 0.1 {
-		t.Fatalf("deep queue: %v/s, want about 78", rate())
-	}
-	if !strings.Contains(logs.String(), "auto pace: release rate changed") || !strings.Contains(logs.String(), "logic queue depth 900") {
-		t.Fatalf("changes not logged with their reason:\n%s", logs)
-	}
-	v := fmt.Sprint(g.view(g.clock.Now()).Auto.Signals.QueueDepth)
-	if v != "900" {
-		t.Fatalf("GET /admin/line signals depth %s", v)
-	}
-}
-
-// testGauge sums every series of a metric in the gate's registry.
-func testGauge(g *testGate, name string) float64 {
-	mfs, _ := g.reg.Gather()
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
 }

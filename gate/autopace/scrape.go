@@ -1,4 +1,4 @@
-package gate
+package autopace
 
 import (
 	"context"
@@ -24,41 +24,36 @@ const (
 // maxScrapeBytes bounds one /metrics page.
 const maxScrapeBytes = 8 << 20
 
-// errScrape wraps every scrape failure.
-var errScrape = errors.New("gate: scrape")
+// ErrScrape wraps every scrape failure.
+var ErrScrape = errors.New("autopace: scrape")
 
-// scraper reads the tiers' /metrics pages for auto mode: the sum of
+// Scraper reads the tiers' /metrics pages for auto mode: the sum of
 // logic_queue_depth over every page, and, per page, the battle p99 over the
 // time since the previous scrape, from the change in the
-// battle_latency_seconds histogram's buckets. It is used by the auto loop
-// only.
-type scraper struct {
+// battle_latency_seconds histogram's buckets. One goroutine (the Loop's)
+// uses it.
+type Scraper struct {
 	client *http.Client
 	urls   []string
 	prev   map[string]cumHist // the last histogram read from each URL
 }
 
-func newScraper(urls []string) *scraper {
-	// A transport of its own, so that close can drop its idle connections.
+// NewScraper is a scraper of urls.
+func NewScraper(urls []string) *Scraper {
+	// A transport of its own, so that Close can drop its idle connections.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	return &scraper{client: &http.Client{Transport: tr}, urls: urls, prev: map[string]cumHist{}}
+	return &Scraper{client: &http.Client{Transport: tr}, urls: urls, prev: map[string]cumHist{}}
 }
 
-// close drops the idle keep-alive connections (the auto loop has ended).
-func (sc *scraper) close() { sc.client.CloseIdleConnections() }
+// Close drops the idle keep-alive connections (the loop has ended).
+func (sc *Scraper) Close() { sc.client.CloseIdleConnections() }
 
-// scrapeResult is what one round of scrapes read.
-type scrapeResult struct {
-	QueueDepth float64
-	QueueKnown bool // some page had logic_queue_depth
-	BattleP99  time.Duration
-	P99Known   bool // some page had battles since its previous scrape
-	Errors     []string
-}
-
-// scrape reads every URL once (one after another; there are a handful).
-func (sc *scraper) scrape(ctx context.Context) scrapeResult {
-	var res scrapeResult
+// Scrape reads every URL once (one after another; there are a handful)
+// into the queue depth (known when some page had logic_queue_depth), the
+// battle p99 (known when some page had battles since its previous scrape)
+// and the errors; the backpressure is left unknown.
+func (sc *Scraper) Scrape(ctx context.Context) Signals {
+	var res Signals
 	var p99 float64
 	for _, u := range sc.urls {
 		page, err := sc.fetch(ctx, u)
@@ -96,23 +91,23 @@ type page struct {
 	hist       *cumHist
 }
 
-func (sc *scraper) fetch(ctx context.Context, u string) (page, error) {
+func (sc *Scraper) fetch(ctx context.Context, u string) (page, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return page{}, fmt.Errorf("%w: %s: %w", errScrape, u, err)
+		return page{}, fmt.Errorf("%w: %s: %w", ErrScrape, u, err)
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := sc.client.Do(req)
 	if err != nil {
-		return page{}, fmt.Errorf("%w: %s: %w", errScrape, u, err)
+		return page{}, fmt.Errorf("%w: %s: %w", ErrScrape, u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return page{}, fmt.Errorf("%w: %s: HTTP %d", errScrape, u, resp.StatusCode)
+		return page{}, fmt.Errorf("%w: %s: HTTP %d", ErrScrape, u, resp.StatusCode)
 	}
 	p, err := parsePage(io.LimitReader(resp.Body, maxScrapeBytes))
 	if err != nil {
-		return page{}, fmt.Errorf("%w: %s: %w", errScrape, u, err)
+		return page{}, fmt.Errorf("%w: %s: %w", ErrScrape, u, err)
 	}
 	return p, nil
 }
