@@ -131,12 +131,15 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 	}
 }
 
-// Business and other non-busy errors come back at once, never retried.
+// Business and other errors that are neither refusals for load nor
+// outcome-unknown answers come back at once, never retried; SHUTTING_DOWN
+// neither, on the connection the gate is closing (see
+// TestLostInFlightResentAfterReconnect).
 func TestRetryNotForOtherErrors(t *testing.T) {
 	codes := []leveev1.ErrorCode{
 		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, leveev1.ErrorCode_ERROR_CODE_NOT_FOUND,
-		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE,
-		leveev1.ErrorCode_ERROR_CODE_INTERNAL, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
+		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN,
+		leveev1.ErrorCode_ERROR_CODE_INTERNAL, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
 		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
 	}
 	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
