@@ -98,7 +98,7 @@ func (c *Client) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.S
 // every attempt carries request id id. unknown says whether an earlier
 // send of id (a Resend's first) may have been executed.
 func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, unknown bool) (*leveev1.ServerFrame, error) {
-	timeout := f.GetTimeoutMs() // as the caller set it, for a later Resend
+	timeout := f.GetTimeoutMs()   // as the caller set it, for a later Resend
 	var last *leveev1.ServerFrame // the previous attempt's refusal
 	var lastErr error
 	for attempt := 1; ; attempt++ {

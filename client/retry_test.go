@@ -11,6 +11,7 @@ import (
 	"levee/client/backoff"
 	"levee/client/clienttest"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -33,7 +34,7 @@ func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 		res <- err
 	}()
 	first := next(t, got)
-	waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(349 * time.Millisecond)
 	nothing(t, got) // the timer is not due: nothing can have been sent
 	clk.Advance(time.Millisecond)
@@ -190,7 +191,7 @@ func TestRetryWaitEndsWithCtx(t *testing.T) {
 		res <- err
 	}()
 	next(t, got)
-	waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
 	cancel()
 	err := result(t, res)
 	if !client.IsBusy(err) || !errors.Is(err, context.Canceled) {

@@ -13,6 +13,7 @@ import (
 	"levee/client/backoff"
 	"levee/client/clienttest"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -43,7 +44,7 @@ func TestOutcomeUnknownResentWithSameID(t *testing.T) {
 				done <- res{r, err}
 			}()
 			first := next(t, got)
-			waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+			testwait.Until(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
 			clk.Advance(1049 * time.Millisecond)
 			nothing(t, got) // the timer is not due: nothing can have been sent
 			clk.Advance(time.Millisecond)
