@@ -20,6 +20,7 @@ import (
 	"levee/internal/clock"
 	"levee/internal/cpu"
 	"levee/internal/priority"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -341,7 +342,7 @@ func TestThrottleOnlyAboveThreshold(t *testing.T) {
 	h.setCPU(0.86)
 	done := make(chan result, 1)
 	go func() { done <- h.call(context.Background(), critical, fastSeed) }()
-	eventually(t, "the throttle to wait", func() bool { return h.clk.Waiters() == 1 })
+	testwait.Until(t, "the throttle to wait", func() bool { return h.clk.Waiters() == 1 })
 	if n := h.sims.Load(); n != 1 {
 		t.Fatalf("%d simulations started while throttled, want 1 (the earlier call)", n)
 	}
@@ -393,7 +394,7 @@ func TestCallerGoneDuringThrottleIsNotSimulated(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result, 1)
 	go func() { done <- h.call(ctx, critical, fastSeed) }()
-	eventually(t, "the throttle to wait", func() bool { return h.clk.Waiters() == 1 })
+	testwait.Until(t, "the throttle to wait", func() bool { return h.clk.Waiters() == 1 })
 	// While it waits it holds no in-flight slot: another request (with a
 	// zero delay) gets the only one.
 	h.draw = func(int64) int64 { return 0 }
@@ -549,10 +550,10 @@ func TestSamplerFeedsCPUGaugeAndStops(t *testing.T) {
 		s.sampler = sampler
 		s.cpu = sampler.Utilization
 	})
-	eventually(t, "the sampler to start", func() bool { return fake.Waiters() == 1 })
+	testwait.Until(t, "the sampler to start", func() bool { return fake.Waiters() == 1 })
 	used.Add(int64(90 * time.Millisecond)) // 90 ms of CPU in 100 ms on one CPU
 	fake.Advance(100 * time.Millisecond)
-	eventually(t, "battle_cpu_utilization to follow the sampler", func() bool {
+	testwait.Until(t, "battle_cpu_utilization to follow the sampler", func() bool {
 		return math.Abs(gaugeValue(r.srv, "battle_cpu_utilization")-0.9) < 1e-9
 	})
 	r.stop()

@@ -21,6 +21,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -81,20 +82,6 @@ func (r *running) wait(t *testing.T) error {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return")
 		return nil
-	}
-}
-
-// eventually waits for cond, failing the test after a deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
 	}
 }
 
@@ -288,7 +275,7 @@ func TestCallerCancelStopsSimulation(t *testing.T) {
 	if err := <-errc; status.Code(err) != codes.Canceled {
 		t.Fatalf("err = %v, want Canceled", err)
 	}
-	eventually(t, "the cancelled outcome", func() bool { return outcomes(r.srv, outcomeCancelled) == 1 })
+	testwait.Until(t, "the cancelled outcome", func() bool { return outcomes(r.srv, outcomeCancelled) == 1 })
 	if n, _ := latencySamples(t, r.srv); n != 0 {
 		t.Fatalf("%d latency samples for a cancelled simulation, want 0", n)
 	}
@@ -304,7 +291,7 @@ func TestDeadlineTravelsToSimulation(t *testing.T) {
 	if _, err := r.client.Simulate(ctx, sturdyRequest(MaxTeamSize, MaxTicks, 1)); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
-	eventually(t, "the server to drop the simulation", func() bool { return outcomes(r.srv, outcomeCancelled) == 1 })
+	testwait.Until(t, "the server to drop the simulation", func() bool { return outcomes(r.srv, outcomeCancelled) == 1 })
 	if n := outcomes(r.srv, outcomeOK); n != 0 {
 		t.Fatalf("ok = %v: the simulation ran to the end", n)
 	}
@@ -379,7 +366,7 @@ func TestShutdownReportsNotServingThenStops(t *testing.T) {
 	if m, err := watch.Recv(); err != nil || m.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("status on shutdown = %v, %v; want NOT_SERVING", m, err)
 	}
-	eventually(t, "/readyz to fail", func() bool { code, _ := httpGet(t, ops+"/readyz"); return code == http.StatusServiceUnavailable })
+	testwait.Until(t, "/readyz to fail", func() bool { code, _ := httpGet(t, ops+"/readyz"); return code == http.StatusServiceUnavailable })
 	wcancel()
 
 	if err := r.wait(t); err != nil {

@@ -2,8 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"levee/client/pacer"
 	leveev1 "levee/proto/leveev1"
@@ -15,67 +18,178 @@ import (
 // with WithCriticality, if any. f must not be used concurrently by others.
 //
 // Before each attempt f waits its turn in the pacer (unless NoPacing), by
-// the priority of its criticality; a local refusal is a *LocalError. A
-// refusal for load (BUSY, SERVER_FULL, RATE_LIMITED) is retried with the
-// same request id (unless NoRetry) after Options.Retry's delay, never
-// sooner than the server's retry_after, at most Retry.MaxAttempts attempts
-// in all, and only while the retry budget allows; when no retry follows,
-// the last refusal is returned, wrapping ErrRetryBudget or
-// ErrRetryDeadline (or the ctx or connection error that cut the wait) when
-// that was the reason. Other errors are returned at once, NOT_ADMITTED
-// among them (ErrNotAdmitted: the gate has not let the player in yet; its
-// RetryAfter is the player's ETA in the line).
+// the priority of its criticality; a local refusal is a *LocalError. Two
+// kinds of answer are retried with the same request id (unless NoRetry)
+// after Options.Retry's delay, never sooner than the server's retry_after,
+// at most Retry.MaxAttempts attempts in all, and only while the retry
+// budget allows:
+//
+//   - a refusal for load (BUSY, SERVER_FULL, RATE_LIMITED): not executed;
+//   - an answer that leaves the outcome unknown (UNAVAILABLE,
+//     DEADLINE_EXCEEDED; see Error.OutcomeUnknown): the request may have
+//     been executed, and since the server executes a request id at most
+//     once, only a resend with the same id is safe (a new id would, for
+//     a purchase, charge twice).
+//
+// When no retry follows, the last answer is returned, wrapping
+// ErrRetryBudget or ErrRetryDeadline (or the ctx or connection error that
+// cut the wait) when that was the reason. Other errors are returned at
+// once, NOT_ADMITTED among them (ErrNotAdmitted: the gate has not let the
+// player in yet; its RetryAfter is the player's ETA in the line).
 //
 // When a reply ends it, Do returns it; if it is an error reply, err is the
 // matching *Error (and the frame is still returned, for its backpressure).
-// If ctx ends while the request is paced or in flight Do returns ctx.Err()
-// and a late reply is discarded. If the connection ends first the error
-// wraps ErrClosed.
+// If ctx ends while the request is paced or in flight Do returns an error
+// wrapping ctx.Err() and a late reply is discarded. If the connection ends
+// first the error wraps ErrClosed.
+//
+// Whenever Do gives up on a request that may have been executed (an
+// outcome-unknown answer or SHUTTING_DOWN was the last word, or ctx or the
+// connection ended while it was in flight) the error also wraps an
+// *UnresolvedError (and ErrOutcomeUnknown) holding the frame with its
+// request id: send it again with Resend, on this Client or on the one
+// Reconnect gives, never as a new request.
 func (c *Client) Do(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
 	if f.Criticality == leveev1.Criticality_CRITICALITY_UNSPECIFIED {
 		if crit, ok := ctx.Value(critKey{}).(leveev1.Criticality); ok {
 			f.Criticality = crit
 		}
 	}
-	return c.call(ctx, f, c.nextID.Add(1))
-}
-
-// call is Do's retry loop around pacing and one round trip; every attempt
-// carries request id id.
-func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64) (*leveev1.ServerFrame, error) {
 	c.requests.Add(1)
 	if c.budget != nil {
 		c.budget.OnRequest(c.clk.Now())
 	}
+	return c.call(ctx, f, c.nextID.Add(1), false)
+}
+
+// ErrNoRequestID is Resend's error for a frame without the request id of
+// its first send.
+var ErrNoRequestID = errors.New("client: resend needs the request id of the first send")
+
+// Resend sends f again with the request id it already has (f.RequestId,
+// which must not be 0), for a request whose outcome is unknown: the
+// Request of an *UnresolvedError (see Unresolved), typically on the Client
+// that Reconnect made after the one that sent it was lost. The server
+// executes a request id at most once (a battle once per battle id), so
+// when the first send was executed the resend gets its outcome back and
+// nothing is applied twice.
+//
+// A resend is a retry: it spends one from the retry budget (unless
+// NoRetry), and when the budget refuses, Resend sends nothing and returns
+// an error wrapping ErrRetryBudget and an *UnresolvedError, so the
+// request can be resent later. Otherwise it is Do with f's own id: paced,
+// its refusals and outcome-unknown answers retried with that id, its
+// TimeoutMs lowered to ctx's remaining budget. f must not be used
+// concurrently by others.
+func (c *Client) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
+	id := f.GetRequestId()
+	if id == 0 {
+		return nil, ErrNoRequestID
+	}
+	if c.budget != nil && !c.budget.TryRetry(c.clk.Now()) {
+		c.budgetRefused.Add(1)
+		return nil, unresolved(f, f.GetTimeoutMs(), ErrRetryBudget)
+	}
+	c.retries.Add(1)
+	return c.call(ctx, f, id, true)
+}
+
+// call is Do's and Resend's retry loop around pacing and one round trip;
+// every attempt carries request id id. unknown says whether an earlier
+// send of id (a Resend's first) may have been executed.
+func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, unknown bool) (*leveev1.ServerFrame, error) {
+	timeout := f.GetTimeoutMs()   // as the caller set it, for a later Resend
 	var last *leveev1.ServerFrame // the previous attempt's refusal
 	var lastErr error
 	for attempt := 1; ; attempt++ {
 		if err := c.pace(ctx, f.GetCriticality()); err != nil {
-			return last, notRetried(lastErr, err)
+			return last, maybeUnresolved(unknown, f, timeout, notRetried(lastErr, err))
 		}
-		out, err := c.roundTrip(ctx, f, id)
-		if err == nil || c.budget == nil {
-			return out, err
+		out, sent, err := c.roundTrip(ctx, f, id)
+		if err == nil {
+			return out, nil
 		}
 		e := AsError(err)
-		if e == nil || !e.IsBusy() || !c.opts.Retry.CanRetry(attempt) {
-			return out, err
+		// No answer at all (ctx or the connection ended, or f could not be
+		// sent), or an answer that does not say whether f was executed.
+		unknown = unknown || (e == nil && sent) || (e != nil && e.OutcomeUnknown())
+		if e == nil || c.budget == nil || !retriedHere(e) || !c.opts.Retry.CanRetry(attempt) {
+			return out, maybeUnresolved(unknown, f, timeout, err)
 		}
 		wait := c.opts.Retry.Delay(attempt-1, retryAfter(e, out), c.opts.Rand)
 		if dl, ok := ctx.Deadline(); ok && wait >= time.Until(dl) {
 			c.retryDeadline.Add(1)
-			return out, notRetried(err, ErrRetryDeadline)
+			return out, maybeUnresolved(unknown, f, timeout, notRetried(err, ErrRetryDeadline))
 		}
 		if !c.budget.TryRetry(c.clk.Now()) {
 			c.budgetRefused.Add(1)
-			return out, notRetried(err, ErrRetryBudget)
+			return out, maybeUnresolved(unknown, f, timeout, notRetried(err, ErrRetryBudget))
 		}
 		if werr := c.sleep(ctx, wait); werr != nil {
-			return out, notRetried(err, werr)
+			return out, maybeUnresolved(unknown, f, timeout, notRetried(err, werr))
 		}
 		c.retries.Add(1)
 		last, lastErr = out, err
 	}
+}
+
+// retriedHere reports whether Do retries e on the same connection: a
+// refusal for load, or an outcome-unknown answer other than SHUTTING_DOWN
+// (the gate that sent it is closing the connection; the request is resent
+// on the next one).
+func retriedHere(e *Error) bool {
+	return e.IsBusy() || (e.OutcomeUnknown() && e.Code != leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN)
+}
+
+// ErrOutcomeUnknown is wrapped (by an *UnresolvedError) when the SDK gave
+// up on a request that may have been executed.
+var ErrOutcomeUnknown = errors.New("client: outcome unknown; resend with the same request id")
+
+// UnresolvedError is a request that may have been executed although no
+// final answer came: the connection or ctx ended while it was in flight, or
+// the server's last answer was UNAVAILABLE, DEADLINE_EXCEEDED or
+// SHUTTING_DOWN and the SDK stopped retrying. Send Request again with
+// Resend (after Reconnect when the connection is gone): it keeps the
+// request id, so the server applies it at most once. Sending the same
+// action as a new request (Do, BuyItem) would apply it a second time.
+type UnresolvedError struct {
+	// Request is the frame as the caller built it, with the request id of
+	// its sends. It is the Unresolved error's own copy.
+	Request *leveev1.ClientFrame
+	Err     error // what the last attempt ended with
+}
+
+func (e *UnresolvedError) Error() string {
+	return fmt.Sprintf("%v (outcome unknown: resend request id %d)", e.Err, e.Request.GetRequestId())
+}
+
+// Unwrap gives the last attempt's error and ErrOutcomeUnknown.
+func (e *UnresolvedError) Unwrap() []error { return []error{e.Err, ErrOutcomeUnknown} }
+
+// Unresolved returns the request to Resend when err says its outcome is
+// unknown (it carries an *UnresolvedError), else nil.
+func Unresolved(err error) *leveev1.ClientFrame {
+	var ue *UnresolvedError
+	if errors.As(err, &ue) {
+		return ue.Request
+	}
+	return nil
+}
+
+// maybeUnresolved is err, wrapped in an *UnresolvedError when unknown.
+func maybeUnresolved(unknown bool, f *leveev1.ClientFrame, timeoutMs uint32, err error) error {
+	if !unknown {
+		return err
+	}
+	return unresolved(f, timeoutMs, err)
+}
+
+// unresolved wraps err in an *UnresolvedError for a copy of f whose
+// TimeoutMs is timeoutMs again (the one a later send starts from).
+func unresolved(f *leveev1.ClientFrame, timeoutMs uint32, err error) error {
+	req := proto.CloneOf(f)
+	req.TimeoutMs = timeoutMs
+	return &UnresolvedError{Request: req, Err: err}
 }
 
 // notRetried is the error of a request whose retry did not happen: the

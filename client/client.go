@@ -75,7 +75,7 @@ type Stats struct {
 	Unexpected uint64 // replies whose request id matched nothing (duplicates, strays)
 
 	Requests      uint64 // calls made (Do and the typed calls), retries not counted
-	Retries       uint64 // attempts after the first (same request id), after a busy refusal
+	Retries       uint64 // attempts after the first (same request id): after a busy or outcome-unknown answer, and Resends
 	BudgetRefused uint64 // retries the retry budget did not allow (the refusal was returned)
 	RetryDeadline uint64 // retries not made because the wait would pass the ctx deadline
 
@@ -194,16 +194,18 @@ func (c *Client) Err() error {
 
 // roundTrip sends f once with request id id and waits for the reply. The
 // retry and pacing layer (call.go) wraps it; a retry calls it again with
-// the same id.
-func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint64) (*leveev1.ServerFrame, error) {
+// the same id. sent reports whether f may have reached the server (a
+// write was attempted), so that an error without a reply leaves its
+// outcome unknown.
+func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint64) (out *leveev1.ServerFrame, sent bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	f.RequestId = id
 	if dl, ok := ctx.Deadline(); ok {
 		left := time.Until(dl)
 		if left <= 0 {
-			return nil, context.DeadlineExceeded
+			return nil, false, context.DeadlineExceeded
 		}
 		ms := uint64((left + time.Millisecond - 1) / time.Millisecond)
 		if ms > math.MaxUint32 {
@@ -215,10 +217,10 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 	}
 	data, err := c.codec.EncodeClient(f)
 	if err != nil {
-		return nil, fmt.Errorf("client: encode: %w", err)
+		return nil, false, fmt.Errorf("client: encode: %w", err)
 	}
 	if len(data) > wire.MaxFrame {
-		return nil, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), wire.MaxFrame)
+		return nil, false, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), wire.MaxFrame)
 	}
 
 	ch := make(chan *leveev1.ServerFrame, 1)
@@ -237,7 +239,7 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 	}
 	c.mu.Unlock()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 
 	if err := c.write(data); err != nil {
@@ -246,10 +248,11 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 		// every pending call fails the same way.
 		c.conn.Close()
 		<-c.done
-		return nil, fmt.Errorf("%w (write: %v)", c.Err(), err)
+		return nil, true, fmt.Errorf("%w (write: %v)", c.Err(), err)
 	}
 	c.sent.Add(1)
-	return c.wait(ctx, id, ch)
+	out, err = c.wait(ctx, id, ch)
+	return out, true, err
 }
 
 func (c *Client) write(data []byte) error {

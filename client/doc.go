@@ -27,12 +27,20 @@
 //     1/s. Its local queue is bounded; a CRITICAL request evicts the oldest
 //     waiting request of the lowest criticality, which fails locally with a
 //     *LocalError.
-//   - Retries: only refusals for load (BUSY, SERVER_FULL, RATE_LIMITED) are
-//     retried, with the same request id (purchases are idempotent by it),
-//     after an exponential full-jitter delay never sooner than the server's
-//     retry_after, at most 3 attempts in all, within the caller's deadline,
-//     and only while a client-wide retry budget (package backoff: about
-//     10 % extra requests) allows.
+//   - Retries: refusals for load (BUSY, SERVER_FULL, RATE_LIMITED) and
+//     answers that leave the outcome unknown (UNAVAILABLE,
+//     DEADLINE_EXCEEDED) are retried, always with the same request id (the
+//     server executes an id at most once, so a purchase is never charged
+//     twice), after an exponential full-jitter delay never sooner than the
+//     server's retry_after, at most 3 attempts in all, within the caller's
+//     deadline, and only while a client-wide retry budget (package
+//     backoff: about 10 % extra requests) allows.
+//   - Outcome unknown: when the SDK gives up on a request that may have
+//     been executed (its connection or ctx ended while it was in flight,
+//     or the last answer was UNAVAILABLE, DEADLINE_EXCEEDED or
+//     SHUTTING_DOWN), the error carries an *UnresolvedError with the
+//     request; Resend sends it again with its id, typically after
+//     Reconnect. Never send such a request again with a new id.
 //   - Criticality: BuyItem is CRITICAL, GetProfile and StartBattle DEFAULT;
 //     WithCriticality overrides it per call.
 //

@@ -157,8 +157,9 @@ func (e *Error) IsBusy() bool {
 
 // Retryable reports whether the same request may succeed later: the busy
 // codes plus UNAVAILABLE, SHUTTING_DOWN, NOT_ADMITTED and DEADLINE_EXCEEDED.
-// The SDK retries only the busy codes by itself (see Client.Do); when one
-// reaches the caller the SDK has given up on that request.
+// The SDK retries the busy codes and UNAVAILABLE and DEADLINE_EXCEEDED by
+// itself (see Client.Do); when one reaches the caller the SDK has given up
+// on that request.
 func (e *Error) Retryable() bool {
 	if e.IsBusy() {
 		return true
@@ -168,6 +169,22 @@ func (e *Error) Retryable() bool {
 		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
 		leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED,
 		leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
+		return true
+	}
+	return false
+}
+
+// OutcomeUnknown reports whether the answer leaves open whether the request
+// was executed: UNAVAILABLE (a tier below failed, perhaps after it
+// committed), DEADLINE_EXCEEDED (the budget ran out, perhaps after it
+// committed) or SHUTTING_DOWN (in-flight work cut off by a stopping
+// server). Such a request may be sent again only with the same request id
+// (see Client.Resend), which the server executes at most once.
+func (e *Error) OutcomeUnknown() bool {
+	switch e.Code {
+	case leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE,
+		leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
+		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN:
 		return true
 	}
 	return false

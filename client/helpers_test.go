@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -11,18 +10,6 @@ import (
 
 // constRand is a jitter source that always returns f.
 func constRand(f float64) func() float64 { return func() float64 { return f } }
-
-// waitFor polls cond until it holds, failing the test after 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
-}
 
 // scripted is a Handler that passes every request to got (before it
 // answers) and answers request n (0-based, in arrival order) with

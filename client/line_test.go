@@ -15,6 +15,7 @@ import (
 	"levee/client/backoff"
 	"levee/client/clienttest"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -165,7 +166,7 @@ func TestReconnectTicketGrace(t *testing.T) {
 				// No deadline: the waits run on the fake clock.
 				return client.Reconnect(t.Context(), g.URL(), client.StaticToken(tok), opts, cause)
 			})
-			waitFor(t, "the first wait", func() bool { return clk.Waiters() == 1 })
+			testwait.Until(t, "the first wait", func() bool { return clk.Waiters() == 1 })
 			clk.Advance(tc.spread / 2)
 			if _, err := awaitDial(t, ch); err != nil {
 				t.Fatal(err)
@@ -262,7 +263,7 @@ func TestQueueAfterWelcome(t *testing.T) {
 		clienttest.Game(c)
 	})
 	c := dial(t, g, "ivy", client.Options{OnQueue: func(*leveev1.QueueStatus) { t.Error("OnQueue after the Welcome") }})
-	waitFor(t, "the late status", func() bool { return c.Queue().GetTicket() == "late" })
+	testwait.Until(t, "the late status", func() bool { return c.Queue().GetTicket() == "late" })
 	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -329,9 +330,9 @@ func TestTicketInUseRetriedWithTicket(t *testing.T) {
 		return client.DialRetry(t.Context(), g.URL(), client.StaticToken(mint(t, "kim")), opts)
 	})
 	// Refused at once, then after the spread (1 s), then after 50 ms.
-	waitFor(t, "the first wait", func() bool { return clk.Waiters() == 1 && len(tk.list()) == 1 })
+	testwait.Until(t, "the first wait", func() bool { return clk.Waiters() == 1 && len(tk.list()) == 1 })
 	clk.Advance(time.Second)
-	waitFor(t, "the second wait", func() bool { return clk.Waiters() == 1 && len(tk.list()) == 2 })
+	testwait.Until(t, "the second wait", func() bool { return clk.Waiters() == 1 && len(tk.list()) == 2 })
 	clk.Advance(50 * time.Millisecond)
 	c, err := awaitDial(t, ch)
 	if err != nil {

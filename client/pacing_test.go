@@ -11,6 +11,7 @@ import (
 	"levee/client/clienttest"
 	"levee/client/pacer"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -47,7 +48,7 @@ func TestPacingFollowsPressure(t *testing.T) {
 	// B waits one slow interval, 666.67 ms.
 	res := make(chan error, 1)
 	go func() { _, err := c.GetProfile(ctx5s(t), ""); res <- err }()
-	waitFor(t, "B to wait in the pacer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "B to wait in the pacer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(666 * time.Millisecond)
 	nothing(t, got)
 	clk.Advance(time.Millisecond)
@@ -60,7 +61,7 @@ func TestPacingFollowsPressure(t *testing.T) {
 	}
 	// C waits a fast interval after B's slot, 100 ms.
 	go func() { _, err := c.GetProfile(ctx5s(t), ""); res <- err }()
-	waitFor(t, "C to wait in the pacer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "C to wait in the pacer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(99 * time.Millisecond)
 	nothing(t, got)
 	clk.Advance(time.Millisecond)
@@ -89,14 +90,14 @@ func TestPacingBusyWithoutHints(t *testing.T) {
 	res := make(chan error, 1)
 	go func() { _, err := c.GetProfile(ctx5s(t), ""); res <- err }()
 	next(t, got)
-	waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
 	if r := c.PaceRate(); math.Abs(r-1.5) > 1e-9 {
 		t.Fatalf("rate after a bare BUSY = %v, want 1.5", r)
 	}
 	// The retry waits 100 ms for retry_after, then the pacer's slot at
 	// 666.67 ms.
 	clk.Advance(100 * time.Millisecond)
-	waitFor(t, "the retry to wait in the pacer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the retry to wait in the pacer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(566 * time.Millisecond)
 	nothing(t, got)
 	clk.Advance(time.Millisecond)
@@ -139,7 +140,7 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 	}
 	resB := make(chan error, 1)
 	go func() { _, err := c.Do(ctx5s(t), sheddable()); resB <- err }()
-	waitFor(t, "B to wait in the pacer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "B to wait in the pacer", func() bool { return clk.Waiters() == 1 })
 	resC := make(chan error, 1)
 	go func() { _, err := c.BuyItem(ctx5s(t), "potion", 1); resC <- err }()
 
@@ -160,7 +161,7 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 		t.Fatalf("default purchase into the full queue: %v", errE)
 	}
 	nothing(t, got)
-	waitFor(t, "C to hold the pacer's timer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "C to hold the pacer's timer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(time.Second)
 	if f := next(t, got); f.GetBuyItem() == nil || f.GetCriticality() != leveev1.Criticality_CRITICALITY_CRITICAL {
 		t.Fatalf("sent %v", f)

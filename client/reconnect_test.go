@@ -15,6 +15,7 @@ import (
 	"levee/client/backoff"
 	"levee/client/clienttest"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -93,7 +94,7 @@ func TestReconnectSpreadsThenBacksOff(t *testing.T) {
 		return client.Reconnect(ctx5s(t), url, client.StaticToken("tok"), opts, nil)
 	})
 	for i, wait := range []time.Duration{time.Second, 50 * time.Millisecond, 100 * time.Millisecond} {
-		waitFor(t, "a redial wait", func() bool { return clk.Waiters() == 1 && attempts.Load() == int64(i) })
+		testwait.Until(t, "a redial wait", func() bool { return clk.Waiters() == 1 && attempts.Load() == int64(i) })
 		clk.Advance(wait - time.Millisecond)
 		if n := attempts.Load(); n != int64(i) {
 			t.Fatalf("wait %d: attempt %d came %v early", i, n, time.Millisecond)
@@ -117,7 +118,7 @@ func TestDialRetryHonoursRetryAfter(t *testing.T) {
 	ch := dialAsync(func() (*client.Client, error) {
 		return client.DialRetry(ctx5s(t), url, client.StaticToken("tok"), client.Options{Clock: clk, Rand: constRand(0)})
 	})
-	waitFor(t, "the redial wait", func() bool { return clk.Waiters() == 1 && attempts.Load() == 1 })
+	testwait.Until(t, "the redial wait", func() bool { return clk.Waiters() == 1 && attempts.Load() == 1 })
 	clk.Advance(3*time.Second - time.Millisecond)
 	if attempts.Load() != 1 {
 		t.Fatal("redialed before retry_after")
@@ -155,7 +156,7 @@ func TestDialRetryGivesUp(t *testing.T) {
 	ch := dialAsync(func() (*client.Client, error) {
 		return client.Reconnect(ctx2, url, client.StaticToken("tok"), client.Options{Clock: clk}, nil)
 	})
-	waitFor(t, "the first wait", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the first wait", func() bool { return clk.Waiters() == 1 })
 	cancel2()
 	if _, err := awaitDial(t, ch); !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled reconnect: %v", err)
@@ -191,7 +192,7 @@ func TestReconnectAfterNotice(t *testing.T) {
 	ch := dialAsync(func() (*client.Client, error) {
 		return client.Reconnect(ctx5s(t), g.URL(), client.StaticToken(tok), opts, cause)
 	})
-	waitFor(t, "the first wait", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the first wait", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(1499 * time.Millisecond)
 	if n.Load() != 1 {
 		t.Fatal("reconnected before retry_after")

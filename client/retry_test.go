@@ -11,6 +11,7 @@ import (
 	"levee/client/backoff"
 	"levee/client/clienttest"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -33,7 +34,7 @@ func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 		res <- err
 	}()
 	first := next(t, got)
-	waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(349 * time.Millisecond)
 	nothing(t, got) // the timer is not due: nothing can have been sent
 	clk.Advance(time.Millisecond)
@@ -131,12 +132,15 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 	}
 }
 
-// Business and other non-busy errors come back at once, never retried.
+// Business and other errors that are neither refusals for load nor
+// outcome-unknown answers come back at once, never retried; SHUTTING_DOWN
+// neither, on the connection the gate is closing (see
+// TestLostInFlightResentAfterReconnect).
 func TestRetryNotForOtherErrors(t *testing.T) {
 	codes := []leveev1.ErrorCode{
 		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, leveev1.ErrorCode_ERROR_CODE_NOT_FOUND,
-		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE,
-		leveev1.ErrorCode_ERROR_CODE_INTERNAL, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
+		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN,
+		leveev1.ErrorCode_ERROR_CODE_INTERNAL, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
 		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
 	}
 	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
@@ -187,7 +191,7 @@ func TestRetryWaitEndsWithCtx(t *testing.T) {
 		res <- err
 	}()
 	next(t, got)
-	waitFor(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
 	cancel()
 	err := result(t, res)
 	if !client.IsBusy(err) || !errors.Is(err, context.Canceled) {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	"levee/internal/token"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
@@ -195,20 +196,11 @@ func wantError(t testing.TB, f *leveev1.ServerFrame, id uint64, code leveev1.Err
 	return f.GetError()
 }
 
-// waitFor polls cond until it holds or a deadline passes.
+// waitFor is testwait.Until, under the name this package's tests (and
+// those being written alongside) call it by.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	poll := time.NewTicker(time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-poll.C:
-		}
-	}
+	testwait.Until(t, what, cond)
 }
 
 func mustMarshal(t testing.TB, m proto.Message) []byte {

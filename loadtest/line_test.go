@@ -196,14 +196,25 @@ func TestRunLine(t *testing.T) {
 	if rep.ConfiguredRate != 200 || rep.ChangedRate != 500 {
 		t.Fatalf("rates %v -> %v", rep.ConfiguredRate, rep.ChangedRate)
 	}
-	// Timing is judged only when this process was not starved of CPU (a
-	// busy machine makes the admissions reach the bots in bursts).
-	timing := rep.MaxStall <= 100*time.Millisecond
-	for _, c := range rep.Criteria {
-		if !c.Pass && (timing || (c.Key != "pace" && c.Key != "pace_after" && c.Key != "status_gap")) {
-			t.Errorf("%s: %s", c.Name, c.Got)
+	timingKey := func(key string) bool { return key == "pace" || key == "pace_after" || key == "status_gap" }
+	judge := func(t *testing.T, timing bool) {
+		for _, c := range rep.Criteria {
+			if !c.Pass && timingKey(c.Key) == timing {
+				t.Errorf("%s: %s", c.Name, c.Got)
+			}
 		}
 	}
+	judge(t, false)
+	// Timing is judged only when this process was not starved of CPU (a
+	// busy machine makes the admissions reach the bots in bursts);
+	// otherwise the subtest says so and is skipped, never passed.
+	t.Run("timing", func(t *testing.T) {
+		if rep.MaxStall > 100*time.Millisecond {
+			t.Skipf("timing not judged: this process got no CPU for %v at a stretch, more than 100ms (the machine is busy)",
+				rep.MaxStall.Round(time.Millisecond))
+		}
+		judge(t, true)
+	})
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
 	if len(fl.posts) != 2 || fl.posts[1]["rate"] != 500.0 || fl.posts[1]["interval"] != "1s" {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"levee/internal/clock"
+	"levee/internal/testwait"
 )
 
 // fakeCPU is a scripted CPU-time reader.
@@ -176,15 +177,15 @@ func TestRunSamplesOnTicksAndStopsOnCancel(t *testing.T) {
 		defer close(done)
 		s.Run(ctx, 100*time.Millisecond)
 	}()
-	waitFor(t, "the ticker", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the ticker", func() bool { return clk.Waiters() == 1 })
 
 	// One tick with 60 ms of CPU in 100 ms on one CPU.
 	cpu.add(60 * time.Millisecond)
 	clk.Advance(100 * time.Millisecond)
-	waitFor(t, "utilisation 0.6", func() bool { return near(s.Utilization(), 0.6) })
+	testwait.Until(t, "utilisation 0.6", func() bool { return near(s.Utilization(), 0.6) })
 
 	cancel()
-	waitFor(t, "Run to return", func() bool {
+	testwait.Until(t, "Run to return", func() bool {
 		select {
 		case <-done:
 			return true
@@ -210,11 +211,11 @@ func TestRunReportsErrors(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx, 0) }()
-	waitFor(t, "the ticker", func() bool { return clk.Waiters() == 1 })
+	testwait.Until(t, "the ticker", func() bool { return clk.Waiters() == 1 })
 	cpu.fail(errors.New("gone"))
 	clk.Advance(DefaultInterval)
 	var got error
-	waitFor(t, "OnError", func() bool {
+	testwait.Until(t, "OnError", func() bool {
 		select {
 		case got = <-errs:
 			return true
@@ -266,21 +267,5 @@ func TestNewSamplerRealReader(t *testing.T) {
 	}
 	if a := s.AllowedCPUs(); a <= 0 {
 		t.Fatalf("AllowedCPUs = %v", a)
-	}
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	poll := time.NewTicker(time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-poll.C:
-		}
 	}
 }
