@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"levee/internal/clock"
+	"levee/internal/testwait"
 )
 
 type applied struct {
@@ -28,7 +29,7 @@ func TestLoopReadsEachIntervalAndStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(ctx) }()
-	waitFor(t, "the loop's ticker", func() bool { return fc.Waiters() == 1 })
+	testwait.Until(t, "the loop's ticker", func() bool { return fc.Waiters() == 1 })
 
 	p.Observe(0.2)
 	p.Observe(0.4)
@@ -65,18 +66,3 @@ func TestLoopWithoutURLsReadsOnlyTheBackpressure(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	poll := time.NewTicker(time.Millisecond)
-	defer poll.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-poll.C:
-		}
-	}
-}
