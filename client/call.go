@@ -12,7 +12,8 @@ import (
 	leveev1 "levee/proto/leveev1"
 )
 
-// Do sends f and waits for its reply. It sets f.RequestId to a fresh id and,
+// Do sends f and waits for its reply. It sets f.RequestId to a fresh id,
+// f.IssuedAtMs to the wall time (both kept on every retry) and,
 // when ctx has a deadline, f.TimeoutMs to the remaining budget (or less, if
 // f already asked for less). An UNSPECIFIED f.Criticality takes the one set
 // with WithCriticality, if any. f must not be used concurrently by others.
@@ -55,6 +56,9 @@ func (c *Client) Do(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.Serve
 			f.Criticality = crit
 		}
 	}
+	// Wall time for the server's idempotency window, set once per request:
+	// every retry and Resend of it carries the same stamp.
+	f.IssuedAtMs = uint64(time.Now().UnixMilli())
 	c.requests.Add(1)
 	if c.budget != nil {
 		c.budget.OnRequest(c.clk.Now())

@@ -159,7 +159,7 @@ func actionOf(f *leveev1.ClientFrame) string {
 // logicRequest builds the logic call for a frame. The player id is the
 // token's, never anything the client sent.
 func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest {
-	req := &leveev1.LogicRequest{PlayerId: playerID, RequestId: f.GetRequestId()}
+	req := &leveev1.LogicRequest{PlayerId: playerID, RequestId: f.GetRequestId(), IssuedAtMs: f.GetIssuedAtMs()}
 	switch p := f.GetPayload().(type) {
 	case *leveev1.ClientFrame_GetProfile:
 		req.Action = &leveev1.LogicRequest_GetProfile{GetProfile: p.GetProfile}

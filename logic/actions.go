@@ -2,7 +2,7 @@ package logic
 
 import (
 	"fmt"
-	"strconv"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -88,7 +88,112 @@ func (sh *shard) profile(b *batch, o *op) {
 	}}})
 }
 
-func buyKey(requestID uint64) string { return "buy/" + strconv.FormatUint(requestID, 10) }
+// Idempotency. A mutation (a purchase, a battle) is identified by its
+// request id and a battle also by its battle id. Its first outcome, a
+// result or a business error, is stored under each of its keys with the
+// change it answers, in the same commit, and is kept for the idempotency
+// window (plus maxIssuedSkew); a resend under a key with a stored outcome
+// gets that outcome back, marked replayed, and nothing is applied. A key
+// used again for a different request is BAD_REQUEST, and so is an
+// issued_at_ms too far in the future. Answers that say the request was not
+// executed (busy, expired in the queue, shutting down, battle unavailable,
+// player not logged in, malformed request) store nothing: the id stays open.
+
+var (
+	errKeyReused     = fmt.Errorf("%w: request id already used for a different request", apperr.ErrBadRequest)
+	errBattleReused  = fmt.Errorf("%w: battle id already used for a different battle", apperr.ErrBadRequest)
+	errIssuedFuture  = fmt.Errorf("%w: issued_at_ms lies more than %v in the future", apperr.ErrBadRequest, maxIssuedSkew)
+	errTooOldForKeys = fmt.Errorf("%w: the request was issued longer ago than the idempotency window and its outcome, if any, is no longer kept; it was not applied", apperr.ErrRequestExpired)
+)
+
+// outcome returns the outcome stored under key: this batch's, else the
+// store's; nil if none.
+func (sh *shard) outcome(b *batch, key string) (*leveev1.StoredOutcome, error) {
+	if enc, ok := b.outcomes[key]; ok {
+		return decodeOutcome(key, enc)
+	}
+	return sh.store.outcome(key)
+}
+
+// prior answers o from an outcome stored under key, if there is one
+// (done): the replay, or BAD_REQUEST when the key answered another request
+// (reused is then the error to give).
+func (sh *shard) prior(b *batch, o *op, key string, reused error) (result, bool) {
+	so, err := sh.outcome(b, key)
+	if err != nil {
+		return internalError(err), true
+	}
+	if so == nil {
+		return result{}, false
+	}
+	if !sameRequest(so, o.req) {
+		return businessError(reused), true
+	}
+	return replayOf(so), true
+}
+
+// issued is when o was first issued, by its issued_at_ms, or now when it
+// does not say.
+func issued(o *op, now time.Time) time.Time {
+	ms := o.req.GetIssuedAtMs()
+	if ms == 0 || ms > math.MaxInt64 {
+		return now
+	}
+	return time.UnixMilli(int64(ms))
+}
+
+// checkIssued refuses a request, unexecuted, whose issued_at_ms is too far
+// in the future (BAD_REQUEST), or that is too old to be told apart from a
+// resend whose outcome has been purged (REQUEST_EXPIRED): issued longer
+// ago than the window, or no later than maxIssuedSkew after the newest
+// outcome purged (an outcome is applied at most maxIssuedSkew before the
+// issued_at_ms of its request, so any request that may have been applied
+// and purged is caught, whatever the window was then).
+func (sh *shard) checkIssued(o *op, now time.Time) error {
+	if o.req.GetIssuedAtMs() > math.MaxInt64 || issued(o, now).After(now.Add(maxIssuedSkew)) {
+		return errIssuedFuture
+	}
+	if o.req.GetIssuedAtMs() == 0 {
+		return nil
+	}
+	at := issued(o, now)
+	if at.Before(now.Add(-sh.srv.cfg.IdempotencyWindow)) {
+		return errTooOldForKeys
+	}
+	if up := sh.store.purgedUpTo; up > 0 && !at.After(time.UnixMilli(up).Add(maxIssuedSkew)) {
+		return errTooOldForKeys
+	}
+	return nil
+}
+
+// store adds reply as the outcome of req under every key to the batch
+// (written with its commit, before any answer goes out): all of them, or
+// none when one cannot be encoded.
+func (b *batch) store(req *leveev1.LogicRequest, reply *leveev1.LogicReply, now time.Time, keys ...string) error {
+	outs := make([]outcome, 0, len(keys))
+	for _, key := range keys {
+		out, err := newOutcome(key, now, req, reply)
+		if err != nil {
+			return err
+		}
+		outs = append(outs, out)
+	}
+	for _, out := range outs {
+		b.addOutcome(out)
+	}
+	return nil
+}
+
+// final answers o with r and stores r as its outcome under key; false (and
+// INTERNAL for o) when it could not be stored.
+func (sh *shard) final(b *batch, o *op, r result, now time.Time, key string) bool {
+	if err := b.store(o.req, r.reply, now, key); err != nil {
+		b.reply(o, internalError(err))
+		return false
+	}
+	b.reply(o, r)
+	return true
+}
 
 func (sh *shard) buy(b *batch, o *op, req *leveev1.BuyItemRequest) {
 	id := o.req.GetPlayerId()
@@ -101,26 +206,29 @@ func (sh *shard) buy(b *batch, o *op, req *leveev1.BuyItemRequest) {
 		b.reply(o, businessError(errNoPlayer))
 		return
 	}
-	key := buyKey(o.req.GetRequestId())
-	if done, err := rec.find(key); err != nil || done != nil {
-		if err != nil {
-			b.reply(o, internalError(err))
-			return
-		}
-		if bi := done.GetBuyItem(); bi != nil {
-			bi.Replayed = true
-		}
-		b.reply(o, result{reply: done})
+	key := requestKey(id, o.req.GetRequestId())
+	if r, done := sh.prior(b, o, key, errKeyReused); done {
+		b.reply(o, r)
+		return
+	}
+	if sh.reqFlights[key] != nil {
+		// The id belongs to a battle still in flight.
+		b.reply(o, businessError(errKeyReused))
+		return
+	}
+	now := sh.srv.clk.Now()
+	if err := sh.checkIssued(o, now); err != nil {
+		b.reply(o, businessError(err))
 		return
 	}
 	cost, err := priceOf(req.GetItemId(), req.GetQuantity())
 	if err != nil {
-		b.reply(o, businessError(err))
+		sh.final(b, o, businessError(err), now, key)
 		return
 	}
 	if rec.player.GetGold() < cost {
-		b.reply(o, businessError(fmt.Errorf("%w: %d %s cost %d gold, you have %d",
-			apperr.ErrInsufficientGold, req.GetQuantity(), req.GetItemId(), cost, rec.player.GetGold())))
+		sh.final(b, o, businessError(fmt.Errorf("%w: %d %s cost %d gold, you have %d",
+			apperr.ErrInsufficientGold, req.GetQuantity(), req.GetItemId(), cost, rec.player.GetGold())), now, key)
 		return
 	}
 	next := rec.clone()
@@ -132,30 +240,21 @@ func (sh *shard) buy(b *batch, o *op, req *leveev1.BuyItemRequest) {
 	p.Inventory[req.GetItemId()] += uint32(req.GetQuantity())
 	p.Version++
 	br := &leveev1.BuyItemReply{Player: clonePlayer(p), GoldSpent: cost}
-	if err := next.add(key, &leveev1.LogicReply{Result: &leveev1.LogicReply_BuyItem{BuyItem: br}}); err != nil {
-		b.reply(o, internalError(err))
-		return
+	if sh.final(b, o, result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_BuyItem{BuyItem: br}}}, now, key) {
+		b.dirty[id] = next
+		b.mutations++
 	}
-	b.dirty[id] = next
-	b.mutations++
-	b.reply(o, result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_BuyItem{BuyItem: br}}})
 }
 
-func battleKey(battleID string) string { return "battle/" + battleID }
-
-// replayBattle answers from a stored battle outcome (a fresh copy each).
-func replayBattle(rec *record, battleID string) (result, bool) {
-	done, err := rec.find(battleKey(battleID))
-	if err != nil {
-		return internalError(err), true
+// battleKeys are the outcome keys of a battle request: its battle id's and,
+// when it has one, its request id's.
+func battleKeys(o *op) []string {
+	id := o.req.GetPlayerId()
+	keys := []string{battleKey(id, o.req.GetStartBattle().GetBattleId())}
+	if rid := o.req.GetRequestId(); rid != 0 {
+		keys = append(keys, requestKey(id, rid))
 	}
-	if done == nil {
-		return result{}, false
-	}
-	if br := done.GetBattle(); br != nil {
-		br.Replayed = true
-	}
-	return result{reply: done}, true
+	return keys
 }
 
 func (sh *shard) startBattle(b *batch, o *op, req *leveev1.StartBattleRequest) {
@@ -169,13 +268,31 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev1.StartBattleRequest) {
 		b.reply(o, businessError(errNoPlayer))
 		return
 	}
-	if r, ok := replayBattle(rec, req.GetBattleId()); ok {
+	keys := battleKeys(o)
+	if len(keys) > 1 {
+		if r, done := sh.prior(b, o, keys[1], errKeyReused); done {
+			b.reply(o, r)
+			return
+		}
+		if f := sh.reqFlights[keys[1]]; f != nil && f.key != keys[0] {
+			b.reply(o, businessError(errKeyReused))
+			return
+		}
+	}
+	if r, done := sh.prior(b, o, keys[0], errBattleReused); done {
 		b.reply(o, r)
 		return
 	}
-	fkey := id + "/" + req.GetBattleId()
-	if f := sh.flights[fkey]; f != nil {
+	if f := sh.flights[keys[0]]; f != nil {
+		if !proto.Equal(f.action, req) {
+			b.reply(o, businessError(errBattleReused))
+			return
+		}
 		f.waiters = append(f.waiters, o)
+		return
+	}
+	if err := sh.checkIssued(o, sh.srv.clk.Now()); err != nil {
+		b.reply(o, businessError(err))
 		return
 	}
 	if b.stopping {
@@ -183,14 +300,19 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev1.StartBattleRequest) {
 		return
 	}
 	f := &flight{
-		key:      fkey,
+		key:      keys[0],
+		keys:     keys,
 		playerID: id,
 		battleID: req.GetBattleId(),
+		action:   req,
 		req:      simulateRequest(rec.player, req),
 		first:    o,
 		waiters:  []*op{o},
 	}
-	sh.flights[fkey] = f
+	sh.flights[f.key] = f
+	if len(keys) > 1 {
+		sh.reqFlights[keys[1]] = f
+	}
 	// Started after the batch commits, so it never runs on a state that a
 	// failed commit takes back.
 	b.launches = append(b.launches, f)
@@ -226,9 +348,18 @@ func (sh *shard) launch(f *flight) {
 	}()
 }
 
-// failFlight answers every waiter of f with r and forgets f.
-func (sh *shard) failFlight(f *flight, r result) {
+// forget removes f from the flights in progress.
+func (sh *shard) forget(f *flight) {
 	delete(sh.flights, f.key)
+	for _, k := range f.keys[1:] {
+		delete(sh.reqFlights, k)
+	}
+}
+
+// failFlight answers every waiter of f with r and forgets f. Nothing was
+// applied, so nothing is stored: the ids stay open.
+func (sh *shard) failFlight(f *flight, r result) {
+	sh.forget(f)
 	for _, w := range f.waiters {
 		sh.send(w, r)
 	}
@@ -246,7 +377,7 @@ func (sh *shard) applyBattle(b *batch, res *battleResult) {
 		sh.failFlight(f, result{err: res.err, pushback: res.pushback})
 		return
 	}
-	delete(sh.flights, f.key)
+	sh.forget(f)
 	rec, err := sh.record(b, f.playerID)
 	if err == nil && rec == nil {
 		err = errNoPlayer
@@ -257,9 +388,11 @@ func (sh *shard) applyBattle(b *batch, res *battleResult) {
 		}
 		return
 	}
-	if _, ok := replayBattle(rec, f.battleID); ok {
+	if so, err := sh.outcome(b, f.key); err != nil || so != nil {
+		// Stored meanwhile: cannot happen while the flight is known, but
+		// the reward must never be applied twice.
 		for _, w := range f.waiters {
-			r, _ := replayBattle(rec, f.battleID)
+			r, _ := sh.prior(b, w, f.key, errBattleReused)
 			b.reply(w, r)
 		}
 		return
@@ -267,7 +400,8 @@ func (sh *shard) applyBattle(b *batch, res *battleResult) {
 	next := rec.clone()
 	br := applyReward(next.player, f.battleID, res.rep)
 	br.Player = clonePlayer(next.player)
-	if err := next.add(battleKey(f.battleID), &leveev1.LogicReply{Result: &leveev1.LogicReply_Battle{Battle: br}}); err != nil {
+	reply := &leveev1.LogicReply{Result: &leveev1.LogicReply_Battle{Battle: br}}
+	if err := b.store(f.first.req, reply, sh.srv.clk.Now(), f.keys...); err != nil {
 		for _, w := range f.waiters {
 			b.reply(w, internalError(err))
 		}
@@ -277,7 +411,7 @@ func (sh *shard) applyBattle(b *batch, res *battleResult) {
 	b.mutations++
 	for _, w := range f.waiters {
 		if w == f.first {
-			b.reply(w, result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_Battle{Battle: br}}})
+			b.reply(w, result{reply: reply})
 			continue
 		}
 		// The others waited for the first's battle: theirs is a replay.

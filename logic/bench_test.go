@@ -55,6 +55,41 @@ func benchmarkBuy(b *testing.B, shards int) {
 	}
 }
 
+// BenchmarkBuyLongLived is BenchmarkBuy (one shard) for players with a
+// long history: each of the 32 callers keeps one rich player for the whole
+// run, so every purchase finds thousands of earlier outcomes of its player
+// (hundreds of them inside the record, before the outcomes had a bucket of
+// their own).
+func BenchmarkBuyLongLived(b *testing.B) {
+	dir := b.TempDir()
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("long-%d", i)
+	}
+	seedRich(b, dir, ids...)
+	e := start(b, envOpts{dir: dir})
+	var players atomic.Int64
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		id := ids[players.Add(1)-1]
+		var rid uint64
+		for pb.Next() {
+			rid++
+			r, err := e.cli.Do(ctx, buyReq(id, rid, "potion", 1))
+			if err != nil || r.GetBuyItem() == nil {
+				b.Errorf("buy: %v %v", r, err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if c, s := histogram(b, e.srv.m.commitTime); c > 0 {
+		b.ReportMetric(s/float64(c)*1e6, "µs/commit")
+	}
+}
+
 // BenchmarkAdmit measures the shard admission check alone (Server.admit on
 // a shard with no goroutine, default configuration, 1 ms per request as if
 // measured): accept puts a request on the channel (and the loop takes it

@@ -74,6 +74,14 @@ type Config struct {
 	// beyond it is refused with RESOURCE_EXHAUSTED. With Protection off
 	// there is no cap (the "before" picture).
 	MaxBattles int
+	// IdempotencyWindow is how long a mutation's first outcome (result or
+	// business error) is kept, by request id and, for a battle, by battle
+	// id: a resend within it is answered from the outcome, never applied
+	// again. A resend issued (LogicRequest.issued_at_ms) longer ago than
+	// this whose outcome is gone is answered REQUEST_EXPIRED. Outcomes are
+	// kept for the window plus maxIssuedSkew after they were applied, and
+	// purged by their shard.
+	IdempotencyWindow time.Duration
 	// ShutdownGrace bounds how long in-flight requests may finish after
 	// shutdown begins (after Drain) before they are cut off.
 	ShutdownGrace time.Duration
@@ -128,6 +136,7 @@ func DefaultConfig() Config {
 		BattleWait:          20 * time.Millisecond,
 		BattleWaiters:       8,
 		BattleRTTTolerance:  1.5,
+		IdempotencyWindow:   24 * time.Hour,
 		ShutdownGrace:       10 * time.Second,
 		Drain:               0,
 		Protection:          true,
@@ -177,6 +186,18 @@ func (c Config) maxBattles() int {
 
 // maxRetryTokens bounds -battle-retry-budget, as gRPC bounds maxTokens.
 const maxRetryTokens = 1000
+
+// maxIdempotencyWindow bounds -idempotency-window (a year).
+const maxIdempotencyWindow = 366 * 24 * time.Hour
+
+// maxIssuedSkew is how far in the future (by the shard's clock) a request's
+// issued_at_ms may lie, for clocks that disagree; beyond it the request is
+// BAD_REQUEST. It is also the margin by which outcomes outlive the window,
+// so that a resend inside the window always finds its outcome.
+const maxIssuedSkew = 5 * time.Minute
+
+// keepOutcomes is how long after it was applied an outcome is kept.
+func (c Config) keepOutcomes() time.Duration { return c.IdempotencyWindow + maxIssuedSkew }
 
 // maxShards bounds -shards so that a typo cannot open a million files.
 const maxShards = 4096
@@ -246,6 +267,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBattles <= 0 {
 		errs = append(errs, fmt.Errorf("-max-battles: must be > 0, got %d", c.MaxBattles))
+	}
+	if c.IdempotencyWindow < time.Second || c.IdempotencyWindow > maxIdempotencyWindow {
+		errs = append(errs, fmt.Errorf("-idempotency-window: must be in [1s, %v], got %v", maxIdempotencyWindow, c.IdempotencyWindow))
 	}
 	if c.ShutdownGrace <= 0 {
 		errs = append(errs, fmt.Errorf("-shutdown-grace: must be > 0, got %v", c.ShutdownGrace))

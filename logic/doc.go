@@ -22,9 +22,13 @@
 // State is durable: every shard has its own bbolt file, and a shard commits
 // all the mutations of one pass over its channel in a single transaction
 // (group commit) before it answers any of them, so an acknowledged purchase
-// survives a crash. Purchases are idempotent by request id and battle rewards
-// by battle id: the outcome of each is stored in the player's record and a
-// repeat is answered from it.
+// survives a crash. Purchases and battles are idempotent by request id, and
+// battles also by battle id: the first outcome of each, business errors
+// included, is stored in the shard's bucket "outcomes" in the same commit as
+// the change it answers, and a resend is answered from it for
+// -idempotency-window (24 h) after the request was issued; the shard purges
+// older outcomes itself, and a resend older than the window whose outcome
+// is gone is answered REQUEST_EXPIRED, never applied again.
 //
 // Battles are simulated by the battle tier, called outside the shard
 // goroutine; the result comes back to the shard as an internal message

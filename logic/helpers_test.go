@@ -278,8 +278,10 @@ func buyReq(id string, rid uint64, item string, qty int32) *leveev1.LogicRequest
 	return &leveev1.LogicRequest{PlayerId: id, RequestId: rid, Action: &leveev1.LogicRequest_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: item, Quantity: qty}}}
 }
 
+// battleReq is a battle request whose request id is derived from the battle
+// id (a request id names one request, see TestKeyReusedForAnotherRequest).
 func battleReq(id string, battleID string, units, ticks uint32) *leveev1.LogicRequest {
-	return &leveev1.LogicRequest{PlayerId: id, RequestId: 3, Action: &leveev1.LogicRequest_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}}}
+	return &leveev1.LogicRequest{PlayerId: id, RequestId: battleSeed("rid", battleID)>>11 | 1<<52, Action: &leveev1.LogicRequest_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}}}
 }
 
 func (e *env) login(id string) *leveev1.Player {

@@ -50,6 +50,8 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.BattleRetryBudget = 0 }, "-battle-retry-budget"},
 		{func(c *Config) { c.QueueMaxWait = -time.Millisecond }, "-queue-max-wait: must be >= 0"},
 		{func(c *Config) { c.BattleRetryBudget = 1e6 }, "-battle-retry-budget"},
+		{func(c *Config) { c.IdempotencyWindow = 0 }, "-idempotency-window: must be in [1s, 8784h0m0s], got 0s"},
+		{func(c *Config) { c.IdempotencyWindow = 400 * 24 * time.Hour }, "-idempotency-window"},
 	} {
 		cfg := ok
 		c.mut(&cfg)

@@ -1,115 +1,120 @@
 package logic
 
 import (
+	"errors"
 	"fmt"
-	"slices"
+	"strconv"
+	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	leveev1 "levee/proto/leveev1"
 )
 
-// maxApplied bounds a player's stored outcomes: the last maxApplied
-// purchases and battles are answered from the record when repeated.
-const maxApplied = 256
-
-// record is a player as a shard holds it: the state, and the outcomes of its
-// most recent mutations, oldest first. An outcome never changes once stored,
-// so it is kept encoded: a commit copies its bytes instead of encoding
-// hundreds of stored replies again, and only a replay decodes one.
+// record is a player as a shard holds it. The outcomes of the player's
+// mutations are not part of it: they live in the store's bucket of their
+// own (see outcome), so that a commit re-encodes only the player.
 type record struct {
-	player  *leveev1.Player
-	applied []appliedOp
+	player *leveev1.Player
 }
 
-// appliedOp is a marshalled leveev1.AppliedOp and its key.
-type appliedOp struct {
-	key string
-	enc []byte
-}
-
-// clone is a copy whose player the batch may change; the encoded outcomes
-// are shared, being immutable.
-func (r *record) clone() *record {
-	return &record{player: clonePlayer(r.player), applied: slices.Clone(r.applied)}
-}
+// clone is a copy whose player the batch may change.
+func (r *record) clone() *record { return &record{player: clonePlayer(r.player)} }
 
 func clonePlayer(p *leveev1.Player) *leveev1.Player { return proto.Clone(p).(*leveev1.Player) }
 
-// find returns the stored reply for key, newest first; nil if none.
-func (r *record) find(key string) (*leveev1.LogicReply, error) {
-	for i := len(r.applied) - 1; i >= 0; i-- {
-		if r.applied[i].key != key {
-			continue
-		}
-		var op leveev1.AppliedOp
-		if err := proto.Unmarshal(r.applied[i].enc, &op); err != nil {
-			return nil, fmt.Errorf("decode stored outcome %q: %w", key, err)
-		}
-		if op.GetReply() == nil {
-			return nil, fmt.Errorf("stored outcome %q has no reply", key)
-		}
-		return op.GetReply(), nil
-	}
-	return nil, nil
-}
-
-// add stores key's outcome, dropping the oldest beyond maxApplied.
-func (r *record) add(key string, reply *leveev1.LogicReply) error {
-	enc, err := proto.Marshal(&leveev1.AppliedOp{Key: key, Reply: reply})
-	if err != nil {
-		return fmt.Errorf("encode outcome %q: %w", key, err)
-	}
-	r.applied = append(r.applied, appliedOp{key: key, enc: enc})
-	if n := len(r.applied) - maxApplied; n > 0 {
-		r.applied = append(r.applied[:0:0], r.applied[n:]...)
-	}
-	return nil
-}
-
-// Field numbers of leveev1.PlayerRecord, which marshal writes by hand.
-const (
-	fieldPlayer  protowire.Number = 1
-	fieldApplied protowire.Number = 2
-)
-
 // marshal encodes r as a leveev1.PlayerRecord.
 func (r *record) marshal() ([]byte, error) {
-	pb, err := proto.Marshal(r.player)
-	if err != nil {
-		return nil, err
-	}
-	n := protowire.SizeTag(fieldPlayer) + protowire.SizeBytes(len(pb))
-	for _, a := range r.applied {
-		n += protowire.SizeTag(fieldApplied) + protowire.SizeBytes(len(a.enc))
-	}
-	b := make([]byte, 0, n)
-	b = protowire.AppendTag(b, fieldPlayer, protowire.BytesType)
-	b = protowire.AppendBytes(b, pb)
-	for _, a := range r.applied {
-		b = protowire.AppendTag(b, fieldApplied, protowire.BytesType)
-		b = protowire.AppendBytes(b, a.enc)
-	}
-	return b, nil
+	return proto.Marshal(&leveev1.PlayerRecord{Player: r.player})
 }
 
-// unmarshalRecord decodes a leveev1.PlayerRecord.
-func unmarshalRecord(b []byte) (*record, error) {
+// unmarshalRecord decodes a leveev1.PlayerRecord. legacy is what a release
+// before the idempotency window kept inside the record (openStore moves it
+// to the outcomes bucket).
+func unmarshalRecord(b []byte) (r *record, legacy []*leveev1.AppliedOp, err error) {
 	var pr leveev1.PlayerRecord
 	if err := proto.Unmarshal(b, &pr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if pr.GetPlayer() == nil {
-		return nil, fmt.Errorf("record has no player")
+		return nil, nil, errors.New("record has no player")
 	}
-	r := &record{player: pr.GetPlayer(), applied: make([]appliedOp, 0, len(pr.GetApplied()))}
-	for _, op := range pr.GetApplied() {
-		enc, err := proto.Marshal(op)
-		if err != nil {
-			return nil, err
+	return &record{player: pr.GetPlayer()}, pr.GetApplied(), nil
+}
+
+// Outcome keys: "<player id>/req/<request id>" for every mutation with a
+// request id, and "<player id>/battle/<battle id>" for a battle. A player id
+// never contains '/', so the keys of two players never collide.
+func requestKey(playerID string, requestID uint64) string {
+	return playerID + "/req/" + strconv.FormatUint(requestID, 10)
+}
+
+func battleKey(playerID, battleID string) string { return playerID + "/battle/" + battleID }
+
+// outcome is one mutation's first outcome, encoded as the store keeps it.
+type outcome struct {
+	key string
+	at  time.Time // when it was applied, on the shard's clock
+	enc []byte    // a marshalled leveev1.StoredOutcome
+}
+
+// newOutcome encodes reply as the outcome of req's action under key.
+func newOutcome(key string, at time.Time, req *leveev1.LogicRequest, reply *leveev1.LogicReply) (outcome, error) {
+	so := &leveev1.StoredOutcome{AppliedAtMs: at.UnixMilli(), Reply: reply}
+	switch a := req.GetAction().(type) {
+	case *leveev1.LogicRequest_BuyItem:
+		so.Request = &leveev1.StoredOutcome_BuyItem{BuyItem: a.BuyItem}
+	case *leveev1.LogicRequest_StartBattle:
+		so.Request = &leveev1.StoredOutcome_StartBattle{StartBattle: a.StartBattle}
+	}
+	enc, err := proto.Marshal(so)
+	if err != nil {
+		return outcome{}, fmt.Errorf("encode outcome %q: %w", key, err)
+	}
+	return outcome{key: key, at: at, enc: enc}, nil
+}
+
+// decodeOutcome decodes a stored outcome; each call returns a fresh copy,
+// which the caller may change.
+func decodeOutcome(key string, enc []byte) (*leveev1.StoredOutcome, error) {
+	var so leveev1.StoredOutcome
+	if err := proto.Unmarshal(enc, &so); err != nil {
+		return nil, fmt.Errorf("decode stored outcome %q: %w", key, err)
+	}
+	if so.GetReply() == nil {
+		return nil, fmt.Errorf("stored outcome %q has no reply", key)
+	}
+	return &so, nil
+}
+
+// sameRequest says whether req is the request that so answered. Outcomes
+// moved from an old PlayerRecord do not say, and match any request.
+func sameRequest(so *leveev1.StoredOutcome, req *leveev1.LogicRequest) bool {
+	switch a := req.GetAction().(type) {
+	case *leveev1.LogicRequest_BuyItem:
+		if so.GetRequest() == nil {
+			return so.GetReply().GetBattle() == nil
 		}
-		r.applied = append(r.applied, appliedOp{key: op.GetKey(), enc: enc})
+		return proto.Equal(so.GetBuyItem(), a.BuyItem)
+	case *leveev1.LogicRequest_StartBattle:
+		if so.GetRequest() == nil {
+			return so.GetReply().GetBuyItem() == nil
+		}
+		return proto.Equal(so.GetStartBattle(), a.StartBattle)
 	}
-	return r, nil
+	return false
+}
+
+// replayOf is the answer to a resend from its stored outcome: the stored
+// reply marked replayed.
+func replayOf(so *leveev1.StoredOutcome) result {
+	reply := so.GetReply()
+	reply.Backpressure = nil
+	if bi := reply.GetBuyItem(); bi != nil {
+		bi.Replayed = true
+	}
+	if br := reply.GetBattle(); br != nil {
+		br.Replayed = true
+	}
+	return result{reply: reply}
 }

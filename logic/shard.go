@@ -43,9 +43,11 @@ type battleResult struct {
 // flight is one battle call in progress; every request for the same player
 // and battle id that arrives meanwhile waits for it too.
 type flight struct {
-	key      string
+	key      string   // the battle's outcome key
+	keys     []string // its outcome keys: key, then the first request's id key if any
 	playerID string
 	battleID string
+	action   *leveev1.StartBattleRequest // what the first request asked for
 	req      *leveev1.SimulateRequest
 	first    *op // the call runs on its context
 	waiters  []*op
@@ -83,7 +85,13 @@ type shard struct {
 	srv           *Server
 
 	cache   map[string]*record // committed state
-	flights map[string]*flight
+	flights map[string]*flight // by battle outcome key
+	// reqFlights are the flights by their first request's id key, so that
+	// the id cannot be used for another request while its battle runs.
+	reqFlights map[string]*flight
+	// purgeMore: the last purge stopped at purgeBatch with expired
+	// outcomes left, so the loop purges again before it waits.
+	purgeMore bool
 }
 
 func newShard(id int, st *store, srv *Server) *shard {
@@ -101,6 +109,7 @@ func newShard(id int, st *store, srv *Server) *shard {
 		srv:        srv,
 		cache:      map[string]*record{},
 		flights:    map[string]*flight{},
+		reqFlights: map[string]*flight{},
 	}
 	sh.refusal, sh.slow = refusals(id, sh.limit, srv.cfg.QueueSize, sh.maxWait)
 	for c := range numClasses {
@@ -127,16 +136,38 @@ func (sh *shard) backpressure() *leveev1.Backpressure {
 // first, so it does not stay full.
 func internalQueue(cfg Config) int { return max(min(cfg.QueueSize, cfg.maxBattles()), 1) }
 
+// How the shard purges expired outcomes: every purgeEvery on the server's
+// clock, at most purgeBatch outcomes per transaction, and between batches
+// of requests until none is left when a purge stops at the bound.
+const (
+	purgeEvery = 10 * time.Second
+	purgeBatch = 2048
+)
+
 // run drains the channels one batch at a time until stop is closed, then
 // finishes what is already in them and returns. The internal channel comes
 // first: a batch starts with an internal message whenever one is waiting.
+// Between batches it purges the outcomes older than the idempotency window.
 func (sh *shard) run(stop <-chan struct{}) {
+	tick := sh.srv.clk.NewTicker(purgeEvery)
+	defer tick.Stop()
 	for {
+		select {
+		case <-tick.C():
+			sh.purgeMore = true
+		default:
+		}
+		if sh.purgeMore {
+			sh.purge()
+		}
 		o := sh.poll()
 		if o == nil {
 			select {
 			case o = <-sh.in:
 			case o = <-sh.ch:
+			case <-tick.C():
+				sh.purgeMore = true
+				continue
 			case <-stop:
 				for o := sh.poll(); o != nil; o = sh.poll() {
 					sh.runBatch(o, true)
@@ -168,11 +199,25 @@ func (sh *shard) poll() *op {
 	}
 }
 
+// purge deletes one bounded batch of the outcomes kept longer than the
+// window (plus maxIssuedSkew), by the server's clock. A failure is logged
+// and tried again at the next tick.
+func (sh *shard) purge() {
+	_, more, err := sh.store.purge(sh.srv.clk.Now().Add(-sh.srv.cfg.keepOutcomes()), purgeBatch)
+	sh.purgeMore = more
+	if err != nil {
+		sh.srv.log.Error("purging expired outcomes failed", "shard", sh.id, "err", err)
+	}
+}
+
 // batch is one pass over the channel: the mutations it made (on copies of
-// the records) and the replies that wait for their commit.
+// the records), the outcomes to store with them, and the replies that wait
+// for their commit.
 type batch struct {
 	stopping  bool
 	dirty     map[string]*record
+	outcomes  map[string][]byte // by key, encoded, for look-ups in the batch
+	outs      []outcome         // the same, in order, to write
 	pending   []pendingReply
 	launches  []*flight
 	mutations int
@@ -184,6 +229,15 @@ type pendingReply struct {
 }
 
 func (b *batch) reply(o *op, r result) { b.pending = append(b.pending, pendingReply{o, r}) }
+
+// addOutcome stores o with the batch's commit.
+func (b *batch) addOutcome(o outcome) {
+	if b.outcomes == nil {
+		b.outcomes = map[string][]byte{}
+	}
+	b.outcomes[o.key] = o.enc
+	b.outs = append(b.outs, o)
+}
 
 // runBatch handles first and whatever else is already waiting (up to
 // MaxBatch), commits every change in one transaction, and only then replies.
@@ -208,12 +262,12 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 // replies and starts its battles. If the write fails nothing of the batch is
 // kept: the copies are dropped and every reply becomes INTERNAL.
 func (sh *shard) commit(b *batch) {
-	if len(b.dirty) > 0 {
+	if len(b.dirty) > 0 || len(b.outs) > 0 {
 		start := time.Now()
-		err := sh.store.put(b.dirty, sh.srv.hookCommit)
+		err := sh.store.put(b.dirty, b.outs, sh.srv.hookCommit)
 		sh.srv.m.commitTime.Observe(time.Since(start).Seconds())
 		if err != nil {
-			sh.srv.log.Error("group commit failed; batch rolled back", "shard", sh.id, "records", len(b.dirty), "err", err)
+			sh.srv.log.Error("group commit failed; batch rolled back", "shard", sh.id, "records", len(b.dirty), "outcomes", len(b.outs), "err", err)
 			fail := result{err: fmt.Errorf("%w: %w", apperr.ErrInternal, err)}
 			for _, p := range b.pending {
 				sh.send(p.o, fail)

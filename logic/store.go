@@ -1,14 +1,20 @@
 package logic
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	leveev1 "levee/proto/leveev1"
 )
 
 // ErrStore wraps every storage failure.
@@ -18,13 +24,38 @@ var ErrStore = errors.New("logic: store")
 // process's lock, so a second process on the same -data-dir fails fast.
 const openTimeout = time.Second
 
-var playersBucket = []byte("players")
+// The buckets of a shard file.
+var (
+	// playersBucket: player id -> marshalled leveev1.PlayerRecord.
+	playersBucket = []byte("players")
+	// outcomesBucket: outcome key (requestKey, battleKey) -> marshalled
+	// leveev1.StoredOutcome.
+	outcomesBucket = []byte("outcomes")
+	// outcomeTimesBucket is the time index of outcomesBucket: key the
+	// 8-byte big-endian unix ms at which the outcome was applied followed
+	// by the outcome key, value empty. Sorted by time, so the purge reads
+	// the oldest first.
+	outcomeTimesBucket = []byte("outcome-times")
+	// metaBucket holds the shard's own facts (the keys below).
+	metaBucket = []byte("meta")
+)
 
-// store is one shard's bbolt file: bucket "players", key player id, value a
-// marshalled leveev1.PlayerRecord. Only the shard goroutine uses it.
+var (
+	// metaPurgedUpTo: 8-byte big-endian unix ms, the latest applied time of
+	// any outcome purged so far.
+	metaPurgedUpTo = []byte("purged-up-to")
+	// metaMigrated: present once the outcomes kept inside PlayerRecords by
+	// older releases have been moved to outcomesBucket.
+	metaMigrated = []byte("outcomes-migrated")
+)
+
+// store is one shard's bbolt file. Only the shard goroutine writes to it
+// (tests read it from others, which bbolt allows).
 type store struct {
 	db   *bolt.DB
 	path string
+	// purgedUpTo is metaPurgedUpTo (unix ms, 0: nothing purged yet).
+	purgedUpTo int64
 }
 
 // shardFile is where shard's state lives under dir.
@@ -33,7 +64,11 @@ func shardFile(dir string, shard int) string {
 }
 
 // openStore opens (creating if needed) shard's file under dir.
-func openStore(dir string, shard int) (*store, error) {
+func openStore(dir string, shard int) (*store, error) { return openStoreAt(dir, shard, time.Now()) }
+
+// openStoreAt is openStore; a file written by an older release has its
+// players' stored outcomes moved to the outcomes bucket, stamped now.
+func openStoreAt(dir string, shard int, now time.Time) (*store, error) {
 	path := shardFile(dir, shard)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -42,15 +77,94 @@ func openStore(dir string, shard int) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStore, path, err)
 	}
+	s := &store{db: db, path: path}
 	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(playersBucket)
-		return err
+		for _, name := range [][]byte{playersBucket, outcomesBucket, outcomeTimesBucket, metaBucket} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket(metaBucket)
+		if v := meta.Get(metaPurgedUpTo); len(v) == 8 {
+			s.purgedUpTo = int64(binary.BigEndian.Uint64(v))
+		}
+		if meta.Get(metaMigrated) != nil {
+			return nil
+		}
+		if err := migrateOutcomes(tx, now); err != nil {
+			return err
+		}
+		return meta.Put(metaMigrated, []byte{1})
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w: init %s: %w", ErrStore, path, err)
 	}
-	return &store{db: db, path: path}, nil
+	return s, nil
+}
+
+// migrateOutcomes moves the outcomes that older releases kept inside each
+// PlayerRecord (their last 256) to the outcomes bucket, as applied at now,
+// and rewrites the records without them: one pass, in the transaction that
+// marks the file migrated.
+func migrateOutcomes(tx *bolt.Tx, now time.Time) error {
+	players := tx.Bucket(playersBucket)
+	type rewrite struct {
+		id  []byte
+		rec *record
+	}
+	var rewrites []rewrite
+	err := players.ForEach(func(k, v []byte) error {
+		rec, legacy, err := unmarshalRecord(v)
+		if err != nil {
+			return fmt.Errorf("migrate record %q: %w", k, err)
+		}
+		if len(legacy) == 0 {
+			return nil
+		}
+		id := string(k)
+		for _, op := range legacy {
+			key, ok := legacyKey(id, op.GetKey())
+			if !ok || op.GetReply() == nil {
+				continue
+			}
+			o, err := newOutcome(key, now, &leveev1.LogicRequest{}, op.GetReply())
+			if err != nil {
+				return err
+			}
+			if err := putOutcome(tx, o); err != nil {
+				return err
+			}
+		}
+		rewrites = append(rewrites, rewrite{bytes.Clone(k), rec})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, rw := range rewrites {
+		v, err := rw.rec.marshal()
+		if err != nil {
+			return err
+		}
+		if err := players.Put(rw.id, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// legacyKey maps an old AppliedOp key ("buy/<request id>",
+// "battle/<battle id>") to today's outcome key.
+func legacyKey(playerID, k string) (string, bool) {
+	if rid, ok := strings.CutPrefix(k, "buy/"); ok {
+		n, err := strconv.ParseUint(rid, 10, 64)
+		return requestKey(playerID, n), err == nil && n != 0
+	}
+	if bid, ok := strings.CutPrefix(k, "battle/"); ok {
+		return battleKey(playerID, bid), validBattleID(bid)
+	}
+	return "", false
 }
 
 // ensureDir creates dir if it is missing.
@@ -70,7 +184,7 @@ func (s *store) get(id string) (*record, error) {
 			return nil
 		}
 		var err error
-		rec, err = unmarshalRecord(v)
+		rec, _, err = unmarshalRecord(v)
 		return err
 	})
 	if err != nil {
@@ -79,9 +193,44 @@ func (s *store) get(id string) (*record, error) {
 	return rec, nil
 }
 
-// put writes every record in one transaction: one fsync for the lot. hook,
-// if not nil, runs inside the transaction (tests use it to make it fail).
-func (s *store) put(recs map[string]*record, hook func() error) error {
+// outcome returns the stored outcome under key, decoded; (nil, nil) when
+// there is none. One bbolt Get.
+func (s *store) outcome(key string) (*leveev1.StoredOutcome, error) {
+	var so *leveev1.StoredOutcome
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(outcomesBucket).Get([]byte(key))
+		if v == nil {
+			return nil
+		}
+		var err error
+		so, err = decodeOutcome(key, v) // decoded inside: v is valid only here
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: get outcome %q from %s: %w", ErrStore, key, s.path, err)
+	}
+	return so, nil
+}
+
+// timeKey is o's key in the time index.
+func timeKey(at time.Time, key string) []byte {
+	k := make([]byte, 8, 8+len(key))
+	binary.BigEndian.PutUint64(k, uint64(max(at.UnixMilli(), 0)))
+	return append(k, key...)
+}
+
+func putOutcome(tx *bolt.Tx, o outcome) error {
+	if err := tx.Bucket(outcomesBucket).Put([]byte(o.key), o.enc); err != nil {
+		return err
+	}
+	return tx.Bucket(outcomeTimesBucket).Put(timeKey(o.at, o.key), nil)
+}
+
+// put writes every record and outcome in one transaction: one fsync for the
+// lot, and an outcome is durable exactly when the change it answers is.
+// hook, if not nil, runs inside the transaction (tests use it to make it
+// fail).
+func (s *store) put(recs map[string]*record, outs []outcome, hook func() error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(playersBucket)
 		for id, rec := range recs {
@@ -93,15 +242,75 @@ func (s *store) put(recs map[string]*record, hook func() error) error {
 				return err
 			}
 		}
+		for _, o := range outs {
+			if err := putOutcome(tx, o); err != nil {
+				return err
+			}
+		}
 		if hook != nil {
 			return hook()
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w: commit %d records to %s: %w", ErrStore, len(recs), s.path, err)
+		return fmt.Errorf("%w: commit %d records and %d outcomes to %s: %w", ErrStore, len(recs), len(outs), s.path, err)
 	}
 	return nil
+}
+
+// purge deletes up to limit outcomes applied before cutoff, oldest first,
+// in one transaction, and advances purgedUpTo. more says that outcomes
+// older than cutoff remain. A purge with nothing to delete writes nothing.
+func (s *store) purge(cutoff time.Time, limit int) (n int, more bool, err error) {
+	end := timeKey(cutoff, "")
+	due := func(k []byte) bool { return k != nil && bytes.Compare(k[:8], end) < 0 }
+	var first []byte
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		first, _ = tx.Bucket(outcomeTimesBucket).Cursor().First()
+		return nil
+	}); err != nil {
+		return 0, false, fmt.Errorf("%w: purge %s: %w", ErrStore, s.path, err)
+	}
+	if !due(first) {
+		return 0, false, nil
+	}
+	var upTo int64
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		times, outs := tx.Bucket(outcomeTimesBucket), tx.Bucket(outcomesBucket)
+		var keys [][]byte
+		c := times.Cursor()
+		k, _ := c.First()
+		for ; due(k) && len(keys) < limit; k, _ = c.Next() {
+			keys = append(keys, bytes.Clone(k))
+		}
+		more = due(k)
+		n = len(keys)
+		if n == 0 {
+			return nil
+		}
+		// Deleted after the walk: a bbolt cursor must not move past a
+		// deletion it made.
+		for _, tk := range keys {
+			if err := outs.Delete(tk[8:]); err != nil {
+				return err
+			}
+			if err := times.Delete(tk); err != nil {
+				return err
+			}
+		}
+		upTo = int64(binary.BigEndian.Uint64(keys[len(keys)-1][:8]))
+		if upTo <= s.purgedUpTo {
+			return nil
+		}
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], uint64(upTo))
+		return tx.Bucket(metaBucket).Put(metaPurgedUpTo, v[:])
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: purge %s: %w", ErrStore, s.path, err)
+	}
+	s.purgedUpTo = max(s.purgedUpTo, upTo)
+	return n, more, nil
 }
 
 func (s *store) close() error {

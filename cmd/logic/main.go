@@ -51,6 +51,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 				"shrink a battle instance's adaptive concurrency limit while its calls' round trip per unit of work (units x ticks fought) over 100 ms "+
 					"exceeds this multiple of the best 100 ms of the last minute (part of -battle-pushback); 0: only refusals shrink it")
 			fs.IntVar(&cfg.MaxBattles, "max-battles", cfg.MaxBattles, "cap on battle calls in flight; the rest get RESOURCE_EXHAUSTED (no cap with -protection=false)")
+			fs.DurationVar(&cfg.IdempotencyWindow, "idempotency-window", cfg.IdempotencyWindow,
+				"how long a purchase's or battle's first outcome (business errors included) is kept by request id and battle id and replayed on a resend; "+
+					"a resend whose issued_at_ms is older than this and whose outcome is gone gets REQUEST_EXPIRED, never a second application")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "time in-flight requests get to finish on shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "time to keep serving after reporting NOT_SERVING (e.g. 5s in Kubernetes)")
 			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection,

@@ -38,6 +38,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"zero retry budget", append([]string{"-battle-retry-budget", "0"}, base...), nil, "-battle-retry-budget"},
 		{"negative queue wait", append([]string{"-queue-max-wait", "-1ms"}, base...), nil, "-queue-max-wait: must be >= 0"},
 		{"bad pushback env", base, map[string]string{"LOGIC_BATTLE_PUSHBACK": "maybe"}, "LOGIC_BATTLE_PUSHBACK"},
+		{"zero idempotency window", append([]string{"-idempotency-window", "0s"}, base...), nil, "-idempotency-window: must be in [1s, "},
+		{"bad idempotency window env", base, map[string]string{"LOGIC_IDEMPOTENCY_WINDOW": "a day"}, "LOGIC_IDEMPOTENCY_WINDOW"},
 	} {
 		var out bytes.Buffer
 		if code := run(c.args, env(c.env), &out); code != 2 || !strings.Contains(out.String(), c.want) {
@@ -55,7 +57,7 @@ func TestUsageNamesEnv(t *testing.T) {
 		"LOGIC_QUEUE_SIZE", "LOGIC_BATTLE_ADDRS", "LOGIC_BATTLE_TIMEOUT", "LOGIC_MAX_BATCH", "LOGIC_MAX_BATTLES",
 		"LOGIC_SHUTDOWN_GRACE", "LOGIC_DRAIN", "LOGIC_LOG_LEVEL", "LOGIC_REJECT_FILL", "LOGIC_REJECT_FILL_SHEDDABLE",
 		"LOGIC_BATTLE_RETRY_BUDGET", "LOGIC_PROTECTION", "LOGIC_REJECT_EARLY", "LOGIC_DROP_EXPIRED", "LOGIC_BATTLE_RETRY",
-		"LOGIC_QUEUE_MAX_WAIT", "LOGIC_BATTLE_PUSHBACK"} {
+		"LOGIC_QUEUE_MAX_WAIT", "LOGIC_BATTLE_PUSHBACK", "LOGIC_IDEMPOTENCY_WINDOW"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("usage does not name %s", v)
 		}

@@ -65,4 +65,3 @@ func TestLoopWithoutURLsReadsOnlyTheBackpressure(t *testing.T) {
 		t.Fatalf("one reply over 1: %+v, want 1", sig)
 	}
 }
-

@@ -33,6 +33,7 @@ var (
 	ErrRateLimited      = errors.New("rate limited")
 	ErrNotAdmitted      = errors.New("not admitted yet")
 	ErrInternal         = errors.New("internal error")
+	ErrRequestExpired   = errors.New("request expired")
 )
 
 type entry struct {
@@ -59,6 +60,7 @@ var table = []entry{
 	{ErrShuttingDown, codes.Unavailable, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN},
 	{ErrNotAdmitted, codes.FailedPrecondition, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED},
 	{ErrInternal, codes.Internal, leveev1.ErrorCode_ERROR_CODE_INTERNAL},
+	{ErrRequestExpired, codes.FailedPrecondition, leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED},
 }
 
 // Code is the player-facing code for err; unknown errors are INTERNAL.

@@ -31,6 +31,13 @@ type ClientFrame struct {
 	RequestId   uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // non-zero, unique per player across sessions (purchases are idempotent by it)
 	Criticality Criticality            `protobuf:"varint,2,opt,name=criticality,proto3,enum=levee.v1.Criticality" json:"criticality,omitempty"`
 	TimeoutMs   uint32                 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // the client's budget; 0 means the gate's default
+	// When the request was first created, in unix milliseconds, the same on
+	// every resend of it. Logic keeps a mutation's outcome for its idempotency
+	// window (-idempotency-window, 24 h by default) and answers a resend that
+	// is older than that REQUEST_EXPIRED instead of applying it again; one
+	// more than 5 minutes in the future is BAD_REQUEST. 0 (not set) counts as
+	// "now": the window is then measured from the first application only.
+	IssuedAtMs uint64 `protobuf:"varint,4,opt,name=issued_at_ms,json=issuedAtMs,proto3" json:"issued_at_ms,omitempty"`
 	// Types that are valid to be assigned to Payload:
 	//
 	//	*ClientFrame_GetProfile
@@ -88,6 +95,13 @@ func (x *ClientFrame) GetCriticality() Criticality {
 func (x *ClientFrame) GetTimeoutMs() uint32 {
 	if x != nil {
 		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *ClientFrame) GetIssuedAtMs() uint64 {
+	if x != nil {
+		return x.IssuedAtMs
 	}
 	return 0
 }
@@ -331,13 +345,15 @@ var File_levee_v1_client_proto protoreflect.FileDescriptor
 
 const file_levee_v1_client_proto_rawDesc = "" +
 	"\n" +
-	"\x15levee/v1/client.proto\x12\blevee.v1\x1a\x13levee/v1/game.proto\"\xc9\x02\n" +
+	"\x15levee/v1/client.proto\x12\blevee.v1\x1a\x13levee/v1/game.proto\"\xeb\x02\n" +
 	"\vClientFrame\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x127\n" +
 	"\vcriticality\x18\x02 \x01(\x0e2\x15.levee.v1.CriticalityR\vcriticality\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\x12>\n" +
+	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\x12 \n" +
+	"\fissued_at_ms\x18\x04 \x01(\x04R\n" +
+	"issuedAtMs\x12>\n" +
 	"\vget_profile\x18\n" +
 	" \x01(\v2\x1b.levee.v1.GetProfileRequestH\x00R\n" +
 	"getProfile\x125\n" +

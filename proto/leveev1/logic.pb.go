@@ -26,9 +26,10 @@ const (
 // LogicRequest is one player action, routed by the gate to the shard that
 // owns player_id.
 type LogicRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	PlayerId  string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`     // authenticated by the gate
-	RequestId uint64                 `protobuf:"varint,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the player's request id; purchases are idempotent by it
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	PlayerId   string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`          // authenticated by the gate
+	RequestId  uint64                 `protobuf:"varint,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`      // the player's request id; mutations are idempotent by it
+	IssuedAtMs uint64                 `protobuf:"varint,3,opt,name=issued_at_ms,json=issuedAtMs,proto3" json:"issued_at_ms,omitempty"` // ClientFrame.issued_at_ms: when the request was first created (unix ms; 0: now)
 	// Types that are valid to be assigned to Action:
 	//
 	//	*LogicRequest_Login
@@ -80,6 +81,13 @@ func (x *LogicRequest) GetPlayerId() string {
 func (x *LogicRequest) GetRequestId() uint64 {
 	if x != nil {
 		return x.RequestId
+	}
+	return 0
+}
+
+func (x *LogicRequest) GetIssuedAtMs() uint64 {
+	if x != nil {
+		return x.IssuedAtMs
 	}
 	return 0
 }
@@ -295,13 +303,15 @@ func (*LogicReply_BuyItem) isLogicReply_Result() {}
 
 func (*LogicReply_Battle) isLogicReply_Result() {}
 
-// PlayerRecord is how logic stores a player: the state and the outcomes of
-// its most recent mutations, so that a repeated request id or battle id is
-// answered from the record instead of being applied twice.
+// PlayerRecord is how logic stores a player, in its shard's bucket
+// "players" under the player id.
 type PlayerRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Player        *Player                `protobuf:"bytes,1,opt,name=player,proto3" json:"player,omitempty"`
-	Applied       []*AppliedOp           `protobuf:"bytes,2,rep,name=applied,proto3" json:"applied,omitempty"` // oldest first, bounded
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Player *Player                `protobuf:"bytes,1,opt,name=player,proto3" json:"player,omitempty"`
+	// Outcomes as releases before the idempotency window kept them, inside
+	// the record (the last 256). Opening a shard moves them to the bucket
+	// "outcomes" once; logic never writes this field.
+	Applied       []*AppliedOp `protobuf:"bytes,2,rep,name=applied,proto3" json:"applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -402,15 +412,123 @@ func (x *AppliedOp) GetReply() *LogicReply {
 	return nil
 }
 
+// StoredOutcome is the first outcome of one mutation (a result or a
+// business error), kept in the shard's bucket "outcomes" for the
+// idempotency window under "<player id>/req/<request id>" and, for a
+// battle, "<player id>/battle/<battle id>", so that a resend is answered
+// from it instead of being applied again.
+type StoredOutcome struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	AppliedAtMs int64                  `protobuf:"varint,1,opt,name=applied_at_ms,json=appliedAtMs,proto3" json:"applied_at_ms,omitempty"` // the shard's clock when it was applied (unix ms)
+	Reply       *LogicReply            `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
+	// The request it answered: a resend under the same key with another
+	// request is refused. Unset for outcomes moved from a PlayerRecord.
+	//
+	// Types that are valid to be assigned to Request:
+	//
+	//	*StoredOutcome_BuyItem
+	//	*StoredOutcome_StartBattle
+	Request       isStoredOutcome_Request `protobuf_oneof:"request"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredOutcome) Reset() {
+	*x = StoredOutcome{}
+	mi := &file_levee_v1_logic_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredOutcome) ProtoMessage() {}
+
+func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_levee_v1_logic_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredOutcome.ProtoReflect.Descriptor instead.
+func (*StoredOutcome) Descriptor() ([]byte, []int) {
+	return file_levee_v1_logic_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StoredOutcome) GetAppliedAtMs() int64 {
+	if x != nil {
+		return x.AppliedAtMs
+	}
+	return 0
+}
+
+func (x *StoredOutcome) GetReply() *LogicReply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
+func (x *StoredOutcome) GetRequest() isStoredOutcome_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *StoredOutcome) GetBuyItem() *BuyItemRequest {
+	if x != nil {
+		if x, ok := x.Request.(*StoredOutcome_BuyItem); ok {
+			return x.BuyItem
+		}
+	}
+	return nil
+}
+
+func (x *StoredOutcome) GetStartBattle() *StartBattleRequest {
+	if x != nil {
+		if x, ok := x.Request.(*StoredOutcome_StartBattle); ok {
+			return x.StartBattle
+		}
+	}
+	return nil
+}
+
+type isStoredOutcome_Request interface {
+	isStoredOutcome_Request()
+}
+
+type StoredOutcome_BuyItem struct {
+	BuyItem *BuyItemRequest `protobuf:"bytes,3,opt,name=buy_item,json=buyItem,proto3,oneof"`
+}
+
+type StoredOutcome_StartBattle struct {
+	StartBattle *StartBattleRequest `protobuf:"bytes,4,opt,name=start_battle,json=startBattle,proto3,oneof"`
+}
+
+func (*StoredOutcome_BuyItem) isStoredOutcome_Request() {}
+
+func (*StoredOutcome_StartBattle) isStoredOutcome_Request() {}
+
 var File_levee_v1_logic_proto protoreflect.FileDescriptor
 
 const file_levee_v1_logic_proto_rawDesc = "" +
 	"\n" +
-	"\x14levee/v1/logic.proto\x12\blevee.v1\x1a\x13levee/v1/game.proto\"\xbe\x02\n" +
+	"\x14levee/v1/logic.proto\x12\blevee.v1\x1a\x13levee/v1/game.proto\"\xe0\x02\n" +
 	"\fLogicRequest\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\x04R\trequestId\x12.\n" +
+	"request_id\x18\x02 \x01(\x04R\trequestId\x12 \n" +
+	"\fissued_at_ms\x18\x03 \x01(\x04R\n" +
+	"issuedAtMs\x12.\n" +
 	"\x05login\x18\n" +
 	" \x01(\v2\x16.levee.v1.LoginRequestH\x00R\x05login\x12>\n" +
 	"\vget_profile\x18\v \x01(\v2\x1b.levee.v1.GetProfileRequestH\x00R\n" +
@@ -433,7 +551,13 @@ const file_levee_v1_logic_proto_rawDesc = "" +
 	"\aapplied\x18\x02 \x03(\v2\x13.levee.v1.AppliedOpR\aapplied\"I\n" +
 	"\tAppliedOp\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05reply\x18\x02 \x01(\v2\x14.levee.v1.LogicReplyR\x05reply2;\n" +
+	"\x05reply\x18\x02 \x01(\v2\x14.levee.v1.LogicReplyR\x05reply\"\xe4\x01\n" +
+	"\rStoredOutcome\x12\"\n" +
+	"\rapplied_at_ms\x18\x01 \x01(\x03R\vappliedAtMs\x12*\n" +
+	"\x05reply\x18\x02 \x01(\v2\x14.levee.v1.LogicReplyR\x05reply\x125\n" +
+	"\bbuy_item\x18\x03 \x01(\v2\x18.levee.v1.BuyItemRequestH\x00R\abuyItem\x12A\n" +
+	"\fstart_battle\x18\x04 \x01(\v2\x1c.levee.v1.StartBattleRequestH\x00R\vstartBattleB\t\n" +
+	"\arequest2;\n" +
 	"\x05Logic\x122\n" +
 	"\x02Do\x12\x16.levee.v1.LogicRequest\x1a\x14.levee.v1.LogicReplyB\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
 
@@ -449,45 +573,49 @@ func file_levee_v1_logic_proto_rawDescGZIP() []byte {
 	return file_levee_v1_logic_proto_rawDescData
 }
 
-var file_levee_v1_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_levee_v1_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_levee_v1_logic_proto_goTypes = []any{
 	(*LogicRequest)(nil),       // 0: levee.v1.LogicRequest
 	(*LogicReply)(nil),         // 1: levee.v1.LogicReply
 	(*PlayerRecord)(nil),       // 2: levee.v1.PlayerRecord
 	(*AppliedOp)(nil),          // 3: levee.v1.AppliedOp
-	(*LoginRequest)(nil),       // 4: levee.v1.LoginRequest
-	(*GetProfileRequest)(nil),  // 5: levee.v1.GetProfileRequest
-	(*BuyItemRequest)(nil),     // 6: levee.v1.BuyItemRequest
-	(*StartBattleRequest)(nil), // 7: levee.v1.StartBattleRequest
-	(*Backpressure)(nil),       // 8: levee.v1.Backpressure
-	(*Error)(nil),              // 9: levee.v1.Error
-	(*Welcome)(nil),            // 10: levee.v1.Welcome
-	(*ProfileReply)(nil),       // 11: levee.v1.ProfileReply
-	(*BuyItemReply)(nil),       // 12: levee.v1.BuyItemReply
-	(*BattleReply)(nil),        // 13: levee.v1.BattleReply
-	(*Player)(nil),             // 14: levee.v1.Player
+	(*StoredOutcome)(nil),      // 4: levee.v1.StoredOutcome
+	(*LoginRequest)(nil),       // 5: levee.v1.LoginRequest
+	(*GetProfileRequest)(nil),  // 6: levee.v1.GetProfileRequest
+	(*BuyItemRequest)(nil),     // 7: levee.v1.BuyItemRequest
+	(*StartBattleRequest)(nil), // 8: levee.v1.StartBattleRequest
+	(*Backpressure)(nil),       // 9: levee.v1.Backpressure
+	(*Error)(nil),              // 10: levee.v1.Error
+	(*Welcome)(nil),            // 11: levee.v1.Welcome
+	(*ProfileReply)(nil),       // 12: levee.v1.ProfileReply
+	(*BuyItemReply)(nil),       // 13: levee.v1.BuyItemReply
+	(*BattleReply)(nil),        // 14: levee.v1.BattleReply
+	(*Player)(nil),             // 15: levee.v1.Player
 }
 var file_levee_v1_logic_proto_depIdxs = []int32{
-	4,  // 0: levee.v1.LogicRequest.login:type_name -> levee.v1.LoginRequest
-	5,  // 1: levee.v1.LogicRequest.get_profile:type_name -> levee.v1.GetProfileRequest
-	6,  // 2: levee.v1.LogicRequest.buy_item:type_name -> levee.v1.BuyItemRequest
-	7,  // 3: levee.v1.LogicRequest.start_battle:type_name -> levee.v1.StartBattleRequest
-	8,  // 4: levee.v1.LogicReply.backpressure:type_name -> levee.v1.Backpressure
-	9,  // 5: levee.v1.LogicReply.error:type_name -> levee.v1.Error
-	10, // 6: levee.v1.LogicReply.welcome:type_name -> levee.v1.Welcome
-	11, // 7: levee.v1.LogicReply.profile:type_name -> levee.v1.ProfileReply
-	12, // 8: levee.v1.LogicReply.buy_item:type_name -> levee.v1.BuyItemReply
-	13, // 9: levee.v1.LogicReply.battle:type_name -> levee.v1.BattleReply
-	14, // 10: levee.v1.PlayerRecord.player:type_name -> levee.v1.Player
+	5,  // 0: levee.v1.LogicRequest.login:type_name -> levee.v1.LoginRequest
+	6,  // 1: levee.v1.LogicRequest.get_profile:type_name -> levee.v1.GetProfileRequest
+	7,  // 2: levee.v1.LogicRequest.buy_item:type_name -> levee.v1.BuyItemRequest
+	8,  // 3: levee.v1.LogicRequest.start_battle:type_name -> levee.v1.StartBattleRequest
+	9,  // 4: levee.v1.LogicReply.backpressure:type_name -> levee.v1.Backpressure
+	10, // 5: levee.v1.LogicReply.error:type_name -> levee.v1.Error
+	11, // 6: levee.v1.LogicReply.welcome:type_name -> levee.v1.Welcome
+	12, // 7: levee.v1.LogicReply.profile:type_name -> levee.v1.ProfileReply
+	13, // 8: levee.v1.LogicReply.buy_item:type_name -> levee.v1.BuyItemReply
+	14, // 9: levee.v1.LogicReply.battle:type_name -> levee.v1.BattleReply
+	15, // 10: levee.v1.PlayerRecord.player:type_name -> levee.v1.Player
 	3,  // 11: levee.v1.PlayerRecord.applied:type_name -> levee.v1.AppliedOp
 	1,  // 12: levee.v1.AppliedOp.reply:type_name -> levee.v1.LogicReply
-	0,  // 13: levee.v1.Logic.Do:input_type -> levee.v1.LogicRequest
-	1,  // 14: levee.v1.Logic.Do:output_type -> levee.v1.LogicReply
-	14, // [14:15] is the sub-list for method output_type
-	13, // [13:14] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	1,  // 13: levee.v1.StoredOutcome.reply:type_name -> levee.v1.LogicReply
+	7,  // 14: levee.v1.StoredOutcome.buy_item:type_name -> levee.v1.BuyItemRequest
+	8,  // 15: levee.v1.StoredOutcome.start_battle:type_name -> levee.v1.StartBattleRequest
+	0,  // 16: levee.v1.Logic.Do:input_type -> levee.v1.LogicRequest
+	1,  // 17: levee.v1.Logic.Do:output_type -> levee.v1.LogicReply
+	17, // [17:18] is the sub-list for method output_type
+	16, // [16:17] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_levee_v1_logic_proto_init() }
@@ -509,13 +637,17 @@ func file_levee_v1_logic_proto_init() {
 		(*LogicReply_BuyItem)(nil),
 		(*LogicReply_Battle)(nil),
 	}
+	file_levee_v1_logic_proto_msgTypes[4].OneofWrappers = []any{
+		(*StoredOutcome_BuyItem)(nil),
+		(*StoredOutcome_StartBattle)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v1_logic_proto_rawDesc), len(file_levee_v1_logic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
