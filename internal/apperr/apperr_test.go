@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -312,5 +317,41 @@ func TestOnlyThePushbackTrailer(t *testing.T) {
 	}
 	if len(ts.trailer) != 1 {
 		t.Fatalf("trailer %v, want only %s", ts.trailer, PushbackKey)
+	}
+}
+
+// TestNoOtherErrorTable: outside this package no code switches on an
+// ErrorCode or a gRPC code, or keeps a map keyed by ErrorCode; the table's
+// properties are asked of it instead. (Constructing an error with a code is
+// fine.)
+func TestNoOtherErrorTable(t *testing.T) {
+	root := filepath.Join("..", "..")
+	bad := regexp.MustCompile(`case leveev1\.ErrorCode_|case codes\.[A-Z]|map\[leveev1\.ErrorCode\]`)
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == ".git" || n == "node_modules" || path == filepath.Join(root, "internal", "apperr") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, ".pb.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if bad.MatchString(line) {
+				t.Errorf("%s:%d: a second error table: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
