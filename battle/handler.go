@@ -40,8 +40,8 @@ const (
 //  4. drop it if its caller went during the wait;
 //  5. admission: the adaptive shedder (never for critical requests), then
 //     the hard in-flight cap (for every criticality); a refusal is
-//     RESOURCE_EXHAUSTED at once, with a retry delay and the backpressure
-//     hints in the trailer;
+//     RESOURCE_EXHAUSTED at once, with the BUSY code, a retry delay and the
+//     backpressure hints in the status details;
 //  6. fight (the simulation stops if the caller goes), record.
 //
 // With -protection off only steps 1 and 6 remain, and the fight runs to the
@@ -114,7 +114,8 @@ func (s *Server) drop(ctx context.Context, err error) error {
 }
 
 // refuse answers a request that admission refused: RESOURCE_EXHAUSTED with a
-// jittered retry delay, the simulations in flight and how full the tier is.
+// jittered retry delay, the simulations in flight and how full the tier is,
+// all in the status details (apperr.Overloaded).
 func (s *Server) refuse(ctx context.Context, why refusal, crit shed.Criticality) error {
 	s.m.requests.WithLabelValues(outcomeShed).Inc()
 	s.m.shedBy[why][critIndex(crit)].Inc()

@@ -2,6 +2,7 @@ package battle
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -217,10 +218,11 @@ func wantExhausted(t *testing.T, what string, r result, pushback time.Duration, 
 	if status.Code(r.err) != codes.ResourceExhausted {
 		t.Fatalf("%s: err = %v, want ResourceExhausted", what, r.err)
 	}
-	if d := apperr.Pushback(r.trailer); d != pushback {
-		t.Errorf("%s: pushback = %v, want %v", what, d, pushback)
+	back := apperr.FromStatus(r.err)
+	if !errors.Is(back, apperr.ErrBusy) || back.RetryAfter != pushback.Truncate(time.Millisecond) {
+		t.Errorf("%s: %v, retry after %v, want BUSY and %v", what, back.Code, back.RetryAfter, pushback)
 	}
-	if bp := apperr.BackpressureFrom(r.trailer); bp.GetQueueDepth() != depth || bp.GetRatio() != ratio {
+	if bp := back.Backpressure; bp.GetQueueDepth() != depth || bp.GetRatio() != ratio {
 		t.Errorf("%s: backpressure = %v, want depth %d ratio %v", what, bp, depth, ratio)
 	}
 }
@@ -299,13 +301,13 @@ func TestRefusalRetryAfterIsJittered(t *testing.T) {
 	// Shed by the adaptive rule (a sheddable request over 0.8 × the
 	// limit of 1): 100 ms + up to 100 ms of jitter.
 	r := h.call(context.Background(), sheddable, 8)
-	if d := apperr.Pushback(r.trailer); d != 199*time.Millisecond { // ms resolution
+	if d := apperr.FromStatus(r.err).RetryAfter; d != 199*time.Millisecond { // ms resolution
 		t.Errorf("adaptive shed: pushback = %v, want 199ms", d)
 	}
 	// Refused at the cap (critical is never shed): one simulation, 10 ms,
 	// + up to as much jitter.
 	r = h.call(context.Background(), critical, 8)
-	if d := apperr.Pushback(r.trailer); d != 19*time.Millisecond {
+	if d := apperr.FromStatus(r.err).RetryAfter; d != 19*time.Millisecond {
 		t.Errorf("in-flight cap: pushback = %v, want 19ms", d)
 	}
 	close(h.release)

@@ -224,14 +224,19 @@ func TestMaxInFlightRefusesAtOnceWithPushback(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("over the cap: err = %v, want ResourceExhausted", err)
 	}
-	// No simulation has completed yet: the cap's retry delay is its least.
-	if d := apperr.Pushback(trailer); d != capRetryMin {
-		t.Fatalf("pushback = %v, want %v", d, capRetryMin)
+	// No simulation has completed yet: the cap's retry delay is its least,
+	// in the status details and, for gRPC's own retries, the trailer.
+	back := apperr.FromStatus(err)
+	if back.RetryAfter != capRetryMin {
+		t.Fatalf("retry after = %v, want %v", back.RetryAfter, capRetryMin)
 	}
-	if bp := apperr.BackpressureFrom(trailer); bp.GetQueueDepth() != 2 || bp.GetRatio() != 1 {
+	if got := trailer.Get(apperr.PushbackKey); len(got) != 1 || got[0] != "1" {
+		t.Fatalf("pushback trailer %v, want 1 ms", got)
+	}
+	if bp := back.Backpressure; bp.GetQueueDepth() != 2 || bp.GetRatio() != 1 {
 		t.Fatalf("backpressure = %v, want depth 2 and ratio 1", bp)
 	}
-	if e := apperr.FromGRPC(err, apperr.Pushback(trailer)); e.GetCode() != leveev1.ErrorCode_ERROR_CODE_BUSY || e.GetRetryAfterMs() != 1 {
+	if e := back.Player(); e.GetCode() != leveev1.ErrorCode_ERROR_CODE_BUSY || e.GetRetryAfterMs() != 1 {
 		t.Fatalf("player error = %v", e)
 	}
 	if n := outcomes(r.srv, outcomeShed); n != 1 {

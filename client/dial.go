@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"levee/internal/apperr"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -224,17 +225,9 @@ func handshakeError(err error, resp *http.Response) error {
 	if s, e := strconv.Atoi(resp.Header.Get("Retry-After")); e == nil && s > 0 {
 		retry = time.Duration(s) * time.Second
 	}
-	var code leveev1.ErrorCode
-	switch resp.StatusCode {
-	case http.StatusUnauthorized:
-		code = leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED
-	case http.StatusForbidden:
-		code = leveev1.ErrorCode_ERROR_CODE_FORBIDDEN
-	case http.StatusTooManyRequests:
-		code = leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED
-	case http.StatusServiceUnavailable:
-		code = leveev1.ErrorCode_ERROR_CODE_SERVER_FULL
-	default:
+	// 401, 403, 429 and 503 have a code in the error table.
+	code, ok := apperr.FromHTTP(resp.StatusCode)
+	if !ok {
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
 			return fmt.Errorf("%w: %w: HTTP %d: %s", err, errHTTPRefused, resp.StatusCode, msg)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"levee/client/pacer"
+	"levee/internal/apperr"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -142,65 +143,36 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code
 }
 
+// The properties below come from Levee's one error table
+// (levee/internal/apperr), as the README's table of codes states them.
+
 // IsBusy reports whether the server refused the request because it, or the
 // connection, is overloaded: BUSY, SERVER_FULL or RATE_LIMITED. Slow down
 // and retry after RetryAfter.
-func (e *Error) IsBusy() bool {
-	switch e.Code {
-	case leveev1.ErrorCode_ERROR_CODE_BUSY,
-		leveev1.ErrorCode_ERROR_CODE_SERVER_FULL,
-		leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED:
-		return true
-	}
-	return false
-}
+func (e *Error) IsBusy() bool { return apperr.Overload(e.Code) }
 
-// Retryable reports whether the same request may succeed later: the busy
-// codes plus UNAVAILABLE, SHUTTING_DOWN, NOT_ADMITTED and DEADLINE_EXCEEDED.
-// The SDK retries the busy codes and UNAVAILABLE and DEADLINE_EXCEEDED by
-// itself (see Client.Do); when one reaches the caller the SDK has given up
-// on that request.
-func (e *Error) Retryable() bool {
-	if e.IsBusy() {
-		return true
-	}
-	switch e.Code {
-	case leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE,
-		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
-		leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED,
-		leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
-		return true
-	}
-	return false
-}
+// NotExecuted reports whether the server refused the request before
+// executing it (BUSY, SERVER_FULL, RATE_LIMITED, NOT_ADMITTED): sending it again, with the same id, after RetryAfter is
+// safe.
+func (e *Error) NotExecuted() bool { return apperr.Class(e.Code) == apperr.NotExecuted }
 
-// OutcomeUnknown reports whether the answer leaves open whether the request
-// was executed: UNAVAILABLE (a tier below failed, perhaps after it
-// committed), DEADLINE_EXCEEDED (the budget ran out, perhaps after it
-// committed) or SHUTTING_DOWN (in-flight work cut off by a stopping
-// server). Such a request may be sent again only with the same request id
-// (see Client.Resend), which the server executes at most once.
-func (e *Error) OutcomeUnknown() bool {
-	switch e.Code {
-	case leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE,
-		leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
-		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN:
-		return true
-	}
-	return false
-}
+// OutcomeUnknown reports whether the request may or may not have been
+// applied (UNAVAILABLE, DEADLINE_EXCEEDED, SHUTTING_DOWN): a tier went
+// away, the budget ran out, or a stopping server cut in-flight work off. Every mutation is idempotent by its request id, so send it
+// again with the same id, never with a new one.
+func (e *Error) OutcomeUnknown() bool { return apperr.Class(e.Code) == apperr.OutcomeUnknown }
+
+// Retryable reports whether the same request may succeed later: it was
+// not executed, or its outcome is unknown (the busy codes plus
+// UNAVAILABLE, SHUTTING_DOWN, NOT_ADMITTED and DEADLINE_EXCEEDED). Every
+// other code is final for its request. The SDK retries the busy codes,
+// UNAVAILABLE and DEADLINE_EXCEEDED by itself (see Client.Do); when one
+// reaches the caller the SDK has given up on that request.
+func (e *Error) Retryable() bool { return apperr.Class(e.Code) != apperr.Final }
 
 // IsBusiness reports whether the error is a normal game outcome rather than
 // a fault: INSUFFICIENT_GOLD, NOT_FOUND or FORBIDDEN.
-func (e *Error) IsBusiness() bool {
-	switch e.Code {
-	case leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD,
-		leveev1.ErrorCode_ERROR_CODE_NOT_FOUND,
-		leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:
-		return true
-	}
-	return false
-}
+func (e *Error) IsBusiness() bool { return apperr.Business(e.Code) }
 
 // AsError returns the *Error in err's chain, or nil.
 func AsError(err error) *Error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"levee/internal/apperr"
 	"levee/internal/clock"
 	leveev1 "levee/proto/leveev1"
 )
@@ -188,12 +189,8 @@ func permanent(err error) bool {
 		return true
 	}
 	if e := AsError(err); e != nil {
-		switch e.Code {
-		case leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN,
-			leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:
-			return true
-		}
-		return false
+		// UNAUTHORIZED, FORBIDDEN, BAD_REQUEST, UNKNOWN_MESSAGE.
+		return apperr.Permanent(e.Code)
 	}
 	return CloseCode(err) == websocket.ClosePolicyViolation
 }

@@ -166,21 +166,10 @@ var errNoWelcome = errors.New("internal error: logic answered login without a we
 // dropping the login wastes it, so logins are shed last.
 const loginCriticality = leveev1.Criticality_CRITICALITY_CRITICAL
 
-// loginCloseCode is the close code after a failed login: 1013 (Try Again
-// Later) when retrying makes sense, 1008 for auth failures, 1011 otherwise.
-func loginCloseCode(code leveev1.ErrorCode) int {
-	switch code {
-	case leveev1.ErrorCode_ERROR_CODE_BUSY, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL,
-		leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
-		leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED:
-		return websocket.CloseTryAgainLater
-	case leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN:
-		return websocket.CloseServiceRestart
-	case leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:
-		return websocket.ClosePolicyViolation
-	}
-	return websocket.CloseInternalServerErr
-}
+// loginCloseCode is the close code after a failed login, from the error
+// table: 1013 (Try Again Later) when retrying makes sense, 1012 when the
+// server stops, 1008 for auth failures, 1011 otherwise.
+func loginCloseCode(code leveev1.ErrorCode) int { return apperr.LoginCloseCode(code) }
 
 // readLoop reads frames until the socket fails or closes.
 func (c *conn) readLoop() {

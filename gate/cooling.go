@@ -32,7 +32,8 @@ var errLogicCooling = fmt.Errorf("%w: the server is busy; please try again short
 
 // coolingTable honours logic's pushback per shard (-logic-pushback), the
 // way logic honours battle's (logic/battleclient.go): after logic refuses a
-// request of class c for shard s with RESOURCE_EXHAUSTED and a pushback P,
+// request of class c for shard s under load (BUSY, SERVER_FULL or
+// RATE_LIMITED: apperr.Overload) with a retry delay P in the status details,
 // requests of class c or lower for shard s are refused by the gate itself
 // until P has passed, without a gRPC call. Critical requests always go to
 // logic, which decides.
@@ -102,7 +103,8 @@ func raise(v *atomic.Int64, until int64) {
 	}
 }
 
-// hints records the backpressure logic reported for shard s.
+// hints records the backpressure logic reported for shard s, on a reply or
+// in a refusal's status details.
 func (t *coolingTable) hints(s int, bp *leveev1.Backpressure) {
 	sh := &t.shards[s]
 	sh.depth.Store(bp.GetQueueDepth())
@@ -136,12 +138,8 @@ func (t *coolingTable) refusal(id uint64, s int, left time.Duration) *leveev1.Se
 	retry := ceilMillis(left + rand.N(left/4+1))
 	sh := &t.shards[s]
 	return &leveev1.ServerFrame{
-		RequestId: id,
-		Backpressure: &leveev1.Backpressure{
-			QueueDepth:   sh.depth.Load(),
-			Ratio:        math.Float64frombits(sh.ratio.Load()),
-			RetryAfterMs: uint32(retry.Milliseconds()),
-		},
-		Payload: &leveev1.ServerFrame_Error{Error: apperr.Reply(errLogicCooling, retry)},
+		RequestId:    id,
+		Backpressure: apperr.NewBackpressure(int(sh.depth.Load()), math.Float64frombits(sh.ratio.Load()), retry),
+		Payload:      &leveev1.ServerFrame_Error{Error: apperr.Reply(errLogicCooling, retry)},
 	}
 }

@@ -46,9 +46,11 @@
 //     logic. A refused battle cools the shard's battles only, as logic may
 //     refuse battles for the battle tier's sake.
 //
-// When logic refuses under load (RESOURCE_EXHAUSTED) the player gets a typed
-// BUSY with logic's pushback as retry_after and its queue depth and fill
-// ratio as the frame's backpressure. The gate never retries logic.
+// When logic refuses, the player gets logic's exact code (BUSY, SERVER_FULL,
+// RATE_LIMITED, …, decoded from the status details by apperr.FromStatus)
+// with logic's retry delay as retry_after and its queue depth and fill ratio
+// (the leveev1.Backpressure in the details) as the frame's backpressure.
+// The gate never retries logic.
 //
 // # The admission line
 //

@@ -1,11 +1,10 @@
 package gate
 
 import (
-	"strings"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"levee/internal/apperr"
 	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
@@ -134,24 +133,12 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 	return m
 }
 
-// outcomes maps every ErrorCode to its label: the name, lowercased, without
-// the ERROR_CODE_ prefix.
-var outcomes = func() map[leveev1.ErrorCode]string {
-	m := map[leveev1.ErrorCode]string{}
-	for n, name := range leveev1.ErrorCode_name {
-		m[leveev1.ErrorCode(n)] = strings.ToLower(strings.TrimPrefix(name, "ERROR_CODE_"))
-	}
-	return m
-}()
-
-// outcome is the gate_requests_total outcome label of a reply.
+// outcome is the gate_requests_total outcome label of a reply: ok, or the
+// error code's label from the error table ("busy", "insufficient_gold").
 func outcome(f *leveev1.ServerFrame) string {
 	e := f.GetError()
 	if e == nil {
 		return outcomeOK
 	}
-	if o, ok := outcomes[e.GetCode()]; ok {
-		return o
-	}
-	return "unknown"
+	return apperr.Outcome(e.GetCode())
 }

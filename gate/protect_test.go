@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -386,6 +387,60 @@ func TestLogicOverloadBecomesBusyWithBackpressure(t *testing.T) {
 	}
 	if n := len(logic.requests()); n != 3 { // login + 2: the gate never retries logic
 		t.Fatalf("logic saw %d requests, want 3", n)
+	}
+}
+
+// TestLogicRefusalKeepsItsCode: logic's refusal reaches the player with its
+// own code (server full and rate limited are not turned into busy), its
+// retry delay and its queue hints, all read from the status details; an
+// overload refusal of any of the three codes cools the shard.
+func TestLogicRefusalKeepsItsCode(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code leveev1.ErrorCode
+		cool bool
+	}{
+		{fmt.Errorf("%w: shard 0 is full", apperr.ErrServerFull), leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, true},
+		{fmt.Errorf("%w: this player sends too much", apperr.ErrRateLimited), leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED, true},
+		{fmt.Errorf("%w: logic stops", apperr.ErrShuttingDown), leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN, false},
+		{fmt.Errorf("%w: resent after a day", apperr.ErrRequestExpired), leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED, false},
+	} {
+		t.Run(c.code.String(), func(t *testing.T) {
+			logic := startFakeLogic(t)
+			g := startGate(t, nil, logic)
+			cl, _ := g.connect(t, "alice", wire.JSONSubprotocol)
+			logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+				return nil, apperr.Overloaded(ctx, c.err, 300*time.Millisecond, 17, 0.85)
+			})
+			cl.send(profileFrame(5))
+			f := cl.recv()
+			e := wantError(t, f, 5, c.code)
+			if e.GetRetryAfterMs() != 300 || !strings.Contains(e.GetMessage(), c.err.Error()) {
+				t.Fatalf("error %v", e)
+			}
+			if bp := f.GetBackpressure(); bp.GetQueueDepth() != 17 || bp.GetRatio() != 0.85 || bp.GetRetryAfterMs() != 300 {
+				t.Fatalf("backpressure %v, want depth 17, ratio 0.85, retry 300 ms", bp)
+			}
+			if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, apperr.Outcome(c.code))); got != 1 {
+				t.Fatalf("gate_requests_total{get_profile,%s} = %v", apperr.Outcome(c.code), got)
+			}
+			// The next request: answered by the gate's cooling (BUSY, the
+			// same hints) when the refusal was an overload, by logic again
+			// otherwise.
+			cl.send(profileFrame(6))
+			f = cl.recv()
+			if c.cool {
+				wantCooling(t, f, 6, 300*time.Millisecond)
+				if bp := f.GetBackpressure(); bp.GetQueueDepth() != 17 || bp.GetRatio() != 0.85 {
+					t.Fatalf("cooling hints %v", bp)
+				}
+			} else {
+				wantError(t, f, 6, c.code)
+			}
+			if n, want := len(logic.requests()), map[bool]int{true: 2, false: 3}[c.cool]; n != want {
+				t.Fatalf("logic saw %d requests, want %d", n, want)
+			}
+		})
 	}
 }
 

@@ -6,11 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-
 	"levee/internal/apperr"
 	"levee/internal/priority"
 	"levee/internal/wire"
@@ -173,25 +168,25 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 
 // do calls logic once (the gate never retries) with the budget as the gRPC
 // deadline and the criticality in metadata, and turns the outcome into the
-// player's reply frame. A refusal under load (RESOURCE_EXHAUSTED) becomes a
-// typed BUSY with the pushback as retry_after and the queue depth and fill
-// ratio trailers as the frame's backpressure; a reply keeps the
-// backpressure logic attached to it. With -logic-pushback the refusal also
-// starts the shard's cooling and the hints are kept for the gate's own
-// refusals (see coolingTable).
+// player's reply frame. A refusal comes back through apperr.FromStatus with
+// its exact code (BUSY, SERVER_FULL, RATE_LIMITED, …), the retry delay as
+// retry_after and the refusing shard's hints (leveev1.Backpressure, from
+// the status details) as the frame's backpressure; a reply keeps the
+// backpressure logic attached to it. With -logic-pushback a refusal under
+// load (apperr.Overload) also starts the shard's cooling and the hints are
+// kept for the gate's own refusals (see coolingTable).
 func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit leveev1.Criticality, budget time.Duration) *leveev1.ServerFrame {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	ctx = priority.Outgoing(ctx, crit)
-	var trailer metadata.MD
-	rep, err := lc.Do(ctx, req, grpc.Trailer(&trailer))
+	rep, err := lc.Do(ctx, req)
 	if err != nil {
 		if s.baseCtx.Err() != nil {
 			return errorFrame(req.GetRequestId(), apperr.ErrShuttingDown, shuttingDownRetryAfter)
 		}
-		pushback := apperr.Pushback(trailer)
-		e := apperr.FromGRPC(err, pushback)
-		bp := apperr.BackpressureFrom(trailer)
+		refusal := apperr.FromStatus(err)
+		e := refusal.Player()
+		bp := refusal.Backpressure
 		pushbackOn := s.cfg.logicPushbackOn()
 		if bp != nil {
 			s.pressure.Observe(bp.GetRatio())
@@ -202,8 +197,9 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 				bp.RetryAfterMs = e.GetRetryAfterMs()
 			}
 		}
-		if pushbackOn && status.Code(err) == codes.ResourceExhausted {
-			s.cooling.cool(shard, kindOf(req), crit, s.clock.Now(), pushback)
+		if pushbackOn && apperr.Overload(refusal.Code) {
+			// The delay logic asked for; none (0) starts no cooling.
+			s.cooling.cool(shard, kindOf(req), crit, s.clock.Now(), refusal.RetryAfter)
 		}
 		return &leveev1.ServerFrame{
 			RequestId:    req.GetRequestId(),

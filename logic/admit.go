@@ -171,8 +171,8 @@ func refusals(id int, lim [numClasses]int, capacity int, wait [numClasses]int64)
 // decides whether a request gets in. With -reject-early (the default) it
 // never blocks: a request of class c is refused when the channel holds at
 // least limit[c] requests, or when the estimated wait exceeds maxWait[c],
-// with the channel's length then and a retry delay for the
-// RESOURCE_EXHAUSTED trailers. Without it the caller waits for room until
+// with the channel's length then and a retry delay for the refusal's
+// status details (apperr.Overloaded). Without it the caller waits for room until
 // its context ends. Internal messages (battle results) do not pass through
 // here.
 func (s *Server) admit(sh *shard, o *op) (depth int, retryAfter time.Duration, err error) {

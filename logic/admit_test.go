@@ -2,13 +2,12 @@ package logic
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
@@ -100,17 +99,19 @@ func (e *env) enqueue(req *leveev1.LogicRequest, c leveev1.Criticality, depth in
 }
 
 // refused sends req with criticality c, expects it refused at admission
-// with RESOURCE_EXHAUSTED, and returns the hints of its trailer.
+// with RESOURCE_EXHAUSTED, and returns the hints of its status details.
 func (e *env) refused(req *leveev1.LogicRequest, c leveev1.Criticality) *leveev1.Backpressure {
 	e.t.Helper()
-	var trailer metadata.MD
-	_, err := e.cli.Do(priority.Outgoing(ctxT(e.t), c), req, grpc.Trailer(&trailer))
+	_, err := e.cli.Do(priority.Outgoing(ctxT(e.t), c), req)
 	wantStatus(e.t, err, codes.ResourceExhausted, "queue is full")
-	bp := apperr.BackpressureFrom(trailer)
-	if bp == nil {
-		e.t.Fatalf("refusal without backpressure trailers: %v", trailer)
+	back := apperr.FromStatus(err)
+	if !errors.Is(back, apperr.ErrBusy) || back.Backpressure == nil {
+		e.t.Fatalf("refusal %+v: not BUSY with backpressure in its details", back)
 	}
-	return bp
+	if back.Backpressure.GetRetryAfterMs() != uint32(back.RetryAfter.Milliseconds()) {
+		e.t.Fatalf("retry after %v, backpressure %v", back.RetryAfter, back.Backpressure)
+	}
+	return back.Backpressure
 }
 
 func wantHints(t *testing.T, bp *leveev1.Backpressure, depth uint32, ratio float64, retryAfterMs uint32) {

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -204,10 +202,9 @@ func TestBattleErrorAppliesNothing(t *testing.T) {
 	} {
 		fb.failWith(c.err)
 		e.clk.Advance(time.Second)
-		var trailer metadata.MD
-		_, err := e.cli.Do(ctxT(t), battleReq("alice", "b1", 4, 100), grpc.Trailer(&trailer))
+		_, err := e.cli.Do(ctxT(t), battleReq("alice", "b1", 4, 100))
 		wantStatus(t, err, c.code, "")
-		if got := apperr.Pushback(trailer); got != 250*time.Millisecond {
+		if got := apperr.FromStatus(err).RetryAfter; got != 250*time.Millisecond {
 			t.Errorf("%v: pushback = %v, want 250ms", c.code, got)
 		}
 		if got := e.srv.m.battleCalls.WithLabelValues(c.out); testutilValue(got) != 1 {
@@ -257,10 +254,9 @@ func TestBattleBoundedInFlight(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
-	var trailer metadata.MD
-	_, err := e.cli.Do(ctxT(t), battleReq("alice", "two", 4, 100), grpc.Trailer(&trailer))
+	_, err := e.cli.Do(ctxT(t), battleReq("alice", "two", 4, 100))
 	wantStatus(t, err, codes.ResourceExhausted, "battles in flight")
-	if apperr.Pushback(trailer) <= 0 {
+	if apperr.FromStatus(err).RetryAfter <= 0 {
 		t.Error("no pushback on a refused battle")
 	}
 	close(release)

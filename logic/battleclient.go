@@ -11,11 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
@@ -312,17 +309,15 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 // attempt is one call to instance i. A refusal (RESOURCE_EXHAUSTED or
 // UNAVAILABLE) starts the instance's cooling when pushback is on.
 func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
-	var trailer metadata.MD
 	in := c.insts[i]
 	in.inflight.Add(1)
 	start := c.clk.Now()
-	rep, err := in.rpc.Simulate(ctx, req, grpc.Trailer(&trailer))
+	rep, err := in.rpc.Simulate(ctx, req)
 	in.inflight.Add(-1)
 	c.signalFreed()
 	if err != nil {
-		derr := battleError(err)
+		derr, pushback := battleError(err)
 		c.calls.WithLabelValues(battleOutcome(derr)).Inc()
-		pushback := apperr.Pushback(trailer)
 		if c.pushback && retryable(derr) {
 			c.cool(i, pushback)
 			in.gauge.Set(in.limit.refused())
@@ -528,24 +523,31 @@ func retryable(err error) bool {
 	return errors.Is(err, apperr.ErrBusy) || errors.Is(err, apperr.ErrUnavailable)
 }
 
-// battleError turns a battle call's gRPC error into a domain error, so that
-// apperr.ToStatus maps it (and sets the pushback) at the logic edge.
-func battleError(err error) error {
-	st := status.Convert(err)
+// battleError turns a battle call's gRPC error into one of logic's domain
+// errors, so that apperr.ToStatus maps it at the logic edge, and returns
+// battle's retry delay. Both are read by apperr.FromStatus from the status
+// details (or from the gRPC code of a status without them). Battle's
+// overload is logic's BUSY, an instance that cannot be reached or is
+// stopping is UNAVAILABLE (another may serve), a deadline stays one, and
+// anything else is logic's fault (it sent a request battle could not
+// serve): INTERNAL.
+func battleError(err error) (error, time.Duration) {
+	e := apperr.FromStatus(err)
 	var base error
-	switch st.Code() {
-	case codes.ResourceExhausted:
+	switch {
+	case apperr.Overload(e.Code):
 		base = apperr.ErrBusy
-	case codes.Unavailable:
+	case errors.Is(e, apperr.ErrUnavailable), errors.Is(e, apperr.ErrShuttingDown):
 		base = apperr.ErrUnavailable
-	case codes.DeadlineExceeded:
+	case errors.Is(e, apperr.ErrDeadline):
 		base = apperr.ErrDeadline
-	case codes.Canceled:
-		base = context.Canceled
 	default:
 		base = apperr.ErrInternal
 	}
-	return fmt.Errorf("battle: %w: %s", base, st.Message())
+	if errors.Is(e, base) {
+		return fmt.Errorf("battle: %w", e), e.RetryAfter
+	}
+	return fmt.Errorf("battle: %w: %s", base, e.Message), e.RetryAfter
 }
 
 // battleOutcome is the logic_battle_calls_total label for a battle error.

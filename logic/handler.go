@@ -20,9 +20,14 @@ import (
 // not host: the caller's shard map disagrees with ours.
 var ErrWrongShard = errors.New("wrong shard")
 
+// errPlayerID refuses a request whose player id is not a valid one.
+var errPlayerID = fmt.Errorf("%w: player_id must be 1..64 characters of [A-Za-z0-9_-]", apperr.ErrBadRequest)
+
 // Do is the Logic service: route the request to its player's shard, wait
 // for the reply. Business errors come back inside the reply; overload,
-// deadline, wrong-shard and infrastructure failures as gRPC status errors.
+// deadline, wrong-shard and infrastructure failures as gRPC status errors,
+// built by apperr (the domain code, and for a refusal under load the
+// shard's backpressure, in the status details).
 func (s *Server) Do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
 	start := time.Now()
 	reply, outcome, err := s.do(ctx, req)
@@ -35,7 +40,7 @@ func (s *Server) Do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, string, error) {
 	id := req.GetPlayerId()
 	if !token.ValidPlayerID(id) {
-		return nil, "invalid", status.Error(codes.InvalidArgument, "player_id must be 1..64 characters of [A-Za-z0-9_-]")
+		return nil, "invalid", apperr.ToStatus(ctx, errPlayerID, 0)
 	}
 	shardID := shardmap.Shard(id, s.cfg.Shards)
 	sh := s.shards[shardID]
@@ -90,8 +95,8 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 	return r.reply, "ok", nil
 }
 
-// ceilMillis rounds d up to a whole millisecond (the unit of the pushback
-// trailer), at least 1 ms, so that a short wait is not sent as "0".
+// ceilMillis rounds d up to a whole millisecond (the unit of retry_after_ms
+// in the status details), at least 1 ms, so that a short wait is not sent as "0".
 func ceilMillis(d time.Duration) time.Duration {
 	return max(((d+time.Millisecond-1)/time.Millisecond)*time.Millisecond, time.Millisecond)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"levee/internal/apperr"
@@ -62,7 +62,13 @@ func (f *fakeBattle) Simulate(ctx context.Context, req *leveev1.SimulateRequest)
 	}
 	if e := f.fail.Load(); e != nil {
 		if f.pushback != "" {
-			_ = grpc.SetTrailer(ctx, metadata.Pairs(apperr.PushbackKey, f.pushback))
+			// The refusal as battle sends it: the code and the retry
+			// delay in the status details.
+			ms, err := strconv.Atoi(f.pushback)
+			if err != nil {
+				return nil, err
+			}
+			return nil, apperr.ToStatus(ctx, apperr.FromStatus(*e), time.Duration(ms)*time.Millisecond)
 		}
 		return nil, *e
 	}

@@ -8,9 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
@@ -152,10 +150,9 @@ func TestQueueWaitRefusedAtAdmission(t *testing.T) {
 		queued = append(queued, e.enqueue(profileReq("alice", ""), deflt, i))
 	}
 	for _, c := range []leveev1.Criticality{deflt, sheddable} {
-		var trailer metadata.MD
-		_, err := e.cli.Do(priority.Outgoing(ctxT(t), c), profileReq("alice", ""), grpc.Trailer(&trailer))
+		_, err := e.cli.Do(priority.Outgoing(ctxT(t), c), profileReq("alice", ""))
 		wantStatus(t, err, codes.ResourceExhausted, "queue wait would exceed")
-		wantHints(t, apperr.BackpressureFrom(trailer), 6, 0.06, 60)
+		wantHints(t, apperr.Backpressure(err), 6, 0.06, 60)
 	}
 	queued = append(queued, e.enqueue(profileReq("alice", ""), critical, 7))
 	if e.rejections(0, reasonWaitEstimate, classDefault) != 1 || e.rejections(0, reasonWaitEstimate, classSheddable) != 1 {
@@ -390,10 +387,9 @@ func TestBattleCoolingThroughServer(t *testing.T) {
 		t.Fatalf("calls: f1 %d, f2 %d; want 1 and 4", f1.calls.Load(), f2.calls.Load())
 	}
 
-	var trailer metadata.MD
-	_, err = e.cli.Do(priority.Outgoing(ctxT(t), deflt), battleReq("alice", "ce", 2, 10), grpc.Trailer(&trailer))
+	_, err = e.cli.Do(priority.Outgoing(ctxT(t), deflt), battleReq("alice", "ce", 2, 10))
 	wantStatus(t, err, codes.ResourceExhausted, "cooling")
-	if got := apperr.Pushback(trailer); got != 150*time.Millisecond {
+	if got := apperr.FromStatus(err).RetryAfter; got != 150*time.Millisecond {
 		t.Fatalf("pushback = %v, want 150ms (f1's cooling ends first)", got)
 	}
 	if f1.calls.Load()+f2.calls.Load() != 5 {

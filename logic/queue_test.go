@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 
 	"levee/internal/apperr"
 	"levee/internal/priority"
@@ -40,11 +38,10 @@ func TestQueueFullIsBusy(t *testing.T) {
 	}
 	waitFor(t, "a full queue", func() bool { return e.depth(0) == size })
 
-	var trailer metadata.MD
 	start := time.Now()
-	_, err := e.cli.Do(ctxT(t), profileReq("alice", ""), grpc.Trailer(&trailer))
+	_, err := e.cli.Do(ctxT(t), profileReq("alice", ""))
 	wantStatus(t, err, codes.ResourceExhausted, "queue is full")
-	if got := apperr.Pushback(trailer); got < minRetryAfter || got > maxRetryAfter {
+	if got := apperr.FromStatus(err).RetryAfter; got < minRetryAfter || got > maxRetryAfter {
 		t.Fatalf("pushback = %v, want it in [50ms, 5s]", got)
 	}
 	t.Logf("busy answered in %v over loopback", time.Since(start))

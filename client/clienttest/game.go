@@ -2,7 +2,9 @@ package clienttest
 
 import (
 	"errors"
+	"fmt"
 
+	"levee/internal/apperr"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -21,7 +23,7 @@ func Game(c *Conn) {
 		f, err := c.Recv()
 		if err != nil {
 			if errors.Is(err, ErrFrame) && f.GetRequestId() != 0 {
-				_ = c.Send(Reply(f, &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: err.Error()}))
+				_ = c.Send(Reply(f, apperr.Reply(fmt.Errorf("%w: %w", apperr.ErrBadRequest, err), 0)))
 				continue
 			}
 			if errors.Is(err, ErrFrame) {
@@ -43,7 +45,7 @@ func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
 	switch r := f.GetPayload().(type) {
 	case *leveev1.ClientFrame_GetProfile:
 		if id := r.GetProfile.GetPlayerId(); id != "" && id != p.GetId() {
-			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_NOT_FOUND, Message: "no such player"}
+			return refuse(apperr.ErrNotFound, "no such player")
 		}
 		return &leveev1.ProfileReply{Player: p}
 	case *leveev1.ClientFrame_BuyItem:
@@ -51,11 +53,11 @@ func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
 		q := r.BuyItem.GetQuantity()
 		switch {
 		case q < 1 || q > 100:
-			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "quantity must be 1..100"}
+			return refuse(apperr.ErrBadRequest, "quantity must be 1..100")
 		case !ok:
-			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_NOT_FOUND, Message: "no such item"}
+			return refuse(apperr.ErrNotFound, "no such item")
 		case price*int64(q) > p.Gold:
-			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, Message: "not enough gold"}
+			return refuse(apperr.ErrInsufficientGold, "not enough gold")
 		}
 		p.Gold -= price * int64(q)
 		p.Inventory[r.BuyItem.GetItemId()] += uint32(q)
@@ -64,7 +66,7 @@ func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
 	case *leveev1.ClientFrame_StartBattle:
 		b := r.StartBattle
 		if b.GetBattleId() == "" || b.GetUnits() < 1 || b.GetUnits() > 64 || b.GetTicks() < 1 || b.GetTicks() > 10000 {
-			return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "bad battle"}
+			return refuse(apperr.ErrBadRequest, "bad battle")
 		}
 		*battles++
 		won := *battles%2 == 1
@@ -84,5 +86,11 @@ func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
 		rep.Player = p
 		return rep
 	}
-	return &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, Message: "unknown message"}
+	return apperr.Reply(apperr.ErrUnknownMessage, 0)
+}
+
+// refuse is the typed error the real gate sends for the domain error err,
+// its code taken from Levee's error table.
+func refuse(err error, detail string) *leveev1.Error {
+	return apperr.Reply(fmt.Errorf("%w: %s", err, detail), 0)
 }

@@ -7,6 +7,7 @@ package clienttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"levee/internal/apperr"
 	"levee/internal/shardmap"
 	"levee/internal/token"
 	"levee/internal/wire"
@@ -135,9 +137,9 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(wire.MaxFrame)
 	player, err := token.Verify(g.secret, tok, time.Now())
 	if err != nil {
-		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-			Code: leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, Message: "bad token"}}})
-		_ = c.CloseWith(websocket.ClosePolicyViolation, "unauthorized")
+		e := apperr.Reply(fmt.Errorf("%w: bad token: %w", apperr.ErrUnauthorized, err), 0)
+		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: e}})
+		_ = c.CloseWith(apperr.LoginCloseCode(e.GetCode()), "unauthorized")
 		return
 	}
 	c.Player = player

@@ -1,12 +1,40 @@
-// Package apperr is Levee's one table of domain errors: each maps to a gRPC
-// code (between tiers) and to a typed player-facing ErrorCode (at the gate).
-// Look-ups use errors.Is, so wrapped errors map like their sentinel.
+// Package apperr is Levee's one table of errors. Each row is one domain
+// error (a sentinel such as ErrServerFull) and its player-facing ErrorCode,
+// with every property the tiers, the gate and the SDK need of it:
+//
+//   - the gRPC code it travels as between tiers;
+//   - its retry class: Final (do not send again as is), NotExecuted (the
+//     request was not executed; send it again, same id, after retry_after)
+//     or OutcomeUnknown (it may or may not have been applied; send it again
+//     with the same id, which makes a resend safe);
+//   - whether it means "overloaded, slow down" (Overload) and whether it is
+//     a normal game outcome (Business);
+//   - the WebSocket close code after a failed login, the HTTP status of a
+//     refused upgrade, the metrics outcome label, the message players see
+//     in place of the callee's (for UNAVAILABLE, INTERNAL and
+//     DEADLINE_EXCEEDED, whose text may hold addresses or stack traces) and
+//     the retry_after when the callee gave none.
+//
+// Both directions are derived from the table. ToStatus and Overloaded turn
+// a domain error into a gRPC status at a server's edge, with the domain code
+// (a leveev1.Error) and, for a refusal under load, the leveev1.Backpressure
+// in the status details. FromStatus turns a call's error back into an
+// *Error that matches its sentinel with errors.Is, so
+// errors.Is(FromStatus(err), ErrServerFull) holds after a hop; a status
+// without details (gRPC's own: Unavailable, DeadlineExceeded, Canceled, …)
+// maps by its gRPC code. Backpressure travels one way, as the
+// leveev1.Backpressure message: on replies in LogicReply.backpressure, on
+// refusals in the status details, where Backpressure reads it back.
+//
+// Look-ups use errors.Is, so wrapped errors map like their sentinel; the
+// first row that matches wins.
 package apperr
 
 import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -25,6 +53,7 @@ var (
 	ErrForbidden        = errors.New("forbidden")
 	ErrNotFound         = errors.New("not found")
 	ErrInsufficientGold = errors.New("insufficient gold")
+	ErrRequestExpired   = errors.New("request expired: resent after the idempotency window; not applied again")
 	ErrBusy             = errors.New("busy, try again later")
 	ErrServerFull       = errors.New("server full")
 	ErrDeadline         = errors.New("deadline exceeded")
@@ -33,34 +62,181 @@ var (
 	ErrRateLimited      = errors.New("rate limited")
 	ErrNotAdmitted      = errors.New("not admitted yet")
 	ErrInternal         = errors.New("internal error")
-	ErrRequestExpired   = errors.New("request expired")
 )
 
-type entry struct {
-	err  error
-	grpc codes.Code
-	code leveev1.ErrorCode
+// RetryClass says what a client may do with a request that failed so.
+type RetryClass uint8
+
+const (
+	// Final: sending the same request again gets the same answer (a
+	// business outcome, a bad or refused request, a fault). Do not retry
+	// it as is.
+	Final RetryClass = iota
+	// NotExecuted: the request was refused before it was executed (busy,
+	// full, rate limited, not admitted). Send it again, with the same id,
+	// after retry_after.
+	NotExecuted
+	// OutcomeUnknown: the request may or may not have been applied (a tier
+	// went away, the budget ran out, a stopping server cut it off: a server
+	// shutting down is classed here, as in-flight work may have committed).
+	// Mutations are idempotent by their id, so send it again with the same
+	// id, within a retry budget.
+	OutcomeUnknown
+)
+
+func (c RetryClass) String() string {
+	switch c {
+	case NotExecuted:
+		return "not executed"
+	case OutcomeUnknown:
+		return "outcome unknown"
+	}
+	return "final"
 }
 
-// table is ordered: the first entry whose error matches wins.
-var table = []entry{
-	{ErrBadRequest, codes.InvalidArgument, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-	{ErrUnknownMessage, codes.Unimplemented, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE},
-	{ErrUnauthorized, codes.Unauthenticated, leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED},
-	{ErrForbidden, codes.PermissionDenied, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN},
-	{ErrNotFound, codes.NotFound, leveev1.ErrorCode_ERROR_CODE_NOT_FOUND},
-	{ErrInsufficientGold, codes.FailedPrecondition, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
-	{ErrBusy, codes.ResourceExhausted, leveev1.ErrorCode_ERROR_CODE_BUSY},
-	{ErrServerFull, codes.ResourceExhausted, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL},
-	{ErrRateLimited, codes.ResourceExhausted, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED},
-	{ErrDeadline, codes.DeadlineExceeded, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED},
-	{context.DeadlineExceeded, codes.DeadlineExceeded, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED},
-	{context.Canceled, codes.Canceled, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED},
-	{ErrUnavailable, codes.Unavailable, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE},
-	{ErrShuttingDown, codes.Unavailable, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN},
-	{ErrNotAdmitted, codes.FailedPrecondition, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED},
-	{ErrInternal, codes.Internal, leveev1.ErrorCode_ERROR_CODE_INTERNAL},
-	{ErrRequestExpired, codes.FailedPrecondition, leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED},
+// WebSocket close codes (RFC 6455 section 7.4.1 and the IANA registry) that
+// the table names.
+const (
+	ClosePolicyViolation = 1008
+	CloseInternalError   = 1011
+	CloseServiceRestart  = 1012
+	CloseTryAgainLater   = 1013
+)
+
+// alias is another error that maps to a row, with the gRPC code it travels
+// as (context.Canceled is a DEADLINE_EXCEEDED that travels as Canceled).
+type alias struct {
+	err  error
+	grpc codes.Code
+}
+
+// row is one line of the table.
+type row struct {
+	err     error             // the domain error
+	aliases []alias           // other errors that map to this row
+	code    leveev1.ErrorCode // the player's code
+	grpc    codes.Code        // between tiers
+	bare    []codes.Code      // statuses without details of these codes map here
+	class   RetryClass
+	// overload: the callee (or the connection) is overloaded; slow down.
+	overload bool
+	// business: a normal game outcome, not a fault.
+	business bool
+	// permanent: a refused connection with this code is refused again when
+	// dialed again with the same token.
+	permanent bool
+	close     int           // the WebSocket close code after a failed login
+	http      int           // the HTTP status of a refused upgrade; 0 if none
+	public    string        // when set, what players see instead of the callee's message
+	retry     time.Duration // retry_after when a status came without one
+	outcome   string        // metrics label (set in init: the code's name, lowercased)
+}
+
+// table is THE table. It is ordered: the first row whose error matches wins
+// (a deadline wrapped in an internal error is a deadline).
+var table = []row{
+	{err: ErrBadRequest, code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, grpc: codes.InvalidArgument,
+		bare: []codes.Code{codes.InvalidArgument}, class: Final, permanent: true, close: CloseInternalError},
+	{err: ErrUnknownMessage, code: leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, grpc: codes.Unimplemented,
+		bare: []codes.Code{codes.Unimplemented}, class: Final, permanent: true, close: CloseInternalError},
+	{err: ErrUnauthorized, code: leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, grpc: codes.Unauthenticated,
+		bare: []codes.Code{codes.Unauthenticated}, class: Final, permanent: true, close: ClosePolicyViolation, http: 401},
+	{err: ErrForbidden, code: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, grpc: codes.PermissionDenied,
+		bare: []codes.Code{codes.PermissionDenied}, class: Final, business: true, permanent: true, close: ClosePolicyViolation, http: 403},
+	{err: ErrNotFound, code: leveev1.ErrorCode_ERROR_CODE_NOT_FOUND, grpc: codes.NotFound,
+		bare: []codes.Code{codes.NotFound}, class: Final, business: true, close: CloseInternalError},
+	{err: ErrInsufficientGold, code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, grpc: codes.FailedPrecondition,
+		class: Final, business: true, close: CloseInternalError},
+	{err: ErrRequestExpired, code: leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED, grpc: codes.FailedPrecondition,
+		class: Final, close: CloseInternalError},
+	{err: ErrBusy, code: leveev1.ErrorCode_ERROR_CODE_BUSY, grpc: codes.ResourceExhausted,
+		bare: []codes.Code{codes.ResourceExhausted}, class: NotExecuted, overload: true, close: CloseTryAgainLater,
+		retry: 100 * time.Millisecond},
+	{err: ErrServerFull, code: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, grpc: codes.ResourceExhausted,
+		class: NotExecuted, overload: true, close: CloseTryAgainLater, http: 503, retry: 100 * time.Millisecond},
+	{err: ErrRateLimited, code: leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED, grpc: codes.ResourceExhausted,
+		class: NotExecuted, overload: true, close: CloseTryAgainLater, http: 429, retry: 100 * time.Millisecond},
+	{err: ErrDeadline, code: leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, grpc: codes.DeadlineExceeded,
+		aliases: []alias{{context.DeadlineExceeded, codes.DeadlineExceeded}, {context.Canceled, codes.Canceled}},
+		bare:    []codes.Code{codes.DeadlineExceeded, codes.Canceled}, class: OutcomeUnknown, close: CloseTryAgainLater,
+		public: "the request ran out of time"},
+	{err: ErrUnavailable, code: leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, grpc: codes.Unavailable,
+		bare: []codes.Code{codes.Unavailable}, class: OutcomeUnknown, close: CloseTryAgainLater,
+		public: "service unavailable, try again later", retry: time.Second},
+	{err: ErrShuttingDown, code: leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN, grpc: codes.Unavailable,
+		class: OutcomeUnknown, close: CloseServiceRestart, retry: time.Second},
+	{err: ErrNotAdmitted, code: leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED, grpc: codes.FailedPrecondition,
+		class: NotExecuted, close: CloseTryAgainLater},
+	{err: ErrInternal, code: leveev1.ErrorCode_ERROR_CODE_INTERNAL, grpc: codes.Internal,
+		class: Final, close: CloseInternalError, public: "internal error"},
+}
+
+// internal is the row of unknown errors and of statuses no row claims.
+var internal = &table[len(table)-1]
+
+var (
+	// byCode[code] is the row of code, nil for codes without one.
+	byCode []*row
+	// byBare[grpc code] is the row a status without details maps to.
+	byBare [17]*row
+	// byHTTP maps an upgrade's HTTP status back to its row.
+	byHTTP = map[int]*row{}
+	// unknownRow holds the properties of codes without a row: final, and
+	// closed with 1011 after a login.
+	unknownRow = &row{code: leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED, class: Final, close: CloseInternalError, outcome: "unknown"}
+)
+
+func init() {
+	var top int32
+	for n := range leveev1.ErrorCode_name {
+		top = max(top, n)
+	}
+	byCode = make([]*row, top+1)
+	for i := range table {
+		r := &table[i]
+		if byCode[r.code] != nil {
+			panic("apperr: two rows for " + r.code.String())
+		}
+		r.outcome = strings.ToLower(strings.TrimPrefix(r.code.String(), "ERROR_CODE_"))
+		byCode[r.code] = r
+		for _, c := range r.bare {
+			if byBare[c] != nil {
+				panic("apperr: two rows for a bare " + c.String())
+			}
+			byBare[c] = r
+		}
+		if r.http != 0 {
+			if byHTTP[r.http] != nil {
+				panic("apperr: two rows for HTTP " + strconv.Itoa(r.http))
+			}
+			byHTTP[r.http] = r
+		}
+	}
+}
+
+// rowOf is code's row, or unknownRow.
+func rowOf(code leveev1.ErrorCode) *row {
+	if code >= 0 && int(code) < len(byCode) && byCode[code] != nil {
+		return byCode[code]
+	}
+	return unknownRow
+}
+
+// match is err's row and the gRPC code it travels as; unknown errors are
+// internal.
+func match(err error) (*row, codes.Code) {
+	for i := range table {
+		r := &table[i]
+		if errors.Is(err, r.err) {
+			return r, r.grpc
+		}
+		for _, a := range r.aliases {
+			if errors.Is(err, a.err) {
+				return r, a.grpc
+			}
+		}
+	}
+	return internal, internal.grpc
 }
 
 // Code is the player-facing code for err; unknown errors are INTERNAL.
@@ -68,12 +244,22 @@ func Code(err error) leveev1.ErrorCode {
 	if err == nil {
 		return leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED
 	}
-	for _, e := range table {
-		if errors.Is(err, e.err) {
-			return e.code
-		}
+	r, _ := match(err)
+	if r == internal {
+		return passedOn(err, r.code)
 	}
-	return leveev1.ErrorCode_ERROR_CODE_INTERNAL
+	return r.code
+}
+
+// passedOn is the code of an *Error in err's chain whose code this build
+// has no row for (a newer tier's), so that it is passed on as it came;
+// otherwise def.
+func passedOn(err error, def leveev1.ErrorCode) leveev1.ErrorCode {
+	var e *Error
+	if errors.As(err, &e) && rowOf(e.Code) == unknownRow {
+		return e.Code
+	}
+	return def
 }
 
 // GRPCCode is the gRPC code for err; unknown errors are Internal.
@@ -84,21 +270,68 @@ func GRPCCode(err error) codes.Code {
 	if s, ok := status.FromError(err); ok {
 		return s.Code()
 	}
-	for _, e := range table {
-		if errors.Is(err, e.err) {
-			return e.grpc
-		}
+	_, c := match(err)
+	return c
+}
+
+// Class is code's retry class; codes without a row are Final.
+func Class(code leveev1.ErrorCode) RetryClass { return rowOf(code).class }
+
+// Overload reports whether code says that the server, or the connection,
+// is overloaded (BUSY, SERVER_FULL, RATE_LIMITED): slow down.
+func Overload(code leveev1.ErrorCode) bool { return rowOf(code).overload }
+
+// Business reports whether code is a normal game outcome rather than a
+// fault (INSUFFICIENT_GOLD, NOT_FOUND, FORBIDDEN).
+func Business(code leveev1.ErrorCode) bool { return rowOf(code).business }
+
+// Permanent reports whether a connection refused with code is refused again
+// when dialed again with the same token (UNAUTHORIZED, FORBIDDEN,
+// BAD_REQUEST, UNKNOWN_MESSAGE).
+func Permanent(code leveev1.ErrorCode) bool { return rowOf(code).permanent }
+
+// LoginCloseCode is the WebSocket close code after a login that failed with
+// code: 1013 (Try Again Later) when retrying makes sense, 1012 (Service
+// Restart) when the server stops, 1008 (Policy Violation) for auth
+// failures, 1011 (Internal Error) otherwise.
+func LoginCloseCode(code leveev1.ErrorCode) int { return rowOf(code).close }
+
+// Outcome is code's metrics outcome label: its name, lowercased, without
+// the ERROR_CODE_ prefix ("busy", "insufficient_gold"); "unknown" for a
+// code without a row.
+func Outcome(code leveev1.ErrorCode) string { return rowOf(code).outcome }
+
+// FromHTTP is the code of an upgrade refused with an HTTP status (401, 403,
+// 429, 503); false for a status without one.
+func FromHTTP(httpStatus int) (leveev1.ErrorCode, bool) {
+	if r, ok := byHTTP[httpStatus]; ok {
+		return r.code, true
 	}
-	return codes.Internal
+	return leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED, false
 }
 
 // PushbackKey is the trailer that carries a retry delay in milliseconds, with
-// the meaning gRPC gives grpc-retry-pushback-ms.
+// the meaning gRPC gives grpc-retry-pushback-ms. ToStatus sets it for gRPC's
+// own retry logic; Levee reads the delay from the status details.
 const PushbackKey = "grpc-retry-pushback-ms"
 
-// ToStatus turns err into a gRPC status error at a server's edge. When
-// retryAfter > 0 it is also set as the pushback trailer on ctx's stream.
+// ToStatus turns err into a gRPC status error at a server's edge: the code
+// from the table, err's text as the message, and a leveev1.Error with the
+// domain code and retryAfter in the details. When retryAfter > 0 it is also
+// set as the pushback trailer on ctx's stream. An error that is a status
+// already is returned as is.
 func ToStatus(ctx context.Context, err error, retryAfter time.Duration) error {
+	return toStatus(ctx, err, retryAfter, nil)
+}
+
+// Overloaded is ToStatus for a refusal under load: besides the pushback it
+// puts the refusing tier's backpressure (queue depth or work in flight, how
+// full it is 0..1, and retryAfter) in the status details.
+func Overloaded(ctx context.Context, err error, retryAfter time.Duration, depth int, ratio float64) error {
+	return toStatus(ctx, err, retryAfter, NewBackpressure(depth, ratio, retryAfter))
+}
+
+func toStatus(ctx context.Context, err error, retryAfter time.Duration, bp *leveev1.Backpressure) error {
 	if err == nil {
 		return nil
 	}
@@ -108,99 +341,152 @@ func ToStatus(ctx context.Context, err error, retryAfter time.Duration) error {
 	if retryAfter > 0 {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, strconv.FormatInt(retryAfter.Milliseconds(), 10)))
 	}
-	return status.Error(GRPCCode(err), err.Error())
+	return encode(err, retryAfter, bp).Err()
 }
 
-// Pushback reads the retry delay from trailers received by a client call.
-func Pushback(trailer metadata.MD) time.Duration {
-	v := trailer.Get(PushbackKey)
-	if len(v) == 0 {
-		return 0
+// encode is err's status with its details.
+func encode(err error, retryAfter time.Duration, bp *leveev1.Backpressure) *status.Status {
+	r, c := match(err)
+	code := r.code
+	if r == internal {
+		code = passedOn(err, code)
 	}
-	ms, err := strconv.ParseInt(v[0], 10, 64)
-	if err != nil || ms < 0 {
-		return 0
+	st := status.New(c, err.Error())
+	detail := &leveev1.Error{Code: code, RetryAfterMs: millis(retryAfter)}
+	var withDetails *status.Status
+	var derr error
+	if bp != nil {
+		withDetails, derr = st.WithDetails(detail, bp)
+	} else {
+		withDetails, derr = st.WithDetails(detail)
 	}
-	return time.Duration(ms) * time.Millisecond
+	if derr != nil { // cannot happen with these messages; the code alone then
+		return st
+	}
+	return withDetails
 }
 
-// FromGRPC maps an error returned by a gRPC call to a player-facing error.
-// retryAfter is the pushback the callee sent, if any.
-func FromGRPC(err error, retryAfter time.Duration) *leveev1.Error {
-	s, _ := status.FromError(err)
-	e := &leveev1.Error{Message: s.Message(), RetryAfterMs: uint32(retryAfter.Milliseconds())}
-	switch s.Code() {
-	case codes.InvalidArgument:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST
-	case codes.Unimplemented:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE
-	case codes.Unauthenticated:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED
-	case codes.PermissionDenied:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_FORBIDDEN
-	case codes.NotFound:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_NOT_FOUND
-	case codes.ResourceExhausted:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_BUSY
-		if e.RetryAfterMs == 0 {
-			e.RetryAfterMs = 100
+// NewBackpressure is the hints of a tier that holds depth requests (or
+// works on them) and is ratio full (clamped to 0..1), asking for retryAfter.
+func NewBackpressure(depth int, ratio float64, retryAfter time.Duration) *leveev1.Backpressure {
+	if !(ratio >= 0) { // NaN too
+		ratio = 0
+	}
+	return &leveev1.Backpressure{
+		QueueDepth:   uint32(min(max(depth, 0), 1<<32-1)),
+		Ratio:        min(ratio, 1),
+		RetryAfterMs: millis(retryAfter),
+	}
+}
+
+// millis is d in whole milliseconds for the wire, 0 for d <= 0.
+func millis(d time.Duration) uint32 {
+	if d <= 0 {
+		return 0
+	}
+	return uint32(min(d.Milliseconds(), 1<<32-1))
+}
+
+// Error is a domain error that came over a gRPC hop (see FromStatus).
+// errors.Is matches it with its row's sentinel (ErrServerFull, …).
+type Error struct {
+	Code       leveev1.ErrorCode
+	Message    string        // the callee's message, not for players as is (see Player)
+	RetryAfter time.Duration // the callee's retry delay, 0 when it gave none
+	// Backpressure is the callee's hints on a refusal under load; nil
+	// when it sent none.
+	Backpressure *leveev1.Backpressure
+}
+
+func (e *Error) Error() string {
+	if e.Message != "" {
+		return e.Message
+	}
+	if r := rowOf(e.Code); r != unknownRow {
+		return r.err.Error()
+	}
+	return strings.ToLower(strings.TrimPrefix(e.Code.String(), "ERROR_CODE_"))
+}
+
+// Unwrap is the sentinel of e's code, so errors.Is(e, ErrServerFull) works.
+func (e *Error) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	if r := rowOf(e.Code); r != unknownRow {
+		return r.err
+	}
+	return nil
+}
+
+// Player is the player's reply for e: its code, the message (or, for
+// UNAVAILABLE, INTERNAL and DEADLINE_EXCEEDED, a fixed text, as the callee's
+// may hold addresses or stack traces) and retry_after: the callee's, else
+// its backpressure's, else the code's default.
+func (e *Error) Player() *leveev1.Error {
+	r := rowOf(e.Code)
+	msg := e.Message
+	if r.public != "" {
+		msg = r.public
+	}
+	retry := millis(e.RetryAfter)
+	if retry == 0 {
+		retry = e.Backpressure.GetRetryAfterMs()
+	}
+	if retry == 0 {
+		retry = millis(r.retry)
+	}
+	return &leveev1.Error{Code: e.Code, Message: msg, RetryAfterMs: retry}
+}
+
+// FromStatus maps an error returned by a gRPC call back to the domain: the
+// code, retry delay and backpressure from the status details, or, for a
+// status without them (gRPC's own), the row of its gRPC code (INTERNAL when
+// none claims it). An error that is not a status maps like Code does.
+// FromStatus(nil) is nil.
+func FromStatus(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return &Error{Code: Code(err), Message: err.Error()}
+	}
+	e := &Error{Code: internal.code, Message: st.Message()}
+	if c := st.Code(); int(c) < len(byBare) && byBare[c] != nil {
+		e.Code = byBare[c].code
+	}
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *leveev1.Error:
+			e.Code = d.GetCode()
+			e.RetryAfter = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+		case *leveev1.Backpressure:
+			e.Backpressure = d
 		}
-	case codes.DeadlineExceeded, codes.Canceled:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED
-		e.Message = "the request ran out of time"
-	case codes.Unavailable:
-		// The transport's text (addresses, dial errors) is not for players.
-		e.Code = leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE
-		e.Message = "service unavailable, try again later"
-		if e.RetryAfterMs == 0 {
-			e.RetryAfterMs = 1000
-		}
-	default:
-		e.Code = leveev1.ErrorCode_ERROR_CODE_INTERNAL
-		e.Message = "internal error"
 	}
 	return e
 }
 
-// Reply builds the typed error reply for a domain error.
-func Reply(err error, retryAfter time.Duration) *leveev1.Error {
-	return &leveev1.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: uint32(retryAfter.Milliseconds())}
+// Backpressure is the hints in a refusal's status details, nil when it
+// carries none.
+func Backpressure(err error) *leveev1.Backpressure {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Backpressure
+	}
+	return FromStatus(err).GetBackpressure()
 }
 
-// Trailer keys with which an overloaded tier reports the state that made it
-// refuse, so that the gate can pass the hints on to the player.
-const (
-	QueueDepthKey = "levee-queue-depth"
-	FillRatioKey  = "levee-fill-ratio"
-)
-
-// Overloaded is ToStatus for a refusal under load: besides the pushback it
-// sets the queue depth and fill ratio trailers.
-func Overloaded(ctx context.Context, err error, retryAfter time.Duration, depth int, ratio float64) error {
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(
-		QueueDepthKey, strconv.Itoa(depth),
-		FillRatioKey, strconv.FormatFloat(ratio, 'f', 3, 64),
-	))
-	return ToStatus(ctx, err, retryAfter)
-}
-
-// BackpressureFrom reads the hints of an overload refusal from a call's
-// trailer; nil when it carries none.
-func BackpressureFrom(trailer metadata.MD) *leveev1.Backpressure {
-	d, r := trailer.Get(QueueDepthKey), trailer.Get(FillRatioKey)
-	if len(d) == 0 && len(r) == 0 {
+// GetBackpressure is e's backpressure; nil for a nil e.
+func (e *Error) GetBackpressure() *leveev1.Backpressure {
+	if e == nil {
 		return nil
 	}
-	bp := &leveev1.Backpressure{RetryAfterMs: uint32(Pushback(trailer).Milliseconds())}
-	if len(d) > 0 {
-		if n, err := strconv.ParseUint(d[0], 10, 32); err == nil {
-			bp.QueueDepth = uint32(n)
-		}
-	}
-	if len(r) > 0 {
-		if f, err := strconv.ParseFloat(r[0], 64); err == nil && f >= 0 && f <= 1 {
-			bp.Ratio = f
-		}
-	}
-	return bp
+	return e.Backpressure
+}
+
+// Reply builds the typed error reply for a domain error.
+func Reply(err error, retryAfter time.Duration) *leveev1.Error {
+	return &leveev1.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: millis(retryAfter)}
 }
