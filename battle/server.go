@@ -2,19 +2,17 @@ package battle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	"levee/internal/clock"
@@ -27,9 +25,6 @@ import (
 
 // MaxRecvMsgSize bounds a request; the largest valid one is a few KiB.
 const MaxRecvMsgSize = 64 << 10
-
-// ErrAlreadyRun is returned by a second call to Run.
-var ErrAlreadyRun = errors.New("battle: server already run")
 
 // simulateFunc runs one validated battle; Simulate in production, a
 // controllable stand-in in tests.
@@ -47,8 +42,7 @@ type Server struct {
 	grpcLis net.Listener
 	opsLis  net.Listener
 	grpc    *grpc.Server
-	health  *health.Server
-	ops     *http.Server
+	tier    *serve.Tier // health, readiness, the ops server and the stop
 
 	adm      *admission
 	throttle *shed.Throttle
@@ -63,9 +57,9 @@ type Server struct {
 	int64N func(n int64) int64
 	// samplerErr is set once a failed CPU sample has been logged.
 	samplerErr atomic.Bool
-
-	ready atomic.Bool // true while serving and not shutting down
-	ran   atomic.Bool
+	// The sampler's goroutine, from Run's start until gRPC has stopped.
+	samplerStop context.CancelFunc
+	samplerWG   sync.WaitGroup
 }
 
 var _ leveev1.BattleServer = (*Server)(nil)
@@ -94,7 +88,6 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:     metrics.NewRegistry("battle"),
 		grpcLis: grpcLis,
 		opsLis:  opsLis,
-		health:  health.NewServer(),
 		sim:     Simulate,
 		clk:     clock.Real{},
 		int64N:  rand.Int64N,
@@ -121,11 +114,21 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		}),
 	)
 	leveev1.RegisterBattleServer(s.grpc, s)
-	healthpb.RegisterHealthServer(s.grpc, s.health)
-	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
-	s.ops = &http.Server{
-		Handler:           metrics.OpsMux(s.reg, s.ready.Load),
-		ReadHeaderTimeout: 5 * time.Second,
+	s.tier, err = serve.New(serve.Config{
+		Name:         "battle",
+		GRPC:         s.grpc,
+		GRPCListener: grpcLis,
+		Services:     []string{leveev1.Battle_ServiceDesc.ServiceName},
+		OpsListener:  opsLis,
+		Ops:          map[string]http.Handler{"/metrics": metrics.Handler(s.reg)},
+		Drain:        cfg.Drain,
+		Grace:        cfg.ShutdownGrace,
+		Log:          logger,
+	})
+	if err != nil {
+		grpcLis.Close()
+		opsLis.Close()
+		return nil, err
 	}
 	return s, nil
 }
@@ -173,73 +176,30 @@ func (s *Server) OpsAddr() net.Addr { return s.opsLis.Addr() }
 // Registry is the server's own Prometheus registry.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(leveev1.Battle_ServiceDesc.ServiceName, st)
+// Run serves until ctx is done, then stops as every tier does (package
+// internal/serve): health NOT_SERVING and /readyz 503, the server keeps
+// serving for Drain, in-flight simulations get ShutdownGrace to finish
+// (GracefulStop, then Stop), the CPU sampler stops, and the ops endpoints
+// stop last. It returns nil on a clean stop; a second call returns
+// serve.ErrAlreadyRun.
+func (s *Server) Run(ctx context.Context) error {
+	return s.tier.Run(ctx, serve.Steps{Start: s.start, Stopped: s.stopSampler})
 }
 
-// Run serves until ctx is done, then shuts down: health goes NOT_SERVING,
-// the server keeps serving for Drain, in-flight simulations get
-// ShutdownGrace to finish, and the ops endpoints stop last. It returns nil on
-// a clean stop. Run may be called once.
-func (s *Server) Run(ctx context.Context) error {
-	if !s.ran.CompareAndSwap(false, true) {
-		return ErrAlreadyRun
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// The ops endpoints outlive the gRPC server, so /readyz says 503 and
-	// /metrics is scraped while the tier drains.
-	opsCtx, opsCancel := context.WithCancel(context.Background())
-	defer opsCancel()
-
-	s.setHealth(healthpb.HealthCheckResponse_SERVING)
-	s.ready.Store(true)
+// start runs the CPU sampler until the gRPC server has stopped, so
+// simulations still running during the drain see a live CPU reading.
+func (s *Server) start(context.Context, func(error)) {
+	ctx, stop := context.WithCancel(context.Background())
+	s.samplerStop = stop
+	s.samplerWG.Go(func() { s.sampler.Run(ctx, s.cfg.CPUInterval) })
 	s.log.Info("battle serving", "grpc_addr", s.GRPCAddr().String(), "ops_addr", s.OpsAddr().String(),
 		"allowed_cpus", s.sampler.AllowedCPUs(),
 		"throttle", s.cfg.throttleOn(), "adaptive_shed", s.cfg.adaptiveShedOn(),
 		"in_flight_cap", s.cfg.inFlightCapOn(), "max_in_flight", s.cfg.MaxInFlight)
+}
 
-	// The sampler runs until the gRPC server has stopped, so simulations
-	// still running during the drain see a live CPU reading.
-	samplerCtx, samplerStop := context.WithCancel(context.Background())
-	samplerDone := make(chan struct{})
-	go func() {
-		defer close(samplerDone)
-		s.sampler.Run(samplerCtx, s.cfg.CPUInterval)
-	}()
-	defer func() {
-		samplerStop()
-		<-samplerDone
-	}()
-
-	errc := make(chan error, 2)
-	go func() {
-		err := serve.GRPC(ctx, s.grpc, s.health, s.grpcLis, s.cfg.Drain, s.cfg.ShutdownGrace)
-		cancel()
-		opsCancel()
-		if err != nil {
-			err = fmt.Errorf("battle: grpc: %w", err)
-		}
-		errc <- err
-	}()
-	go func() {
-		err := serve.HTTP(opsCtx, s.ops, s.opsLis, s.cfg.ShutdownGrace)
-		cancel()
-		if err != nil {
-			err = fmt.Errorf("battle: ops http: %w", err)
-		}
-		errc <- err
-	}()
-
-	<-ctx.Done()
-	s.ready.Store(false)
-	s.log.Info("battle shutting down", "drain", s.cfg.Drain.String(), "grace", s.cfg.ShutdownGrace.String())
-	err := errors.Join(<-errc, <-errc)
-	if err != nil {
-		s.log.Error("battle stopped with error", "err", err)
-	} else {
-		s.log.Info("battle stopped")
-	}
-	return err
+func (s *Server) stopSampler(context.Context) error {
+	s.samplerStop()
+	s.samplerWG.Wait()
+	return nil
 }

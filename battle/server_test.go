@@ -21,6 +21,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
+	"levee/internal/serve"
 	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
@@ -383,7 +384,7 @@ func TestShutdownReportsNotServingThenStops(t *testing.T) {
 			t.Fatalf("%s still accepts connections after Run returned", addr)
 		}
 	}
-	if err := r.srv.Run(context.Background()); !errors.Is(err, ErrAlreadyRun) {
+	if err := r.srv.Run(context.Background()); !errors.Is(err, serve.ErrAlreadyRun) {
 		t.Fatalf("second Run = %v, want ErrAlreadyRun", err)
 	}
 }

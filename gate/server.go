@@ -15,8 +15,6 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"levee/gate/autopace"
 	"levee/gate/waitpage"
@@ -38,12 +36,18 @@ type Server struct {
 
 	wsLis, grpcLis, opsLis net.Listener
 	httpSrv                *http.Server
-	opsSrv                 *http.Server
-	grpcSrv                *grpc.Server
-	health                 *health.Server
+	grpcSrv                *grpc.Server // the gRPC health service only
+	tier                   *serve.Tier  // health, readiness, the ops server and the stop
 	logic                  *logicPool
 	upgrader               websocket.Upgrader
-	ready                  atomic.Bool
+
+	// Run's own goroutines (see start): the WebSocket server until wsDone,
+	// the line's loops until Run's context ends, the keepalive pinger until
+	// stopPing.
+	wsDone    chan struct{}
+	lineLoops sync.WaitGroup
+	pinger    sync.WaitGroup
+	stopPing  context.CancelFunc
 
 	// refuser upgrades connections that are refused at once (server full,
 	// bad token, the admission line): no buffers of its own, it reuses the ones
@@ -162,13 +166,25 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	ops := metrics.OpsMux(s.reg, s.ready.Load)
-	ops.Handle(adminLinePath, s.adminHandler())
-	s.opsSrv = &http.Server{Handler: ops, ReadHeaderTimeout: 5 * time.Second}
 	s.grpcSrv = grpc.NewServer()
-	s.health = health.NewServer()
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
+	if s.tier, err = serve.New(serve.Config{
+		Name:         "gate",
+		GRPC:         s.grpcSrv,
+		GRPCListener: s.grpcLis,
+		OpsListener:  s.opsLis,
+		Ops: map[string]http.Handler{
+			"/metrics":    metrics.Handler(s.reg),
+			adminLinePath: s.adminHandler(),
+		},
+		Drain: cfg.Drain,
+		Grace: cfg.ShutdownGrace,
+		Log:   logger,
+	}); err != nil {
+		s.closeListeners()
+		_ = s.logic.close()
+		s.cancelBase()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -214,98 +230,61 @@ func (s *Server) OpsAddr() net.Addr { return s.opsLis.Addr() }
 // Registry is the gate's own Prometheus registry.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// Run serves until ctx is done, then shuts down gracefully: NOT_SERVING, wait
-// Drain, refuse new connections, let in-flight requests finish (up to
-// ShutdownGrace), close every player socket with 1012 (Service Restart), and
-// close the logic connections. It returns nil on a clean stop. Run may be
-// called once.
+// Run serves until ctx is done, then stops as every tier does (package
+// internal/serve): health NOT_SERVING and /readyz 503, wait Drain, then the
+// gate's drain: the line stops, new connections and requests are refused,
+// in-flight requests finish (up to ShutdownGrace, then they are cancelled
+// and answered SHUTTING_DOWN), every player socket closes with 1012
+// (Service Restart); then the gRPC server stops, the logic connections
+// close, and the ops endpoints stop last. It returns nil on a clean stop; a
+// second call returns serve.ErrAlreadyRun.
 func (s *Server) Run(ctx context.Context) error {
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	opsCtx, stopOps := context.WithCancel(context.Background())
-	defer stopOps()
+	return s.tier.Run(ctx, serve.Steps{Start: s.start, Drain: s.drain, Stopped: s.closeLogic})
+}
 
-	var errMu sync.Mutex
-	var errs []error
-	fail := func(what string, err error) {
-		if err == nil {
-			return
-		}
-		errMu.Lock()
-		errs = append(errs, fmt.Errorf("gate: %s: %w", what, err))
-		errMu.Unlock()
-		stop()
-	}
-
-	var servers sync.WaitGroup
-	servers.Go(func() {
-		fail("grpc server", serve.GRPC(runCtx, s.grpcSrv, s.health, s.grpcLis, s.cfg.Drain, s.cfg.ShutdownGrace))
-	})
-	servers.Go(func() { fail("ops server", serve.HTTP(opsCtx, s.opsSrv, s.opsLis, s.cfg.ShutdownGrace)) })
-	wsDone := make(chan struct{})
+// start starts the WebSocket server, the keepalive pinger and the line.
+// The line runs on ctx, so it stops moving as soon as the gate begins to
+// stop: a gate that is going away lets nobody else in (waiting players keep
+// their tickets; for another gate's line they are unknown, see the package
+// doc).
+func (s *Server) start(ctx context.Context, fail func(error)) {
+	s.wsDone = make(chan struct{})
 	go func() {
-		defer close(wsDone)
+		defer close(s.wsDone)
 		if err := s.httpSrv.Serve(s.wsLis); !errors.Is(err, http.ErrServerClosed) {
-			fail("websocket server", err)
+			fail(fmt.Errorf("gate: websocket server: %w", err))
 		}
 	}()
 	pingCtx, stopPing := context.WithCancel(context.Background())
-	var pinger sync.WaitGroup
-	pinger.Go(func() { s.keepalive(pingCtx) })
-	lineCtx, stopLine := context.WithCancel(context.Background())
-	var lineLoops sync.WaitGroup
-	lineLoops.Go(func() { s.line.run(lineCtx) })
-	lineLoops.Go(func() { s.autoLoop(lineCtx) })
-
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.ready.Store(true)
+	s.stopPing = stopPing
+	s.pinger.Go(func() { s.keepalive(pingCtx) })
+	s.lineLoops.Go(func() { s.line.run(ctx) })
+	s.lineLoops.Go(func() { s.autoLoop(ctx) })
 	s.log.Info("gate serving", "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
 		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
-
-	<-runCtx.Done()
-	// The line stops moving first: a gate that is going away lets nobody
-	// else in (waiting players keep their tickets, for another gate's line
-	// they are unknown; see the package doc).
-	stopLine()
-	lineLoops.Wait()
-	s.shutdown(wsDone)
-	stopPing()
-	pinger.Wait()
-	stopOps()
-	servers.Wait()
-	s.log.Info("gate stopped")
-	errMu.Lock()
-	defer errMu.Unlock()
-	return errors.Join(errs...)
 }
 
 // closeWait bounds how long a closing socket waits for the player's close
 // frame before the TCP connection is closed.
 const closeWait = time.Second
 
-// shutdown runs the stop sequence after Run's context is done.
-func (s *Server) shutdown(wsDone <-chan struct{}) {
-	s.ready.Store(false)
-	s.health.Shutdown() // NOT_SERVING (serve.GRPC does it too; it is idempotent)
-	if s.cfg.Drain > 0 {
-		t := time.NewTimer(s.cfg.Drain)
-		<-t.C
-	}
+// drain is the gate's own drain, after the drain period; ctx expires after
+// ShutdownGrace. Every goroutine start started has ended when it returns.
+func (s *Server) drain(ctx context.Context) error {
+	s.lineLoops.Wait() // stopped with Run's context
 
 	// Refuse new connections and new requests, then stop the listener.
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
-	hctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
-	if err := s.httpSrv.Shutdown(hctx); err != nil {
+	if err := s.httpSrv.Shutdown(ctx); err != nil {
 		_ = s.httpSrv.Close()
 	}
-	cancel()
-	<-wsDone
+	<-s.wsDone
 
 	// Let in-flight requests finish; past the grace, cancel them (they are
 	// answered SHUTTING_DOWN).
-	if !waitTimeout(&s.reqWG, s.cfg.ShutdownGrace) {
+	if !waitCtx(ctx, &s.reqWG) {
 		s.log.Warn("shutdown grace expired; cancelling in-flight requests", "grace", s.cfg.ShutdownGrace)
 		s.cancelBase()
 		if !waitTimeout(&s.reqWG, s.cfg.WriteTimeout+closeWait) {
@@ -325,9 +304,17 @@ func (s *Server) shutdown(wsDone <-chan struct{}) {
 	}
 	s.admitWG.Wait() // their logins ended with the requests above
 	s.cancelBase()
+	s.stopPing()
+	s.pinger.Wait()
+	return nil
+}
+
+// closeLogic closes the logic connections once the gate has stopped.
+func (s *Server) closeLogic(context.Context) error {
 	if err := s.logic.close(); err != nil {
 		s.log.Warn("closing logic connections", "err", err)
 	}
+	return nil
 }
 
 // closeWorkers is how many goroutines write close frames at shutdown, so one
@@ -354,14 +341,20 @@ func (s *Server) closeAll() {
 
 // waitTimeout waits for wg up to d and reports whether it finished.
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return waitCtx(ctx, wg)
+}
+
+// waitCtx waits for wg until ctx is done and reports whether it finished.
+// When it did not, the goroutine that waits ends with wg.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-done:
 		return true
-	case <-t.C:
+	case <-ctx.Done():
 		return false
 	}
 }

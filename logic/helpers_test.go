@@ -171,7 +171,8 @@ type env struct {
 	cfg    Config
 	clk    *clock.Fake // nil: the server runs on the real clock
 	stop   func() error
-	bg     sync.WaitGroup // requests started by helpers
+	cancel context.CancelFunc // ends Run's context without waiting (stop waits)
+	bg     sync.WaitGroup     // requests started by helpers
 }
 
 type envOpts struct {
@@ -222,6 +223,7 @@ func start(t testing.TB, o envOpts) *env {
 	srv.hookBatch = e.gate.wait
 	srv.hookCommit = o.hookCommit
 	ctx, cancel := context.WithCancel(context.Background())
+	e.cancel = cancel
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	e.conn, err = grpc.NewClient(srv.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

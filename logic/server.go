@@ -8,13 +8,9 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"levee/internal/clock"
 	"levee/internal/metrics"
@@ -35,9 +31,7 @@ type Server struct {
 	grpcLis net.Listener
 	opsLis  net.Listener
 	grpcSrv *grpc.Server
-	health  *health.Server
-	opsSrv  *http.Server
-	serving atomic.Bool
+	tier    *serve.Tier // health, readiness, the ops server and the stop
 
 	shards []*shard // indexed by shard id; nil where not hosted
 	hosted []*shard
@@ -62,7 +56,6 @@ type Server struct {
 	stop       chan struct{} // closed: shards finish their channel and exit
 	shardsDone chan struct{} // closed: every shard goroutine has exited
 	shardWG    sync.WaitGroup
-	ran        atomic.Bool
 
 	// Test hooks, set before Run. hookBatch runs when a shard has taken the
 	// first message of a batch (a request or an internal message), before
@@ -102,7 +95,8 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	}
 	defer func() {
 		if err != nil {
-			s.closeResources()
+			_ = s.closeResources()
+			s.closeListeners()
 		}
 	}()
 	for _, id := range cfg.hosted() {
@@ -135,13 +129,18 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	}
 	s.grpcSrv = grpc.NewServer()
 	leveev1.RegisterLogicServer(s.grpcSrv, s)
-	s.health = health.NewServer()
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	s.health.SetServingStatus(leveev1.Logic_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
-	healthpb.RegisterHealthServer(s.grpcSrv, s.health)
-	s.opsSrv = &http.Server{
-		Handler:           metrics.OpsMux(reg, s.serving.Load),
-		ReadHeaderTimeout: 5 * time.Second,
+	if s.tier, err = serve.New(serve.Config{
+		Name:         "logic",
+		GRPC:         s.grpcSrv,
+		GRPCListener: s.grpcLis,
+		Services:     []string{leveev1.Logic_ServiceDesc.ServiceName},
+		OpsListener:  s.opsLis,
+		Ops:          map[string]http.Handler{"/metrics": metrics.Handler(reg)},
+		Drain:        cfg.Drain,
+		Grace:        cfg.ShutdownGrace,
+		Log:          logger,
+	}); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -162,52 +161,32 @@ func (s *Server) OpsAddr() net.Addr { return s.opsLis.Addr() }
 // Registry is the server's own metrics registry.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
-// ErrRunTwice is returned by a second call to Run.
-var ErrRunTwice = errors.New("logic: Run called twice")
-
-// Run serves until ctx is done, then shuts down: NOT_SERVING, GracefulStop
-// (in-flight requests finish), new requests refused with UNAVAILABLE, the
-// shards finish what they accepted, and the stores close. It returns nil on
-// a clean stop.
+// Run serves until ctx is done, then stops as every tier does (package
+// internal/serve): health NOT_SERVING and /readyz 503, the server keeps
+// serving for Drain, GracefulStop lets in-flight requests finish (new ones
+// are refused with UNAVAILABLE; past ShutdownGrace they are cancelled),
+// then the shards finish what they accepted and the stores close, and the
+// ops endpoints stop last: /metrics and /readyz answer through the whole
+// drain. It returns nil on a clean stop; a second call returns
+// serve.ErrAlreadyRun.
 func (s *Server) Run(ctx context.Context) error {
-	if !s.ran.CompareAndSwap(false, true) {
-		return ErrRunTwice
-	}
-	for _, sh := range s.hosted {
-		s.shardWG.Add(1)
-		go func() {
-			defer s.shardWG.Done()
-			sh.run(s.stop)
-		}()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopReady := context.AfterFunc(ctx, func() { s.serving.Store(false) })
-	defer stopReady()
+	return s.tier.Run(ctx, serve.Steps{Start: s.start, Stopped: s.stopped})
+}
 
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(leveev1.Logic_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	s.serving.Store(true)
+// start starts the shards, before the gRPC server takes requests.
+func (s *Server) start(context.Context, func(error)) {
+	for _, sh := range s.hosted {
+		s.shardWG.Go(func() { sh.run(s.stop) })
+	}
 	s.log.Info("logic serving", "grpc", s.GRPCAddr().String(), "ops", s.OpsAddr().String(),
 		"shards", s.cfg.Shards, "hosted", len(s.hosted), "instance", s.cfg.Instance, "data_dir", s.cfg.DataDir)
+}
 
-	httpErr := make(chan error, 1)
-	go func() { httpErr <- serve.HTTP(ctx, s.opsSrv, s.opsLis, s.cfg.ShutdownGrace) }()
-	grpcErr := serve.GRPC(ctx, s.grpcSrv, s.health, s.grpcLis, s.cfg.Drain, s.cfg.ShutdownGrace)
-	s.serving.Store(false)
-	cancel()
-
-	// The ops server must be down before closeResources closes its
-	// listener, or its Serve would report the close as an error.
-	opsErr := <-httpErr
+// stopped runs once no gRPC call runs any more: the shards finish what
+// they accepted, then the stores and the battle connection close.
+func (s *Server) stopped(context.Context) error {
 	s.stopShards()
-	err := errors.Join(grpcErr, opsErr, s.closeResources())
-	if err != nil {
-		s.log.Error("logic stopped with errors", "err", err)
-	} else {
-		s.log.Info("logic stopped")
-	}
-	return err
+	return s.closeResources()
 }
 
 // stopShards refuses new requests, lets every shard finish what it accepted,
@@ -236,10 +215,15 @@ func (s *Server) closeResources() error {
 			errs = append(errs, fmt.Errorf("logic: close battle client: %w", err))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// closeListeners closes the listeners when New fails; after New, the
+// servers own them.
+func (s *Server) closeListeners() {
 	for _, l := range []net.Listener{s.grpcLis, s.opsLis} {
 		if l != nil {
-			_ = l.Close() // already closed by the servers after Run
+			_ = l.Close()
 		}
 	}
-	return errors.Join(errs...)
 }

@@ -40,10 +40,17 @@ func NewRegistry(component string) *prometheus.Registry {
 // LatencyBuckets are the seed's buckets: 0.01 s × 2^0..9.
 var LatencyBuckets = prometheus.ExponentialBuckets(0.01, 2, 10)
 
+// Handler serves reg in the Prometheus exposition format (for /metrics).
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
 // OpsMux serves /metrics from reg, /healthz (alive) and /readyz (ready()).
+// The tiers do not use it: their lifecycle (internal/serve) answers /healthz
+// and /readyz itself.
 func OpsMux(reg *prometheus.Registry, ready func() bool) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", Handler(reg))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if ready != nil && !ready() {
