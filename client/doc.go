@@ -33,8 +33,11 @@
 //     retry_after, at most 3 attempts in all, within the caller's deadline,
 //     and only while a client-wide retry budget (package backoff: about
 //     10 % extra requests) allows.
-//   - Criticality: BuyItem is CRITICAL, GetProfile and StartBattle DEFAULT;
-//     WithCriticality overrides it per call.
+//   - Criticality: the cluster decides it (the gate's policy table); the
+//     SDK sends the same classes, BuyItem CRITICAL, GetProfile and
+//     StartBattle DEFAULT, and orders its pacer by them. WithCriticality
+//     may lower a call's class (the gate honours that) but not raise it
+//     (the gate ignores that).
 //
 // One reader goroutine per Client, owned by the Client, matches replies to
 // callers and feeds the pacer; it ends on Close or when the connection is

@@ -45,21 +45,6 @@ const (
 	reqCooling
 )
 
-// criticalities are the criticality labels, in critIndex order.
-var criticalities = [...]string{priority.Critical, priority.Default, priority.Sheddable}
-
-// critIndex is c's index in criticalities; UNSPECIFIED and unknown values
-// count as default.
-func critIndex(c leveev1.Criticality) int {
-	switch c {
-	case leveev1.Criticality_CRITICALITY_CRITICAL:
-		return 0
-	case leveev1.Criticality_CRITICALITY_SHEDDABLE:
-		return 2
-	}
-	return 1
-}
-
 type gateMetrics struct {
 	active      prometheus.Gauge
 	connections *prometheus.CounterVec
@@ -74,7 +59,7 @@ type gateMetrics struct {
 	rejectFull        prometheus.Counter
 	rejectHandshakes  prometheus.Counter
 	rejectRequest     [len(requestReasons)]prometheus.Counter
-	rejectRequestCrit [len(requestReasons)][len(criticalities)]prometheus.Counter
+	rejectRequestCrit [len(requestReasons)][priority.NumClasses]prometheus.Counter // [reason][Class.Index]
 
 	line *lineMetrics // the admission line's
 }
@@ -127,8 +112,8 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 	m.rejectHandshakes = m.rejections.WithLabelValues(reasonHandshakes)
 	for i, r := range requestReasons {
 		m.rejectRequest[i] = m.rejections.WithLabelValues(r)
-		for j, c := range criticalities {
-			m.rejectRequestCrit[i][j] = m.reqRejects.WithLabelValues(r, c)
+		for _, c := range priority.Classes {
+			m.rejectRequestCrit[i][c] = m.reqRejects.WithLabelValues(r, c.String())
 		}
 	}
 	return m
