@@ -11,7 +11,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"levee/internal/apperr"
-	"levee/internal/priority"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 	"levee/queue"
@@ -162,10 +161,6 @@ func (c *conn) callLogin() (f *leveev1.ServerFrame, ok bool) {
 }
 
 var errNoWelcome = errors.New("internal error: logic answered login without a welcome")
-
-// loginCriticality: a player who got this far has a socket open already;
-// dropping the login wastes it, so logins are shed last.
-const loginCriticality = priority.Critical
 
 // loginCloseCode is the close code after a failed login: 1013 (Try Again
 // Later) when retrying makes sense, 1008 for auth failures, 1011 otherwise.

@@ -111,8 +111,11 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 	if calls() != n {
 		t.Fatalf("logic saw %d requests while the shard was cooling", calls()-n)
 	}
-	// Critical always goes to logic; so does another shard's default.
-	if f := ask(ca, profileFrame(5), critical); f.GetProfile() == nil {
+	// A profile read asking for critical is default all the same, and
+	// cooled; a purchase (critical) always goes to logic; so does another
+	// shard's default.
+	wantCooling(t, ask(ca, profileFrame(5), critical), 5, 200*time.Millisecond)
+	if f := ask(ca, buyFrame(50), 0); f.GetBuyItem() == nil {
 		t.Fatalf("critical while cooling: %v", f)
 	}
 	if f := ask(cb, profileFrame(6), dflt); f.GetProfile() == nil {
@@ -132,16 +135,16 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 		t.Fatalf("sheddable after the cooling: %v", f)
 	}
 
-	for crit, want := range map[string]float64{"default": 3, "sheddable": 1, "critical": 0} {
+	for crit, want := range map[string]float64{"default": 4, "sheddable": 1, "critical": 0} {
 		if got := testutil.ToFloat64(g.m.reqRejects.WithLabelValues(reasonCooling, crit)); got != want {
 			t.Errorf("gate_request_rejections_total{logic_cooling,%s} = %v, want %v", crit, got, want)
 		}
 	}
-	if got := testutil.ToFloat64(g.m.rejectRequest[reqCooling]); got != 4 {
-		t.Errorf("gate_rejections_total{logic_cooling} = %v, want 4", got)
+	if got := testutil.ToFloat64(g.m.rejectRequest[reqCooling]); got != 5 {
+		t.Errorf("gate_rejections_total{logic_cooling} = %v, want 5", got)
 	}
-	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 4 {
-		t.Errorf("gate_requests_total{get_profile,busy} = %v, want 4", got)
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 5 {
+		t.Errorf("gate_requests_total{get_profile,busy} = %v, want 5", got)
 	}
 }
 
@@ -170,9 +173,8 @@ func TestLogicPushbackCoolsTheClassAndKindRefused(t *testing.T) {
 		t.Fatalf("a profile after a refused battle: %v", f)
 	}
 	wantCooling(t, ask(c, battleFrame(6), sheddable), 6, time.Second)
-	if f := ask(c, battleFrame(7), critical); f.GetBattle() == nil {
-		t.Fatalf("critical battle: %v", f)
-	}
+	// A battle is default whatever its frame asks for: cooled too.
+	wantCooling(t, ask(c, battleFrame(7), critical), 7, time.Second)
 }
 
 func TestLogicPushbackSwitch(t *testing.T) {

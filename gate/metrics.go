@@ -52,6 +52,7 @@ type gateMetrics struct {
 	duration    *prometheus.HistogramVec
 	rejections  *prometheus.CounterVec
 	reqRejects  *prometheus.CounterVec
+	upgrades    *prometheus.CounterVec
 	handshakes  prometheus.GaugeFunc
 
 	// Resolved once, so the refusal paths do no label look-ups.
@@ -60,6 +61,7 @@ type gateMetrics struct {
 	rejectHandshakes  prometheus.Counter
 	rejectRequest     [len(requestReasons)]prometheus.Counter
 	rejectRequestCrit [len(requestReasons)][priority.NumClasses]prometheus.Counter // [reason][Class.Index]
+	upgradeRefused    map[string]prometheus.Counter                                // by action: the policy's rows but login
 
 	line *lineMetrics // the admission line's
 }
@@ -99,6 +101,12 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 			Name: "gate_request_rejections_total",
 			Help: "Requests the gate refused itself, by reason (rate_limited, inflight, logic_cooling) and criticality.",
 		}, []string{"reason", "criticality"}),
+		upgrades: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_criticality_upgrades_refused_total",
+			Help: "Requests whose frame asked for a higher criticality than the gate's policy gives the action, by action; " +
+				"they were served with the policy's class.",
+		}, []string{"action"}),
+		upgradeRefused: make(map[string]prometheus.Counter, len(policy)),
 	}
 	m.handshakes = f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gate_handshakes_in_progress",
@@ -114,6 +122,11 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 		m.rejectRequest[i] = m.rejections.WithLabelValues(r)
 		for _, c := range priority.Classes {
 			m.rejectRequestCrit[i][c] = m.reqRejects.WithLabelValues(r, c.String())
+		}
+	}
+	for action := range policy {
+		if action != actionLogin { // a login is no frame and asks for nothing
+			m.upgradeRefused[action] = m.upgrades.WithLabelValues(action)
 		}
 	}
 	return m

@@ -37,7 +37,7 @@ func (c *conn) handleFrame(data []byte) {
 	action, class := actionInvalid, priority.Default
 	if refusal == nil {
 		action = actionOf(f)
-		class, _ = priority.FromProto(f.GetCriticality())
+		class = c.s.classify(action, f.GetCriticality())
 	}
 	id := f.GetRequestId()
 	if c.s.cfg.connRateLimitOn() {
