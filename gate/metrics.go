@@ -104,7 +104,7 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 		upgrades: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_criticality_upgrades_refused_total",
 			Help: "Requests whose frame asked for a higher criticality than the gate's policy gives the action, by action; " +
-				"they were served with the policy's class.",
+				"the gate ignored the request's class and handled it with the policy's.",
 		}, []string{"action"}),
 		upgradeRefused: make(map[string]prometheus.Counter, len(policy)),
 	}
