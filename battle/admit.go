@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"levee/internal/priority"
 	"levee/internal/shed"
 )
 
@@ -65,10 +66,10 @@ type slot struct {
 }
 
 // admit decides at now, with CPU utilisation cpu, whether a request of
-// criticality crit may start.
-func (a *admission) admit(now time.Time, cpu float64, crit shed.Criticality) (slot, refusal) {
+// class crit may start.
+func (a *admission) admit(now time.Time, cpu float64, crit priority.Class) (slot, refusal) {
 	if !a.shedOn {
-		crit = shed.Critical
+		crit = priority.Critical
 	}
 	t, err := a.shedder.Allow(now, cpu, crit)
 	if err != nil {

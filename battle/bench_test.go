@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/shed"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -59,7 +59,7 @@ func BenchmarkSimulate(b *testing.B) {
 // benchAdmission returns an admission (cap 16) whose shedder has learned a
 // limit of 8 (40 completions of 20 ms in a 100 ms bucket), with inFlight
 // requests of criticality crit admitted and still running.
-func benchAdmission(b *testing.B, inFlight int, crit shed.Criticality) (*admission, time.Time) {
+func benchAdmission(b *testing.B, inFlight int, crit priority.Class) (*admission, time.Time) {
 	cfg := DefaultConfig()
 	cfg.MaxInFlight = 16
 	a, err := newAdmission(cfg)
@@ -69,7 +69,7 @@ func benchAdmission(b *testing.B, inFlight int, crit shed.Criticality) (*admissi
 	t0 := time.Unix(1000, 0)
 	a.shedder.Stats(t0) // the window starts at t0
 	for range 40 {
-		s, why := a.admit(t0.Add(30*time.Millisecond), 0, shed.Default)
+		s, why := a.admit(t0.Add(30*time.Millisecond), 0, priority.Default)
 		if why != admitted {
 			b.Fatal("refused while learning")
 		}
@@ -97,19 +97,19 @@ func BenchmarkAdmit(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		inFlight int
-		heldCrit shed.Criticality
+		heldCrit priority.Class
 		cpu      float64
-		crit     shed.Criticality
+		crit     priority.Class
 		want     refusal
 		done     bool
 	}{
-		{"cpu-low-admit", 4, shed.Default, 0.5, shed.Default, admitted, false},
-		{"cpu-high-admit", 4, shed.Default, 0.95, shed.Default, admitted, false},
-		{"cpu-high-shed", 12, shed.Default, 0.95, shed.Default, refusedAdaptive, false},
-		{"cpu-high-shed-sheddable", 7, shed.Default, 0.95, shed.Sheddable, refusedAdaptive, false},
-		{"cpu-high-critical-admit", 12, shed.Default, 0.95, shed.Critical, admitted, false},
-		{"cap-refuses-critical", 16, shed.Critical, 0.95, shed.Critical, refusedInFlightCap, false},
-		{"admit-done", 0, shed.Default, 0.95, shed.Default, admitted, true},
+		{"cpu-low-admit", 4, priority.Default, 0.5, priority.Default, admitted, false},
+		{"cpu-high-admit", 4, priority.Default, 0.95, priority.Default, admitted, false},
+		{"cpu-high-shed", 12, priority.Default, 0.95, priority.Default, refusedAdaptive, false},
+		{"cpu-high-shed-sheddable", 7, priority.Default, 0.95, priority.Sheddable, refusedAdaptive, false},
+		{"cpu-high-critical-admit", 12, priority.Default, 0.95, priority.Critical, admitted, false},
+		{"cap-refuses-critical", 16, priority.Critical, 0.95, priority.Critical, refusedInFlightCap, false},
+		{"admit-done", 0, priority.Default, 0.95, priority.Default, admitted, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			a, now := benchAdmission(b, bc.inFlight, bc.heldCrit)

@@ -12,8 +12,9 @@
 //   - adaptive shedding (seed 001, levee/internal/shed): above -shed-cpu
 //     (80 %), with a cool-off, a request beyond maxPass × minRTT in flight
 //     (over a 5 s window) is refused, sheddable ones first and critical ones
-//     never (the criticality comes from the incoming gRPC metadata,
-//     levee/internal/priority);
+//     never (the class, levee/internal/priority, comes from the incoming
+//     levee-criticality gRPC metadata: the gate's decision, passed on by
+//     logic; none means default);
 //   - the hard cap of -max-in-flight simulations, for every criticality, as
 //     the last line.
 //

@@ -52,7 +52,7 @@ func (s *Server) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*l
 		s.m.requests.WithLabelValues(outcomeBadRequest).Inc()
 		return nil, apperr.ToStatus(ctx, err, 0)
 	}
-	crit := priority.Shed(priority.FromIncoming(ctx))
+	crit := priority.FromIncoming(ctx) // logic's, which is the gate's decision
 	if !s.cfg.Protection {
 		// The unprotected tier works for callers that have gone.
 		ctx = context.WithoutCancel(ctx)
@@ -116,9 +116,9 @@ func (s *Server) drop(ctx context.Context, err error) error {
 // refuse answers a request that admission refused: RESOURCE_EXHAUSTED with a
 // jittered retry delay, the simulations in flight and how full the tier is,
 // all in the status details (apperr.Overloaded).
-func (s *Server) refuse(ctx context.Context, why refusal, crit shed.Criticality) error {
+func (s *Server) refuse(ctx context.Context, why refusal, crit priority.Class) error {
 	s.m.requests.WithLabelValues(outcomeShed).Inc()
-	s.m.shedBy[why][critIndex(crit)].Inc()
+	s.m.shedBy[why][crit.Index()].Inc()
 	now := s.clk.Now()
 	depth, ratio := s.adm.pressure(now, why)
 	var err error

@@ -5,7 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"levee/internal/metrics"
-	"levee/internal/shed"
+	"levee/internal/priority"
 )
 
 // Outcomes of a Simulate call, the values of battle_requests_total{outcome}.
@@ -18,20 +18,6 @@ const (
 	outcomeError      = "error"
 )
 
-// criticalities are the values of the criticality label, indexed by
-// critIndex.
-var criticalities = [...]shed.Criticality{shed.Sheddable, shed.Default, shed.Critical}
-
-func critIndex(c shed.Criticality) int {
-	switch c {
-	case shed.Sheddable:
-		return 0
-	case shed.Critical:
-		return 2
-	}
-	return 1
-}
-
 // ThrottleDelayBuckets are battle_throttle_delay_seconds' buckets: 1 ms × 2^0..9
 // (up to about half a second), around the default 0–100 ms.
 var ThrottleDelayBuckets = prometheus.ExponentialBuckets(0.001, 2, 10)
@@ -41,8 +27,8 @@ type serverMetrics struct {
 	inflight prometheus.Gauge
 	requests *prometheus.CounterVec
 	shed     *prometheus.CounterVec
-	// shedBy holds shed's children, resolved once: [reason][critIndex].
-	shedBy   [numRefusals][len(criticalities)]prometheus.Counter
+	// shedBy holds shed's children, resolved once: [reason][Class.Index].
+	shedBy   [numRefusals][priority.NumClasses]prometheus.Counter
 	throttle prometheus.Histogram
 }
 
@@ -88,8 +74,8 @@ func newServerMetrics(reg prometheus.Registerer, cpu, limit func() float64) *ser
 		m.requests.WithLabelValues(o)
 	}
 	for r := refusedAdaptive; r < numRefusals; r++ {
-		for i, c := range criticalities {
-			m.shedBy[r][i] = m.shed.WithLabelValues(refusalReasons[r], c.String())
+		for _, c := range priority.Classes {
+			m.shedBy[r][c] = m.shed.WithLabelValues(refusalReasons[r], c.String())
 		}
 	}
 	return m

@@ -29,9 +29,9 @@ import (
 // reading, random source and clock, and a stand-in simulator.
 
 const (
-	critical  = leveev1.Criticality_CRITICALITY_CRITICAL
-	normal    = leveev1.Criticality_CRITICALITY_DEFAULT
-	sheddable = leveev1.Criticality_CRITICALITY_SHEDDABLE
+	critical  = priority.Critical
+	normal    = priority.Default
+	sheddable = priority.Sheddable
 )
 
 // fastSeed marks a request the stand-in simulator completes at once, after
@@ -133,8 +133,8 @@ type result struct {
 }
 
 // call runs Simulate as a request of criticality crit would arrive.
-func (h *harness) call(ctx context.Context, crit leveev1.Criticality, seed uint64) result {
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(priority.Key, priority.String(crit)))
+func (h *harness) call(ctx context.Context, crit priority.Class, seed uint64) result {
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(priority.Key, crit.String()))
 	ts := &trailerStream{}
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
 	req := skirmish(seed)
@@ -146,7 +146,7 @@ func (h *harness) call(ctx context.Context, crit leveev1.Criticality, seed uint6
 
 // hold starts a call that the simulator holds, and waits until it has
 // started simulating.
-func (h *harness) hold(t *testing.T, crit leveev1.Criticality) <-chan result {
+func (h *harness) hold(t *testing.T, crit priority.Class) <-chan result {
 	t.Helper()
 	out := make(chan result, 1)
 	go func() { out <- h.call(context.Background(), crit, 7) }()
@@ -481,7 +481,7 @@ func TestSwitches(t *testing.T) {
 			var held []<-chan result
 			held = append(held, h.hold(t, normal), h.hold(t, normal))
 			// try sends one more request and checks what became of it.
-			try := func(crit leveev1.Criticality, want string) {
+			try := func(crit priority.Class, want string) {
 				t.Helper()
 				out := make(chan result, 1)
 				go func() { out <- h.call(context.Background(), crit, 7) }()
@@ -489,18 +489,18 @@ func TestSwitches(t *testing.T) {
 				case <-h.entered:
 					held = append(held, out)
 					if want != "" {
-						t.Errorf("%s request admitted, want it refused by %s", priority.String(crit), want)
+						t.Errorf("%s request admitted, want it refused by %s", crit, want)
 					}
 				case r := <-out:
 					if want == "" {
-						t.Errorf("%s request refused (%v), want it admitted", priority.String(crit), r.err)
+						t.Errorf("%s request refused (%v), want it admitted", crit, r.err)
 						return
 					}
 					if status.Code(r.err) != codes.ResourceExhausted {
-						t.Errorf("%s request: err = %v, want ResourceExhausted", priority.String(crit), r.err)
+						t.Errorf("%s request: err = %v, want ResourceExhausted", crit, r.err)
 					}
-					if got := h.shed(want, priority.Shed(crit).String()); got != 1 {
-						t.Errorf("battle_shed_total{reason=%q,criticality=%q} = %v, want 1", want, priority.Shed(crit), got)
+					if got := h.shed(want, crit.String()); got != 1 {
+						t.Errorf("battle_shed_total{reason=%q,criticality=%q} = %v, want 1", want, crit, got)
 					}
 				case <-time.After(5 * time.Second):
 					t.Fatal("call neither started nor returned")

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"levee/client/pacer"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -260,24 +261,23 @@ func (c *Client) feedPressure(f *leveev1.ServerFrame) {
 }
 
 // PriorityOf is the pacer priority of a criticality: CRITICAL goes first and
-// evicts the others, SHEDDABLE goes last and is evicted first; DEFAULT and
-// UNSPECIFIED sit between.
+// evicts the others, SHEDDABLE goes last and is evicted first; DEFAULT,
+// UNSPECIFIED and unknown values sit between. It is the cluster's class of
+// the same name (package pacer's Priority).
 func PriorityOf(crit leveev1.Criticality) pacer.Priority {
-	switch crit {
-	case leveev1.Criticality_CRITICALITY_CRITICAL:
-		return pacer.Critical
-	case leveev1.Criticality_CRITICALITY_SHEDDABLE:
-		return pacer.Sheddable
-	}
-	return pacer.Default
+	c, _ := priority.FromProto(crit)
+	return c
 }
 
 type critKey struct{}
 
 // WithCriticality returns a ctx under which the SDK's calls (GetProfile,
 // BuyItem, StartBattle, and Do with an UNSPECIFIED criticality) carry crit
-// instead of their own, e.g. to mark a profile fetch in the middle of a
-// match CRITICAL or a cosmetic purchase SHEDDABLE.
+// instead of their own, e.g. to mark a cosmetic purchase or a background
+// profile refresh SHEDDABLE. The gate's policy decides every action's
+// class: a lower class than the action's is honoured, a higher one is
+// ignored (the request is served with the action's class). crit also
+// orders the call in the SDK's own pacer.
 func WithCriticality(ctx context.Context, crit leveev1.Criticality) context.Context {
 	return context.WithValue(ctx, critKey{}, crit)
 }

@@ -41,8 +41,11 @@
 //     SHUTTING_DOWN), the error carries an *UnresolvedError with the
 //     request; Resend sends it again with its id, typically after
 //     Reconnect. Never send such a request again with a new id.
-//   - Criticality: BuyItem is CRITICAL, GetProfile and StartBattle DEFAULT;
-//     WithCriticality overrides it per call.
+//   - Criticality: the cluster decides it (the gate's policy table); the
+//     SDK sends the same classes, BuyItem CRITICAL, GetProfile and
+//     StartBattle DEFAULT, and orders its pacer by them. WithCriticality
+//     may lower a call's class (the gate honours that) but not raise it
+//     (the gate ignores that).
 //
 // One reader goroutine per Client, owned by the Client, matches replies to
 // callers and feeds the pacer; it ends on Close or when the connection is

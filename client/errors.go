@@ -92,7 +92,7 @@ type LocalError struct {
 }
 
 func (e *LocalError) Error() string {
-	return "client: request refused locally (" + criticalityName(e.Criticality) + "): " + e.Err.Error()
+	return "client: request refused locally (" + PriorityOf(e.Criticality).String() + "): " + e.Err.Error()
 }
 
 func (e *LocalError) Unwrap() error { return e.Err }
@@ -101,10 +101,6 @@ func (e *LocalError) Unwrap() error { return e.Err }
 func IsLocal(err error) bool {
 	var le *LocalError
 	return errors.As(err, &le)
-}
-
-func criticalityName(c leveev1.Criticality) string {
-	return strings.ToLower(strings.TrimPrefix(c.String(), "CRITICALITY_"))
 }
 
 // Error is a typed error the server sent in reply to a request (or before

@@ -162,10 +162,6 @@ func (c *conn) callLogin(hs *handshake) (f *leveev1.ServerFrame, ok bool) {
 
 var errNoWelcome = errors.New("internal error: logic answered login without a welcome")
 
-// loginCriticality: a player who got this far has a socket open already;
-// dropping the login wastes it, so logins are shed last.
-const loginCriticality = leveev1.Criticality_CRITICALITY_CRITICAL
-
 // loginCloseCode is the close code after a failed login, from the error
 // table: 1013 (Try Again Later) when retrying makes sense, 1012 when the
 // server stops, 1008 for auth failures, 1011 otherwise.

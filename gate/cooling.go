@@ -9,6 +9,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -46,12 +47,12 @@ type coolingTable struct {
 
 // coolShard is one shard's state: 64 bytes.
 type coolShard struct {
-	// until[kind][critIndex] (Unix ns on the gate's clock) is when the
+	// until[kind][Class.Index] (Unix ns on the gate's clock) is when the
 	// cooling of that kind and class ends; it is cooling while now < until.
 	// A refusal of class c raises the slots of c and every lower class, so
 	// the check reads one slot. The critical slots are kept but never
 	// consulted.
-	until [numKinds][len(criticalities)]atomic.Int64
+	until [numKinds][priority.NumClasses]atomic.Int64
 	// The backpressure hints last seen from logic for the shard.
 	depth atomic.Uint32
 	ratio atomic.Uint64 // math.Float64bits
@@ -80,14 +81,14 @@ func kindOfFrame(f *leveev1.ClientFrame) int {
 // cool marks shard s as cooling for pushback from now (at most
 // maxLogicCooling) for crit and every lower class, for kind and, when kind
 // is not a battle, for battles too. It never shortens a cooling in force.
-func (t *coolingTable) cool(s, kind int, crit leveev1.Criticality, now time.Time, pushback time.Duration) {
+func (t *coolingTable) cool(s, kind int, crit priority.Class, now time.Time, pushback time.Duration) {
 	if pushback <= 0 {
 		return
 	}
 	until := now.Add(min(pushback, maxLogicCooling)).UnixNano()
 	sh := &t.shards[s]
 	for k := kind; k < numKinds; k++ {
-		for c := critIndex(crit); c < len(criticalities); c++ {
+		for c := 0; c <= crit.Index(); c++ {
 			raise(&sh.until[k][c], until)
 		}
 	}
@@ -114,12 +115,11 @@ func (t *coolingTable) hints(s int, bp *leveev1.Backpressure) {
 // cooling says whether a request of kind and class crit for shard s is to
 // be refused now, and if so how long the cooling has left. Critical is
 // never refused. The clock is read only when the slot was ever set.
-func (t *coolingTable) cooling(s, kind int, crit leveev1.Criticality, clk clock.Clock) (time.Duration, bool) {
-	ci := critIndex(crit)
-	if ci == 0 {
+func (t *coolingTable) cooling(s, kind int, crit priority.Class, clk clock.Clock) (time.Duration, bool) {
+	if crit == priority.Critical {
 		return 0, false
 	}
-	u := t.shards[s].until[kind][ci].Load()
+	u := t.shards[s].until[kind][crit.Index()].Load()
 	if u == 0 {
 		return 0, false
 	}

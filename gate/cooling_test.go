@@ -12,6 +12,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
+	"levee/internal/priority"
 	"levee/internal/shardmap"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
@@ -110,8 +111,11 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 	if calls() != n {
 		t.Fatalf("logic saw %d requests while the shard was cooling", calls()-n)
 	}
-	// Critical always goes to logic; so does another shard's default.
-	if f := ask(ca, profileFrame(5), critical); f.GetProfile() == nil {
+	// A profile read asking for critical is default all the same, and
+	// cooled; a purchase (critical) always goes to logic; so does another
+	// shard's default.
+	wantCooling(t, ask(ca, profileFrame(5), critical), 5, 200*time.Millisecond)
+	if f := ask(ca, buyFrame(50), 0); f.GetBuyItem() == nil {
 		t.Fatalf("critical while cooling: %v", f)
 	}
 	if f := ask(cb, profileFrame(6), dflt); f.GetProfile() == nil {
@@ -131,16 +135,16 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 		t.Fatalf("sheddable after the cooling: %v", f)
 	}
 
-	for crit, want := range map[string]float64{"default": 3, "sheddable": 1, "critical": 0} {
+	for crit, want := range map[string]float64{"default": 4, "sheddable": 1, "critical": 0} {
 		if got := testutil.ToFloat64(g.m.reqRejects.WithLabelValues(reasonCooling, crit)); got != want {
 			t.Errorf("gate_request_rejections_total{logic_cooling,%s} = %v, want %v", crit, got, want)
 		}
 	}
-	if got := testutil.ToFloat64(g.m.rejectRequest[reqCooling]); got != 4 {
-		t.Errorf("gate_rejections_total{logic_cooling} = %v, want 4", got)
+	if got := testutil.ToFloat64(g.m.rejectRequest[reqCooling]); got != 5 {
+		t.Errorf("gate_rejections_total{logic_cooling} = %v, want 5", got)
 	}
-	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 4 {
-		t.Errorf("gate_requests_total{get_profile,busy} = %v, want 4", got)
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 5 {
+		t.Errorf("gate_requests_total{get_profile,busy} = %v, want 5", got)
 	}
 }
 
@@ -169,9 +173,8 @@ func TestLogicPushbackCoolsTheClassAndKindRefused(t *testing.T) {
 		t.Fatalf("a profile after a refused battle: %v", f)
 	}
 	wantCooling(t, ask(c, battleFrame(6), sheddable), 6, time.Second)
-	if f := ask(c, battleFrame(7), critical); f.GetBattle() == nil {
-		t.Fatalf("critical battle: %v", f)
-	}
+	// A battle is default whatever its frame asks for: cooled too.
+	wantCooling(t, ask(c, battleFrame(7), critical), 7, time.Second)
 }
 
 func TestLogicPushbackSwitch(t *testing.T) {
@@ -201,48 +204,48 @@ func TestLogicPushbackSwitch(t *testing.T) {
 func TestCoolingTable(t *testing.T) {
 	clk := clock.NewFake(t0)
 	tab := newCoolingTable(4)
-	left := func(s, kind int, crit leveev1.Criticality) time.Duration {
+	left := func(s, kind int, crit priority.Class) time.Duration {
 		d, ok := tab.cooling(s, kind, crit, clk)
 		if ok != (d > 0) {
 			t.Fatalf("cooling = %v, %v", d, ok)
 		}
 		return d
 	}
-	if left(1, kindOther, sheddable) != 0 {
+	if left(1, kindOther, priority.Sheddable) != 0 {
 		t.Fatal("cooling before any refusal")
 	}
-	tab.cool(1, kindOther, dflt, clk.Now(), 0)
-	if left(1, kindOther, sheddable) != 0 {
+	tab.cool(1, kindOther, priority.Default, clk.Now(), 0)
+	if left(1, kindOther, priority.Sheddable) != 0 {
 		t.Fatal("a refusal without pushback cools")
 	}
-	tab.cool(1, kindOther, dflt, clk.Now(), time.Minute)
-	if d := left(1, kindOther, dflt); d != maxLogicCooling {
+	tab.cool(1, kindOther, priority.Default, clk.Now(), time.Minute)
+	if d := left(1, kindOther, priority.Default); d != maxLogicCooling {
 		t.Fatalf("cooling %v, want capped at %v", d, maxLogicCooling)
 	}
 	// Never shortened by a later, shorter pushback.
 	clk.Advance(500 * time.Millisecond)
-	tab.cool(1, kindOther, sheddable, clk.Now(), 100*time.Millisecond)
-	if d := left(1, kindOther, sheddable); d != 1500*time.Millisecond {
+	tab.cool(1, kindOther, priority.Sheddable, clk.Now(), 100*time.Millisecond)
+	if d := left(1, kindOther, priority.Sheddable); d != 1500*time.Millisecond {
 		t.Fatalf("cooling %v after a shorter pushback, want 1.5 s", d)
 	}
 	// A critical refusal cools every lower class of both kinds, never
 	// critical itself, and only its shard.
-	tab.cool(2, kindOther, critical, clk.Now(), 300*time.Millisecond)
+	tab.cool(2, kindOther, priority.Critical, clk.Now(), 300*time.Millisecond)
 	for _, k := range []int{kindOther, kindBattle} {
-		for _, c := range []leveev1.Criticality{dflt, sheddable, leveev1.Criticality_CRITICALITY_UNSPECIFIED} {
+		for _, c := range []priority.Class{priority.Default, priority.Sheddable, priority.Class(5)} {
 			if d := left(2, k, c); d != 300*time.Millisecond {
 				t.Fatalf("kind %d class %v: cooling %v", k, c, d)
 			}
 		}
-		if left(2, k, critical) != 0 {
+		if left(2, k, priority.Critical) != 0 {
 			t.Fatal("critical refused")
 		}
 	}
-	if left(3, kindOther, sheddable) != 0 || left(0, kindOther, sheddable) != 0 {
+	if left(3, kindOther, priority.Sheddable) != 0 || left(0, kindOther, priority.Sheddable) != 0 {
 		t.Fatal("another shard cools")
 	}
 	clk.Advance(300 * time.Millisecond)
-	if left(2, kindOther, sheddable) != 0 {
+	if left(2, kindOther, priority.Sheddable) != 0 {
 		t.Fatal("still cooling once the pushback has passed")
 	}
 
@@ -270,14 +273,14 @@ func TestCoolingTable(t *testing.T) {
 func BenchmarkLogicCoolingCheck(b *testing.B) {
 	tab := newCoolingTable(8)
 	clk := clock.Real{}
-	tab.cool(1, kindOther, dflt, clk.Now(), time.Hour)
-	tab.cool(2, kindOther, dflt, clk.Now().Add(-time.Hour), time.Second)
+	tab.cool(1, kindOther, priority.Default, clk.Now(), time.Hour)
+	tab.cool(2, kindOther, priority.Default, clk.Now().Add(-time.Hour), time.Second)
 	for name, s := range map[string]int{"idle": 0, "cooling": 1, "ended": 2} {
 		b.Run(name, func(b *testing.B) {
 			want := s == 1
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, ok := tab.cooling(s, kindOther, dflt, clk); ok != want {
+				if _, ok := tab.cooling(s, kindOther, priority.Default, clk); ok != want {
 					b.Fatal("wrong answer")
 				}
 			}

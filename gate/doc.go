@@ -52,6 +52,20 @@
 // (the leveev1.Backpressure in the details) as the frame's backpressure.
 // The gate never retries logic.
 //
+// # Criticality
+//
+// A request's class (levee/internal/priority) is the gate's decision, from
+// one table (policy.go): buy_item and logins critical, start_battle and
+// get_profile default, cosmetic and chat work (no such action yet)
+// sheddable. A frame's criticality may lower its request's class but never
+// raise it: a higher one is ignored, the request is served with the
+// table's class, and gate_criticality_upgrades_refused_total{action}
+// counts it; UNSPECIFIED means the table's class. The class decides the
+// gate's own refusals (the cooling above; gate_request_rejections_total
+// {reason,criticality}) and goes to logic in the levee-criticality gRPC
+// metadata, which logic and battle trust. A reconnect to a match in
+// progress gets ahead through its ticket's priority lane (below).
+//
 // # The admission line
 //
 // Every player with a valid token goes through one line per gate (package

@@ -2,13 +2,13 @@ package gate
 
 import (
 	"context"
-	"levee/internal/priority"
 	"net"
 	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
 
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -20,7 +20,7 @@ type fakeLogic struct {
 
 	mu     sync.Mutex
 	reqs   []*leveev1.LogicRequest
-	crits  []leveev1.Criticality
+	crits  []priority.Class // the class each of reqs arrived with
 	handle func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error)
 	got    chan *leveev1.LogicRequest // every request, if not nil (buffered)
 }
@@ -50,6 +50,19 @@ func (f *fakeLogic) requests() []*leveev1.LogicRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]*leveev1.LogicRequest(nil), f.reqs...)
+}
+
+// classOf is the class logic's request requestID arrived with (the last
+// such request); ok is false when logic saw none.
+func (f *fakeLogic) classOf(requestID uint64) (c priority.Class, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.reqs) - 1; i >= 0; i-- {
+		if f.reqs[i].GetRequestId() == requestID {
+			return f.crits[i], true
+		}
+	}
+	return 0, false
 }
 
 func (f *fakeLogic) Do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {

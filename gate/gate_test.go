@@ -17,6 +17,7 @@ import (
 
 	"levee/gate/waitpage"
 	"levee/internal/apperr"
+	"levee/internal/priority"
 	"levee/internal/shardmap"
 	"levee/internal/token"
 	"levee/internal/wire"
@@ -92,10 +93,9 @@ func TestRequestsRoutedAndAnswered(t *testing.T) {
 		t.Fatalf("logic request: %v", r)
 	}
 	logic.mu.Lock()
-	crits := append([]leveev1.Criticality(nil), logic.crits...)
+	crits := append([]priority.Class(nil), logic.crits...)
 	logic.mu.Unlock()
-	want := []leveev1.Criticality{loginCriticality, leveev1.Criticality_CRITICALITY_DEFAULT,
-		leveev1.Criticality_CRITICALITY_CRITICAL, leveev1.Criticality_CRITICALITY_SHEDDABLE}
+	want := []priority.Class{priority.Critical, priority.Default, priority.Critical, priority.Sheddable}
 	for i := range want {
 		if crits[i] != want[i] {
 			t.Fatalf("criticalities %v, want %v", crits, want)

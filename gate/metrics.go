@@ -44,21 +44,6 @@ const (
 	reqCooling
 )
 
-// criticalities are the criticality labels, in critIndex order.
-var criticalities = [...]string{priority.Critical, priority.Default, priority.Sheddable}
-
-// critIndex is c's index in criticalities; UNSPECIFIED and unknown values
-// count as default.
-func critIndex(c leveev1.Criticality) int {
-	switch c {
-	case leveev1.Criticality_CRITICALITY_CRITICAL:
-		return 0
-	case leveev1.Criticality_CRITICALITY_SHEDDABLE:
-		return 2
-	}
-	return 1
-}
-
 type gateMetrics struct {
 	active      prometheus.Gauge
 	connections *prometheus.CounterVec
@@ -66,6 +51,7 @@ type gateMetrics struct {
 	duration    *prometheus.HistogramVec
 	rejections  *prometheus.CounterVec
 	reqRejects  *prometheus.CounterVec
+	upgrades    *prometheus.CounterVec
 	handshakes  prometheus.GaugeFunc
 
 	// Resolved once, so the refusal paths do no label look-ups.
@@ -73,7 +59,8 @@ type gateMetrics struct {
 	rejectFull        prometheus.Counter
 	rejectHandshakes  prometheus.Counter
 	rejectRequest     [len(requestReasons)]prometheus.Counter
-	rejectRequestCrit [len(requestReasons)][len(criticalities)]prometheus.Counter
+	rejectRequestCrit [len(requestReasons)][priority.NumClasses]prometheus.Counter // [reason][Class.Index]
+	upgradeRefused    map[string]prometheus.Counter                                // by action: the policy's rows but login
 
 	line *lineMetrics // the admission line's
 }
@@ -113,6 +100,12 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 			Name: "gate_request_rejections_total",
 			Help: "Requests the gate refused itself, by reason (rate_limited, inflight, logic_cooling) and criticality.",
 		}, []string{"reason", "criticality"}),
+		upgrades: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "gate_criticality_upgrades_refused_total",
+			Help: "Requests whose frame asked for a higher criticality than the gate's policy gives the action, by action; " +
+				"the gate ignored the request's class and handled it with the policy's.",
+		}, []string{"action"}),
+		upgradeRefused: make(map[string]prometheus.Counter, len(policy)),
 	}
 	m.handshakes = f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gate_handshakes_in_progress",
@@ -126,8 +119,13 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 	m.rejectHandshakes = m.rejections.WithLabelValues(reasonHandshakes)
 	for i, r := range requestReasons {
 		m.rejectRequest[i] = m.rejections.WithLabelValues(r)
-		for j, c := range criticalities {
-			m.rejectRequestCrit[i][j] = m.reqRejects.WithLabelValues(r, c)
+		for _, c := range priority.Classes {
+			m.rejectRequestCrit[i][c] = m.reqRejects.WithLabelValues(r, c.String())
+		}
+	}
+	for action := range policy {
+		if action != actionLogin { // a login is no frame and asks for nothing
+			m.upgradeRefused[action] = m.upgrades.WithLabelValues(action)
 		}
 	}
 	return m

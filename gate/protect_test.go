@@ -340,9 +340,7 @@ func TestInFlightLimitIsTyped(t *testing.T) {
 	})
 	c.send(profileFrame(1))
 	<-logic.got
-	f := profileFrame(2)
-	f.Criticality = leveev1.Criticality_CRITICALITY_CRITICAL
-	c.send(f)
+	c.send(buyFrame(2)) // a purchase: critical
 	if e := wantError(t, c.recv(), 2, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != uint32(inflightRetryAfter.Milliseconds()) || !strings.Contains(e.GetMessage(), "in flight") {
 		t.Fatalf("in-flight refusal %v", e)
 	}

@@ -29,14 +29,15 @@ const (
 func (c *conn) handleFrame(data []byte) {
 	start := time.Now()
 	f, refusal := decodeFrame(c.codec, data)
-	action := actionInvalid
+	action, class := actionInvalid, priority.Default
 	if refusal == nil {
 		action = actionOf(f)
+		class = c.s.classify(action, f.GetCriticality())
 	}
 	id := f.GetRequestId()
 	if c.s.cfg.connRateLimitOn() {
 		if wait, ok := c.bucket.allow(c.s.clock.Now()); !ok {
-			c.s.rejectRequest(reqRateLimited, f.GetCriticality())
+			c.s.rejectRequest(reqRateLimited, class)
 			c.reply(action, start, errorFrame(id, errRateLimited, ceilMillis(wait)))
 			return
 		}
@@ -56,9 +57,9 @@ func (c *conn) handleFrame(data []byte) {
 	if c.s.cfg.logicPushbackOn() {
 		// Logic refused this shard's requests of this class a moment ago:
 		// answer for it, without a gRPC call (critical always goes on).
-		if left, ok := c.s.cooling.cooling(c.shard, kindOfFrame(f), f.GetCriticality(), c.s.clock); ok {
+		if left, ok := c.s.cooling.cooling(c.shard, kindOfFrame(f), class, c.s.clock); ok {
 			c.s.endRequest()
-			c.s.rejectRequest(reqCooling, f.GetCriticality())
+			c.s.rejectRequest(reqCooling, class)
 			c.reply(action, start, c.s.cooling.refusal(id, c.shard, left))
 			return
 		}
@@ -66,13 +67,13 @@ func (c *conn) handleFrame(data []byte) {
 	if n := c.inflight.Add(1); c.s.cfg.inflightLimitOn() && int(n) > c.s.cfg.MaxInFlight {
 		c.inflight.Add(-1)
 		c.s.endRequest()
-		c.s.rejectRequest(reqInflight, f.GetCriticality())
+		c.s.rejectRequest(reqInflight, class)
 		c.reply(action, start, errorFrame(id, errInflight, inflightRetryAfter))
 		return
 	}
 	go func() {
 		defer c.s.endRequest() // after the reply is written, so shutdown waits for it
-		out := c.s.do(c.ctx, c.shard, c.logic, logicRequest(c.playerID, f), f.GetCriticality(), c.budget(f))
+		out := c.s.do(c.ctx, c.shard, c.logic, logicRequest(c.playerID, f), class, c.budget(f))
 		// The slot is free before the player can see the reply, so a player
 		// who waits for replies is never refused for being over the limit.
 		c.inflight.Add(-1)
@@ -85,9 +86,9 @@ var errNotAdmitted = fmt.Errorf("%w: you are still in line; requests are answere
 
 // rejectRequest counts a request the gate refused itself (reason is an
 // index into requestReasons).
-func (s *Server) rejectRequest(reason int, crit leveev1.Criticality) {
+func (s *Server) rejectRequest(reason int, crit priority.Class) {
 	s.m.rejectRequest[reason].Inc()
-	s.m.rejectRequestCrit[reason][critIndex(crit)].Inc()
+	s.m.rejectRequestCrit[reason][crit.Index()].Inc()
 }
 
 // ceilMillis rounds d up to a whole millisecond, so a retry_after in
@@ -167,7 +168,7 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 }
 
 // do calls logic once (the gate never retries) with the budget as the gRPC
-// deadline and the criticality in metadata, and turns the outcome into the
+// deadline and the class in metadata, and turns the outcome into the
 // player's reply frame. A refusal comes back through apperr.FromStatus with
 // its exact code (BUSY, SERVER_FULL, RATE_LIMITED, …), the retry delay as
 // retry_after and the refusing shard's hints (leveev1.Backpressure, from
@@ -175,7 +176,7 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 // backpressure logic attached to it. With -logic-pushback a refusal under
 // load (apperr.Overload) also starts the shard's cooling and the hints are
 // kept for the gate's own refusals (see coolingTable).
-func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit leveev1.Criticality, budget time.Duration) *leveev1.ServerFrame {
+func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit priority.Class, budget time.Duration) *leveev1.ServerFrame {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	ctx = priority.Outgoing(ctx, crit)

@@ -15,6 +15,7 @@ import (
 
 	"levee/client"
 	"levee/internal/clock"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -291,19 +292,21 @@ func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int
 	return 0
 }
 
-// frame builds request i: a CRITICAL purchase or a DEFAULT battle with a
-// battle id unique in the run. The server's budget is the request timeout.
+// frame builds request i: a purchase or a battle with a battle id unique in
+// the run, each asking for the class the gate's policy gives it (critical,
+// default), which also orders them in the SDK's pacer. The server's budget
+// is the request timeout.
 func (o *overloadRun) frame(phase string, i int, crit bool) *leveev1.ClientFrame {
 	ms := uint32(o.r.cfg.RequestTimeout / time.Millisecond)
 	if crit {
 		return &leveev1.ClientFrame{
-			Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
+			Criticality: priority.Critical.Proto(),
 			TimeoutMs:   ms,
 			Payload:     &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: o.cfg.Item, Quantity: 1}},
 		}
 	}
 	return &leveev1.ClientFrame{
-		Criticality: leveev1.Criticality_CRITICALITY_DEFAULT,
+		Criticality: priority.Default.Proto(),
 		TimeoutMs:   ms,
 		Payload: &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{
 			BattleId: "ov-" + o.runID + "-" + idTag(phase) + strconv.Itoa(i),

@@ -338,7 +338,7 @@ func (sh *shard) launch(f *flight) {
 		defer s.battleWG.Done()
 		defer func() { <-s.battleSem }()
 		// The first request's deadline and criticality travel to battle.
-		ctx := priority.Outgoing(f.first.ctx, f.first.class.criticality())
+		ctx := priority.Outgoing(f.first.ctx, f.first.class)
 		rep, pushback, err := s.battle.Simulate(ctx, f.req, f.first.class)
 		msg := &op{battle: &battleResult{key: f.key, rep: rep, err: err, pushback: pushback}}
 		select {

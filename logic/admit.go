@@ -7,43 +7,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/priority"
-	leveev1 "levee/proto/leveev1"
 )
-
-// class is a request's criticality as an index into per-class tables.
-type class uint8
-
-const (
-	classSheddable class = iota
-	classDefault
-	classCritical
-	numClasses
-)
-
-// classOf maps a criticality to its class; UNSPECIFIED and unknown values
-// are DEFAULT.
-func classOf(c leveev1.Criticality) class {
-	switch c {
-	case leveev1.Criticality_CRITICALITY_CRITICAL:
-		return classCritical
-	case leveev1.Criticality_CRITICALITY_SHEDDABLE:
-		return classSheddable
-	}
-	return classDefault
-}
-
-func (c class) criticality() leveev1.Criticality {
-	switch c {
-	case classCritical:
-		return leveev1.Criticality_CRITICALITY_CRITICAL
-	case classSheddable:
-		return leveev1.Criticality_CRITICALITY_SHEDDABLE
-	}
-	return leveev1.Criticality_CRITICALITY_DEFAULT
-}
-
-// String is the criticality label of the metrics.
-func (c class) String() string { return priority.String(c.criticality()) }
 
 // Bounds of the retry delay sent with a queue_full refusal.
 const (
@@ -63,22 +27,22 @@ func admitBelow(fill float64, capacity int) int {
 
 // limits is the admitBelow of each class: SHEDDABLE from -reject-fill-
 // sheddable, DEFAULT from -reject-fill, CRITICAL only a full channel.
-func limits(cfg Config) [numClasses]int {
-	var l [numClasses]int
-	l[classSheddable] = admitBelow(cfg.RejectFillSheddable, cfg.QueueSize)
-	l[classDefault] = admitBelow(cfg.RejectFill, cfg.QueueSize)
-	l[classCritical] = cfg.QueueSize
+func limits(cfg Config) [priority.NumClasses]int {
+	var l [priority.NumClasses]int
+	l[priority.Sheddable] = admitBelow(cfg.RejectFillSheddable, cfg.QueueSize)
+	l[priority.Default] = admitBelow(cfg.RejectFill, cfg.QueueSize)
+	l[priority.Critical] = cfg.QueueSize
 	return l
 }
 
 // waitLimits is the estimated wait (in ns) above which each class is
 // refused at admission: DEFAULT at maxWait, SHEDDABLE at half of it,
 // CRITICAL never (0: no time rule).
-func waitLimits(maxWait time.Duration) [numClasses]int64 {
-	var w [numClasses]int64
+func waitLimits(maxWait time.Duration) [priority.NumClasses]int64 {
+	var w [priority.NumClasses]int64
 	if maxWait > 0 {
-		w[classSheddable] = max(int64(maxWait/2), 1)
-		w[classDefault] = int64(maxWait)
+		w[priority.Sheddable] = max(int64(maxWait/2), 1)
+		w[priority.Default] = int64(maxWait)
 	}
 	return w
 }
@@ -108,10 +72,11 @@ const waitFloor = 32
 // the hard bound.
 func (sh *shard) offer(o *op) (n int, v verdict) {
 	n = len(sh.ch)
-	if n >= sh.limit[o.class] {
+	c := o.class.Index()
+	if n >= sh.limit[c] {
 		return n, refusedFull
 	}
-	if w := sh.maxWait[o.class]; w > 0 && n >= sh.waitFloor {
+	if w := sh.maxWait[c]; w > 0 && n >= sh.waitFloor {
 		if per := sh.perOp.Load(); per > 0 && int64(n) > w/per {
 			return n, refusedWait
 		}
@@ -159,10 +124,10 @@ func (sh *shard) observeBatch(n int, d time.Duration) {
 
 // refusals are the errors a shard refuses with at admission, built once so
 // that a refusal allocates nothing: by the fill rule, and by the time rule.
-func refusals(id int, lim [numClasses]int, capacity int, wait [numClasses]int64) (full, slow [numClasses]error) {
-	for c := range numClasses {
-		full[c] = fmt.Errorf("%w: shard %d queue is full for %s requests (%d of %d)", apperr.ErrBusy, id, c, lim[c], capacity)
-		slow[c] = fmt.Errorf("%w: shard %d queue wait would exceed %v for %s requests", apperr.ErrBusy, id, time.Duration(wait[c]), c)
+func refusals(id int, lim [priority.NumClasses]int, capacity int, wait [priority.NumClasses]int64) (full, slow [priority.NumClasses]error) {
+	for i, c := range priority.Classes {
+		full[i] = fmt.Errorf("%w: shard %d queue is full for %s requests (%d of %d)", apperr.ErrBusy, id, c, lim[i], capacity)
+		slow[i] = fmt.Errorf("%w: shard %d queue wait would exceed %v for %s requests", apperr.ErrBusy, id, time.Duration(wait[i]), c)
 	}
 	return full, slow
 }
@@ -189,11 +154,11 @@ func (s *Server) admit(sh *shard, o *op) (depth int, retryAfter time.Duration, e
 	case admitted:
 		return 0, 0, nil
 	case refusedWait:
-		sh.rejectedWait[o.class].Inc()
-		return n, sh.retryAfter(n), sh.slow[o.class]
+		sh.rejectedWait[o.class.Index()].Inc()
+		return n, sh.retryAfter(n), sh.slow[o.class.Index()]
 	}
-	sh.rejected[o.class].Inc()
-	return n, sh.retryAfter(n), sh.refusal[o.class]
+	sh.rejected[o.class.Index()].Inc()
+	return n, sh.retryAfter(n), sh.refusal[o.class.Index()]
 }
 
 // enqueue is admission with -reject-early off, the seed's story before the
@@ -216,7 +181,7 @@ func (s *Server) enqueue(sh *shard, o *op) error {
 		sh.depth.Set(float64(len(sh.ch)))
 		return nil
 	case <-o.ctx.Done():
-		sh.expired[o.class].Inc()
+		sh.expired[o.class.Index()].Inc()
 		return fmt.Errorf("%w: waited for room in the queue of shard %d: %w", apperr.ErrDeadline, sh.id, o.ctx.Err())
 	}
 }

@@ -16,9 +16,9 @@ import (
 )
 
 const (
-	critical  = leveev1.Criticality_CRITICALITY_CRITICAL
-	deflt     = leveev1.Criticality_CRITICALITY_DEFAULT
-	sheddable = leveev1.Criticality_CRITICALITY_SHEDDABLE
+	critical  = priority.Critical
+	deflt     = priority.Default
+	sheddable = priority.Sheddable
 )
 
 func TestAdmitBelow(t *testing.T) {
@@ -76,7 +76,7 @@ type answer struct {
 
 // send sends req with criticality c and the given timeout from a goroutine;
 // the answer arrives on the returned channel.
-func (e *env) send(req *leveev1.LogicRequest, c leveev1.Criticality, timeout time.Duration) <-chan answer {
+func (e *env) send(req *leveev1.LogicRequest, c priority.Class, timeout time.Duration) <-chan answer {
 	ch := make(chan answer, 1)
 	e.bg.Add(1)
 	go func() {
@@ -91,7 +91,7 @@ func (e *env) send(req *leveev1.LogicRequest, c leveev1.Criticality, timeout tim
 
 // enqueue sends req with criticality c and returns once shard 0's queue
 // has grown to depth.
-func (e *env) enqueue(req *leveev1.LogicRequest, c leveev1.Criticality, depth int) <-chan answer {
+func (e *env) enqueue(req *leveev1.LogicRequest, c priority.Class, depth int) <-chan answer {
 	e.t.Helper()
 	ch := e.send(req, c, 20*time.Second)
 	waitFor(e.t, "the request queued", func() bool { return e.depth(0) == depth })
@@ -100,7 +100,7 @@ func (e *env) enqueue(req *leveev1.LogicRequest, c leveev1.Criticality, depth in
 
 // refused sends req with criticality c, expects it refused at admission
 // with RESOURCE_EXHAUSTED, and returns the hints of its status details.
-func (e *env) refused(req *leveev1.LogicRequest, c leveev1.Criticality) *leveev1.Backpressure {
+func (e *env) refused(req *leveev1.LogicRequest, c priority.Class) *leveev1.Backpressure {
 	e.t.Helper()
 	_, err := e.cli.Do(priority.Outgoing(ctxT(e.t), c), req)
 	wantStatus(e.t, err, codes.ResourceExhausted, "queue is full")
@@ -129,7 +129,7 @@ func TestRejectAtNinetyPercent(t *testing.T) {
 	before := e.login("alice")
 	e.flushAndBlock("alice")
 	sh := e.srv.shards[0]
-	if sh.limit != [numClasses]int{classSheddable: 5, classDefault: 9, classCritical: 10} {
+	if sh.limit != [priority.NumClasses]int{priority.Sheddable: 5, priority.Default: 9, priority.Critical: 10} {
 		t.Fatalf("limits = %v", sh.limit)
 	}
 	var queued []<-chan answer
@@ -147,7 +147,7 @@ func TestRejectAtNinetyPercent(t *testing.T) {
 	wantHints(t, e.refused(buyReq("alice", 9, "sword", 1), critical), 10, 1, 200)
 	wantHints(t, e.refused(buyReq("alice", 10, "sword", 1), deflt), 10, 1, 200)
 
-	for c, want := range map[class]float64{classDefault: 2, classSheddable: 1, classCritical: 1} {
+	for c, want := range map[priority.Class]float64{priority.Default: 2, priority.Sheddable: 1, priority.Critical: 1} {
 		if got := e.rejections(0, reasonQueueFull, c); got != want {
 			t.Errorf("logic_rejections_total{0,queue_full,%s} = %v, want %v", c, got, want)
 		}
@@ -188,10 +188,10 @@ func TestSheddableRefusedEarlier(t *testing.T) {
 		t.Fatalf("hints = %v", bp)
 	}
 	e.enqueue(profileReq("alice", ""), deflt, 6)
-	if got := e.rejections(0, reasonQueueFull, classSheddable); got != 1 {
+	if got := e.rejections(0, reasonQueueFull, priority.Sheddable); got != 1 {
 		t.Errorf("logic_rejections_total{0,queue_full,sheddable} = %v, want 1", got)
 	}
-	if got := e.rejections(0, reasonQueueFull, classDefault); got != 0 {
+	if got := e.rejections(0, reasonQueueFull, priority.Default); got != 0 {
 		t.Errorf("logic_rejections_total{0,queue_full,default} = %v, want 0", got)
 	}
 }
@@ -201,9 +201,10 @@ func TestCriticalityForwardedToBattle(t *testing.T) {
 	e := start(t, envOpts{})
 	e.login("alice")
 	sent := time.Now()
-	for i, c := range []leveev1.Criticality{critical, sheddable, leveev1.Criticality_CRITICALITY_UNSPECIFIED} {
+	// The last call carries no class: it is default.
+	for i, c := range []priority.Class{critical, sheddable, priority.Class(99)} {
 		ctx := ctxT(t)
-		if c != leveev1.Criticality_CRITICALITY_UNSPECIFIED {
+		if c.Valid() {
 			ctx = priority.Outgoing(ctx, c)
 		}
 		if _, err := e.cli.Do(ctx, battleReq("alice", "crit-"+string(rune('a'+i)), 2, 10)); err != nil {
@@ -211,7 +212,7 @@ func TestCriticalityForwardedToBattle(t *testing.T) {
 		}
 	}
 	seen := e.battle.seenCalls()
-	want := []leveev1.Criticality{critical, sheddable, deflt}
+	want := []priority.Class{critical, sheddable, deflt}
 	if len(seen) != len(want) {
 		t.Fatalf("battle saw %d calls", len(seen))
 	}
@@ -419,7 +420,7 @@ func TestRejectEarlyOffBlocks(t *testing.T) {
 			waitFor(t, "a second waiter", func() bool { return testutilValue(e.srv.m.blocked) == 2 })
 			wantStatus(t, (<-late).err, codes.DeadlineExceeded, "")
 			waitFor(t, "the late waiter to give up", func() bool {
-				return testutilValue(e.srv.m.blocked) == 1 && e.rejections(0, reasonExpired, classDefault) == 1
+				return testutilValue(e.srv.m.blocked) == 1 && e.rejections(0, reasonExpired, priority.Default) == 1
 			})
 
 			e.gate.release()
@@ -451,7 +452,7 @@ func TestDropExpiredOffExecutes(t *testing.T) {
 	if p := e.profile("alice"); p.GetGold() != before.GetGold()-100 || p.GetInventory()["sword"] != 1 {
 		t.Fatalf("expired purchase not executed: %v", p)
 	}
-	if got := e.rejections(0, reasonExpired, classDefault); got != 0 {
+	if got := e.rejections(0, reasonExpired, priority.Default); got != 0 {
 		t.Fatalf("logic_rejections_total{expired} = %v", got)
 	}
 }

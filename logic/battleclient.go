@@ -16,6 +16,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -23,7 +24,7 @@ import (
 // for a caller of class c, its error as a domain error, and the retry delay
 // the callee asked for.
 type simulator interface {
-	Simulate(ctx context.Context, req *leveev1.SimulateRequest, c class) (*leveev1.SimulateReply, time.Duration, error)
+	Simulate(ctx context.Context, req *leveev1.SimulateRequest, c priority.Class) (*leveev1.SimulateReply, time.Duration, error)
 }
 
 var _ simulator = (*battleClient)(nil)
@@ -252,8 +253,8 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pus
 // timeout (both attempts together). The caller's outgoing metadata (the
 // criticality) goes with both attempts; cl decides what happens when
 // instances are cooling (see pick).
-func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest, cl class) (*leveev1.SimulateReply, time.Duration, error) {
-	critical := cl == classCritical
+func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest, cl priority.Class) (*leveev1.SimulateReply, time.Duration, error) {
+	critical := cl == priority.Critical
 	first, wait, full := c.pick(-1, critical)
 	if first < 0 && full {
 		first, wait = c.awaitSlot(ctx)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"levee/internal/priority"
 )
 
 // BenchmarkBuy measures purchases through gRPC into an in-process server
@@ -100,7 +101,7 @@ func BenchmarkAdmit(b *testing.B) {
 	s := &Server{cfg: DefaultConfig(), m: newMetrics(prometheus.NewRegistry()), rejectEarly: true}
 	sh := newShard(0, nil, s)
 	sh.perOp.Store(int64(time.Millisecond))
-	o := &op{class: classDefault}
+	o := &op{class: priority.Default}
 	b.Run("accept", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -116,18 +117,18 @@ func BenchmarkAdmit(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := s.admit(sh, o); err != sh.slow[classDefault] {
+			if _, _, err := s.admit(sh, o); err != sh.slow[priority.Default] {
 				b.Fatalf("admit = %v, want the time rule's refusal", err)
 			}
 		}
 	})
 	b.Run("refuse", func(b *testing.B) {
-		for len(sh.ch) < sh.limit[classDefault] {
+		for len(sh.ch) < sh.limit[priority.Default] {
 			sh.ch <- o
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := s.admit(sh, o); err != sh.refusal[classDefault] {
+			if _, _, err := s.admit(sh, o); err != sh.refusal[priority.Default] {
 				b.Fatalf("admit = %v, want the fill rule's refusal", err)
 			}
 		}

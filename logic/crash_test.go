@@ -250,7 +250,7 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 					// Purchases are critical, as the SDK sends them: only the
 					// fill rule may refuse them, never the wait estimate.
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					ctx = priority.Outgoing(ctx, leveev1.Criticality_CRITICALITY_CRITICAL)
+					ctx = priority.Outgoing(ctx, priority.Critical)
 					r, err := cli.Do(ctx, buyReq(pu.player, pu.rid, pu.item, 1))
 					cancel()
 					if err != nil {

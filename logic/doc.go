@@ -15,8 +15,10 @@
 // leveev1.Backpressure with the queue depth and the fill ratio. A request whose caller
 // has gone by the time the shard picks it up is answered with a deadline
 // error and never executed, and a non-critical one that has waited more
-// than 2 × -queue-max-wait is answered busy, unexecuted. The criticality
-// arrives in gRPC metadata and travels on to battle with the remaining
+// than 2 × -queue-max-wait is answered busy, unexecuted. The class
+// (levee/internal/priority) arrives in the levee-criticality gRPC metadata,
+// set by the gate from its policy table (logic is internal and trusts it;
+// none means default), and travels on to battle with the remaining
 // deadline. -protection=false (or the switch of each mechanism) turns this
 // off, for comparison.
 //

@@ -51,13 +51,13 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 	if err := validateAction(req); err != nil {
 		return &leveev1.LogicReply{Backpressure: sh.backpressure(), Result: &leveev1.LogicReply_Error{Error: apperr.Reply(err, 0)}}, "rejected", nil
 	}
-	cl := classOf(priority.FromIncoming(ctx))
+	cl := priority.FromIncoming(ctx) // the gate's decision; logic is internal
 	now := s.clk.Now()
-	if req.GetStartBattle() != nil && cl != classCritical {
+	if req.GetStartBattle() != nil && cl != priority.Critical {
 		// Cheap: a few atomic loads. A battle that could only be refused
 		// locally after its turn in the queue is refused now instead.
 		if wait, all := s.battleCli.allCooling(now); all {
-			sh.coolingRefuse[cl].Inc()
+			sh.coolingRefuse[cl.Index()].Inc()
 			depth := len(sh.ch)
 			err := fmt.Errorf("%w: every battle instance is cooling after refusing; the first is ready in %v", apperr.ErrBusy, wait)
 			return nil, errOutcome(err), apperr.Overloaded(ctx, err, ceilMillis(wait), depth, float64(depth)/float64(cap(sh.ch)))

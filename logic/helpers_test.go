@@ -43,7 +43,7 @@ type fakeBattle struct {
 
 // seenCall is the metadata and deadline one call arrived with.
 type seenCall struct {
-	crit     leveev1.Criticality
+	crit     priority.Class
 	deadline time.Time // zero: none
 }
 
@@ -324,7 +324,7 @@ func (e *env) flushAndBlock(player string) {
 		defer e.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if _, err := e.cli.Do(priority.Outgoing(ctx, leveev1.Criticality_CRITICALITY_CRITICAL), profileReq(player, "")); err != nil {
+		if _, err := e.cli.Do(priority.Outgoing(ctx, priority.Critical), profileReq(player, "")); err != nil {
 			e.t.Errorf("held request: %v", err)
 		}
 	}()
@@ -344,7 +344,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // rejections is logic_rejections_total{shard,reason,criticality}.
-func (e *env) rejections(shard int, reason string, c class) float64 {
+func (e *env) rejections(shard int, reason string, c priority.Class) float64 {
 	return testutil.ToFloat64(e.srv.m.rejections.WithLabelValues(fmt.Sprint(shard), reason, c.String()))
 }
 

@@ -62,7 +62,7 @@ func (e *env) buyMany(id string, from uint64, n int) {
 			defer wg.Done()
 			for rid := range next {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				r, err := e.cli.Do(priority.Outgoing(ctx, leveev1.Criticality_CRITICALITY_CRITICAL), buyReq(id, rid, "potion", 1))
+				r, err := e.cli.Do(priority.Outgoing(ctx, priority.Critical), buyReq(id, rid, "potion", 1))
 				cancel()
 				if err != nil || r.GetBuyItem() == nil || r.GetBuyItem().GetReplayed() {
 					e.t.Errorf("buy %d: %v %v", rid, r, err)

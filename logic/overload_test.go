@@ -62,7 +62,7 @@ func newTestShard(cfg Config) (*Server, *shard) {
 // fill puts n ops on sh's channel (bypassing admission).
 func fill(sh *shard, n int) {
 	for len(sh.ch) < n {
-		sh.ch <- &op{class: classDefault}
+		sh.ch <- &op{class: priority.Default}
 	}
 	for len(sh.ch) > n {
 		<-sh.ch
@@ -80,19 +80,19 @@ func TestAdmitTimeBoundary(t *testing.T) {
 	sh.perOp.Store(int64(10 * time.Millisecond))
 	sh.waitFloor = 0 // the boundary itself, not the short-queue exemption
 	for _, c := range []struct {
-		class class
+		class priority.Class
 		depth int
 		want  error // nil: admitted
 	}{
-		{classDefault, 0, nil},
-		{classDefault, 5, nil}, // 50 ms: not above
-		{classDefault, 6, sh.slow[classDefault]},
-		{classSheddable, 2, nil}, // 20 ms
-		{classSheddable, 3, sh.slow[classSheddable]},
-		{classCritical, 6, nil},
-		{classCritical, 99, nil},
-		{classCritical, 100, sh.refusal[classCritical]}, // full
-		{classDefault, 90, sh.refusal[classDefault]},    // the fill rule first
+		{priority.Default, 0, nil},
+		{priority.Default, 5, nil}, // 50 ms: not above
+		{priority.Default, 6, sh.slow[priority.Default]},
+		{priority.Sheddable, 2, nil}, // 20 ms
+		{priority.Sheddable, 3, sh.slow[priority.Sheddable]},
+		{priority.Critical, 6, nil},
+		{priority.Critical, 99, nil},
+		{priority.Critical, 100, sh.refusal[priority.Critical]}, // full
+		{priority.Default, 90, sh.refusal[priority.Default]},    // the fill rule first
 	} {
 		fill(sh, c.depth)
 		o := &op{class: c.class}
@@ -110,7 +110,7 @@ func TestAdmitTimeBoundary(t *testing.T) {
 			t.Fatalf("%s at depth %d: refused with depth %d, retry after %v", c.class, c.depth, depth, retryAfter)
 		}
 	}
-	for c, want := range map[class]float64{classDefault: 1, classSheddable: 1, classCritical: 0} {
+	for c, want := range map[priority.Class]float64{priority.Default: 1, priority.Sheddable: 1, priority.Critical: 0} {
 		if got := testutil.ToFloat64(sh.rejectedWait[c]); got != want {
 			t.Errorf("logic_rejections_total{wait_estimate,%s} = %v, want %v", c, got, want)
 		}
@@ -119,7 +119,7 @@ func TestAdmitTimeBoundary(t *testing.T) {
 	// No measurement yet, or the rule off: only the fill rule.
 	sh.perOp.Store(0)
 	fill(sh, 50)
-	if _, _, err := s.admit(sh, &op{class: classDefault}); err != nil {
+	if _, _, err := s.admit(sh, &op{class: priority.Default}); err != nil {
 		t.Fatalf("refused before any measurement: %v", err)
 	}
 	for name, mut := range map[string]func(*Config){
@@ -128,7 +128,7 @@ func TestAdmitTimeBoundary(t *testing.T) {
 	} {
 		cfg := cfg
 		mut(&cfg)
-		if _, sh := newTestShard(cfg); sh.maxWait != [numClasses]int64{} {
+		if _, sh := newTestShard(cfg); sh.maxWait != [priority.NumClasses]int64{} {
 			t.Errorf("%s: time rule still on: %v", name, sh.maxWait)
 		}
 	}
@@ -149,13 +149,13 @@ func TestQueueWaitRefusedAtAdmission(t *testing.T) {
 	for i := 1; i <= 6; i++ { // the 6th finds 5 × 10 ms = 50 ms queued
 		queued = append(queued, e.enqueue(profileReq("alice", ""), deflt, i))
 	}
-	for _, c := range []leveev1.Criticality{deflt, sheddable} {
+	for _, c := range []priority.Class{deflt, sheddable} {
 		_, err := e.cli.Do(priority.Outgoing(ctxT(t), c), profileReq("alice", ""))
 		wantStatus(t, err, codes.ResourceExhausted, "queue wait would exceed")
 		wantHints(t, apperr.Backpressure(err), 6, 0.06, 60)
 	}
 	queued = append(queued, e.enqueue(profileReq("alice", ""), critical, 7))
-	if e.rejections(0, reasonWaitEstimate, classDefault) != 1 || e.rejections(0, reasonWaitEstimate, classSheddable) != 1 {
+	if e.rejections(0, reasonWaitEstimate, priority.Default) != 1 || e.rejections(0, reasonWaitEstimate, priority.Sheddable) != 1 {
 		t.Fatal("wait_estimate refusals not counted")
 	}
 	e.gate.release()
@@ -210,7 +210,7 @@ func TestQueueWaitGuardAtDequeue(t *testing.T) {
 	if p.GetInventory()["sword"] != 1 || p.GetGold() != before.GetGold()-100+int64(p.GetWins())*winGold || p.GetWins()+p.GetLosses() != 1 {
 		t.Fatalf("after one critical purchase and one battle: %v", p)
 	}
-	for c, want := range map[class]float64{classDefault: 2, classSheddable: 1, classCritical: 0} {
+	for c, want := range map[priority.Class]float64{priority.Default: 2, priority.Sheddable: 1, priority.Critical: 0} {
 		if got := e.rejections(0, reasonQueueWait, c); got != want {
 			t.Errorf("logic_rejections_total{queue_wait,%s} = %v, want %v", c, got, want)
 		}
@@ -265,7 +265,7 @@ func coolingClient(t *testing.T) (*battleClient, *clock.Fake, *fakeBattle, *fake
 func TestBattleCooling(t *testing.T) {
 	c, clk, f1, f2, m := coolingClient(t)
 	req := simulateRequest(newPlayer("alice"), &leveev1.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
-	call := func(cl class) (time.Duration, error) {
+	call := func(cl priority.Class) (time.Duration, error) {
 		t.Helper()
 		_, pushback, err := c.Simulate(ctxT(t), req, cl)
 		return pushback, err
@@ -278,7 +278,7 @@ func TestBattleCooling(t *testing.T) {
 	}
 
 	f1.failWith(statusBusy)
-	if pb, err := call(classDefault); !errors.Is(err, apperr.ErrBusy) || pb != 200*time.Millisecond { // round robin: f1
+	if pb, err := call(priority.Default); !errors.Is(err, apperr.ErrBusy) || pb != 200*time.Millisecond { // round robin: f1
 		t.Fatalf("first call: %v, pushback %v", err, pb)
 	}
 	calls(1, 0)
@@ -287,7 +287,7 @@ func TestBattleCooling(t *testing.T) {
 		t.Fatalf("logic_battle_limit{f1} = %v, want %v", got, aimdInitial*aimdDecrease)
 	}
 	for range 2 { // f2's turn, then f1's, which is cooling: f2 again
-		if _, err := call(classDefault); err != nil {
+		if _, err := call(priority.Default); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -295,13 +295,13 @@ func TestBattleCooling(t *testing.T) {
 
 	clk.Advance(50 * time.Millisecond)
 	f2.failWith(statusBusy)
-	if _, err := call(classDefault); !errors.Is(err, apperr.ErrBusy) { // f2's turn: refused, cooling to +250 ms
+	if _, err := call(priority.Default); !errors.Is(err, apperr.ErrBusy) { // f2's turn: refused, cooling to +250 ms
 		t.Fatalf("f2 did not refuse: %v", err)
 	}
 	calls(1, 3)
 
 	// Both cooling: f1 until +200 ms, f2 until +250 ms; now is +50 ms.
-	for _, cl := range []class{classDefault, classSheddable} {
+	for _, cl := range []priority.Class{priority.Default, priority.Sheddable} {
 		pb, err := call(cl)
 		if !errors.Is(err, apperr.ErrBusy) || pb != 150*time.Millisecond {
 			t.Fatalf("%s call with both cooling: %v, pushback %v; want busy after 150ms", cl, err, pb)
@@ -312,7 +312,7 @@ func TestBattleCooling(t *testing.T) {
 		t.Fatalf("logic_battle_calls_total{cooling} = %v, want 2", got)
 	}
 	f1.failWith(nil)
-	if _, err := call(classCritical); err != nil { // f1 is ready first
+	if _, err := call(priority.Critical); err != nil { // f1 is ready first
 		t.Fatal(err)
 	}
 	calls(2, 3)
@@ -320,7 +320,7 @@ func TestBattleCooling(t *testing.T) {
 	clk.Advance(200 * time.Millisecond) // +250 ms: both ready
 	f2.failWith(nil)
 	for range 2 {
-		if _, err := call(classDefault); err != nil {
+		if _, err := call(priority.Default); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -343,7 +343,7 @@ func TestBattleCoolingWithoutPushbackAndRetry(t *testing.T) {
 	req := simulateRequest(newPlayer("alice"), &leveev1.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	f1.failWith(statusBusy)
 	// dead (unavailable) then f1 (busy): both cool; the retry went out.
-	_, pb, err := c.Simulate(ctxT(t), req, classDefault)
+	_, pb, err := c.Simulate(ctxT(t), req, priority.Default)
 	if !errors.Is(err, apperr.ErrBusy) || pb != 200*time.Millisecond || f1.calls.Load() != 1 {
 		t.Fatalf("first call: %v, pushback %v, f1 calls %d", err, pb, f1.calls.Load())
 	}
@@ -353,7 +353,7 @@ func TestBattleCoolingWithoutPushbackAndRetry(t *testing.T) {
 	clk.Advance(100 * time.Millisecond) // dead is ready again, f1 cools to +200 ms
 	// First attempt at dead (the only one not cooling) fails; the retry
 	// would go to f1, which is cooling: not sent.
-	_, pb, err = c.Simulate(ctxT(t), req, classDefault)
+	_, pb, err = c.Simulate(ctxT(t), req, priority.Default)
 	if !errors.Is(err, apperr.ErrUnavailable) || f1.calls.Load() != 1 || pb != 100*time.Millisecond {
 		t.Fatalf("second call: %v, pushback %v, f1 calls %d", err, pb, f1.calls.Load())
 	}
@@ -395,7 +395,7 @@ func TestBattleCoolingThroughServer(t *testing.T) {
 	if f1.calls.Load()+f2.calls.Load() != 5 {
 		t.Fatal("a battle was called with every instance cooling")
 	}
-	if e.rejections(0, reasonBattleCooling, classDefault) != 1 {
+	if e.rejections(0, reasonBattleCooling, priority.Default) != 1 {
 		t.Fatal("logic_rejections_total{battle_cooling,default} not counted")
 	}
 	// Other requests are not affected.
@@ -448,7 +448,7 @@ func TestBattlePushbackSwitchedOff(t *testing.T) {
 			if got := testutilValue(e.srv.m.battleCalls.WithLabelValues(outcomeCooling)); got != 0 {
 				t.Fatalf("logic_battle_calls_total{cooling} = %v", got)
 			}
-			if e.rejections(0, reasonBattleCooling, classDefault) != 0 {
+			if e.rejections(0, reasonBattleCooling, priority.Default) != 0 {
 				t.Fatal("refused at admission for cooling")
 			}
 		})

@@ -100,7 +100,7 @@ func TestExpiredInQueueIsNotExecuted(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.cli.Do(priority.Outgoing(ctx, leveev1.Criticality_CRITICALITY_CRITICAL), buyReq("alice", 5, "sword", 1))
+		_, err := e.cli.Do(priority.Outgoing(ctx, priority.Critical), buyReq("alice", 5, "sword", 1))
 		done <- err
 	}()
 	waitFor(t, "the purchase queued", func() bool { return e.depth(0) == 1 })
@@ -111,10 +111,10 @@ func TestExpiredInQueueIsNotExecuted(t *testing.T) {
 	if p := e.profile("alice"); p.GetGold() != before.GetGold() || p.GetVersion() != before.GetVersion() || len(p.GetInventory()) != 0 {
 		t.Fatalf("expired purchase executed: %v", p)
 	}
-	if got := e.rejections(0, reasonExpired, classCritical); got != 1 {
+	if got := e.rejections(0, reasonExpired, priority.Critical); got != 1 {
 		t.Fatalf("logic_rejections_total{0,expired,critical} = %v, want 1", got)
 	}
-	if got := e.rejections(0, reasonExpired, classDefault); got != 0 {
+	if got := e.rejections(0, reasonExpired, priority.Default); got != 0 {
 		t.Fatalf("logic_rejections_total{0,expired,default} = %v, want 0", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"levee/internal/apperr"
+	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -19,9 +20,9 @@ import (
 type op struct {
 	ctx     context.Context
 	req     *leveev1.LogicRequest
-	class   class       // the criticality it arrived with
-	arrived time.Time   // when the request reached logic (the server's clock)
-	done    chan result // buffered 1; gets exactly one result
+	class   priority.Class // the class it arrived with (the gate's decision)
+	arrived time.Time      // when the request reached logic (the server's clock)
+	done    chan result    // buffered 1; gets exactly one result
 	battle  *battleResult
 }
 
@@ -63,24 +64,24 @@ type shard struct {
 	ch    chan *op
 	in    chan *op
 	depth prometheus.Gauge
-	limit [numClasses]int // admit a class while len(ch) < limit
+	limit [priority.NumClasses]int // admit a class while len(ch) < limit
 	// maxWait is the estimated wait in ns above which a class is refused
 	// (0: no time rule); staleAfter is how long a non-critical request may
 	// have waited when it is picked up (0: no guard).
-	maxWait    [numClasses]int64
+	maxWait    [priority.NumClasses]int64
 	waitFloor  int // the time rule applies from this queue length on
 	staleAfter time.Duration
 	// perOp is the measured time per request in ns (EWMA), for retryAfter
 	// and the time rule; written by the shard's goroutine only.
 	perOp         atomic.Int64
-	refusal       [numClasses]error
-	slow          [numClasses]error
-	staleErr      [numClasses]error
-	rejected      [numClasses]prometheus.Counter // reason queue_full
-	rejectedWait  [numClasses]prometheus.Counter // reason wait_estimate
-	stale         [numClasses]prometheus.Counter // reason queue_wait
-	expired       [numClasses]prometheus.Counter // reason expired
-	coolingRefuse [numClasses]prometheus.Counter // reason battle_cooling
+	refusal       [priority.NumClasses]error
+	slow          [priority.NumClasses]error
+	staleErr      [priority.NumClasses]error
+	rejected      [priority.NumClasses]prometheus.Counter // reason queue_full
+	rejectedWait  [priority.NumClasses]prometheus.Counter // reason wait_estimate
+	stale         [priority.NumClasses]prometheus.Counter // reason queue_wait
+	expired       [priority.NumClasses]prometheus.Counter // reason expired
+	coolingRefuse [priority.NumClasses]prometheus.Counter // reason battle_cooling
 	store         *store
 	srv           *Server
 
@@ -112,13 +113,13 @@ func newShard(id int, st *store, srv *Server) *shard {
 		reqFlights: map[string]*flight{},
 	}
 	sh.refusal, sh.slow = refusals(id, sh.limit, srv.cfg.QueueSize, sh.maxWait)
-	for c := range numClasses {
-		sh.staleErr[c] = fmt.Errorf("%w: shard %d: %s request waited in the queue longer than %v", apperr.ErrBusy, id, c, sh.staleAfter)
-		sh.rejected[c] = srv.m.rejections.WithLabelValues(label, reasonQueueFull, c.String())
-		sh.rejectedWait[c] = srv.m.rejections.WithLabelValues(label, reasonWaitEstimate, c.String())
-		sh.stale[c] = srv.m.rejections.WithLabelValues(label, reasonQueueWait, c.String())
-		sh.expired[c] = srv.m.rejections.WithLabelValues(label, reasonExpired, c.String())
-		sh.coolingRefuse[c] = srv.m.rejections.WithLabelValues(label, reasonBattleCooling, c.String())
+	for i, c := range priority.Classes {
+		sh.staleErr[i] = fmt.Errorf("%w: shard %d: %s request waited in the queue longer than %v", apperr.ErrBusy, id, c, sh.staleAfter)
+		sh.rejected[i] = srv.m.rejections.WithLabelValues(label, reasonQueueFull, c.String())
+		sh.rejectedWait[i] = srv.m.rejections.WithLabelValues(label, reasonWaitEstimate, c.String())
+		sh.stale[i] = srv.m.rejections.WithLabelValues(label, reasonQueueWait, c.String())
+		sh.expired[i] = srv.m.rejections.WithLabelValues(label, reasonExpired, c.String())
+		sh.coolingRefuse[i] = srv.m.rejections.WithLabelValues(label, reasonBattleCooling, c.String())
 	}
 	sh.depth.Set(0)
 	return sh
@@ -309,17 +310,17 @@ func (sh *shard) handle(b *batch, o *op) {
 		// The caller has gone (or its budget ran out) while the request
 		// waited: drop it unexecuted. (With -drop-expired off it runs
 		// anyway and its reply goes nowhere.)
-		sh.expired[o.class].Inc()
+		sh.expired[o.class.Index()].Inc()
 		sh.send(o, result{err: fmt.Errorf("%w: expired in the queue of shard %d: %w", apperr.ErrDeadline, sh.id, err)})
 		return
 	}
-	if sh.staleAfter > 0 && o.class != classCritical && sh.srv.clk.Now().Sub(o.arrived) > sh.staleAfter {
+	if sh.staleAfter > 0 && o.class != priority.Critical && sh.srv.clk.Now().Sub(o.arrived) > sh.staleAfter {
 		// The CoDel-style guard: a request that has already waited this
 		// long is answered busy unexecuted, so that the queue sheds its
 		// standing delay instead of serving everyone late. Never internal
 		// messages (handled above) nor critical requests.
-		sh.stale[o.class].Inc()
-		sh.send(o, result{err: sh.staleErr[o.class], pushback: sh.retryAfter(len(sh.ch))})
+		sh.stale[o.class.Index()].Inc()
+		sh.send(o, result{err: sh.staleErr[o.class.Index()], pushback: sh.retryAfter(len(sh.ch))})
 		return
 	}
 	switch a := o.req.GetAction().(type) {

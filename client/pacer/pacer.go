@@ -134,7 +134,7 @@ func (p *Pacer) Next(now time.Time) time.Duration {
 // if a higher-priority request pushed it out of the full queue, or
 // ErrQueueFull at once if the queue is full and holds nothing of lower
 // priority. An ended ctx fails at once without taking a slot. A prio
-// outside Sheddable..Critical counts as the nearest of them.
+// that is not one of Sheddable, Default and Critical counts as Default.
 func (p *Pacer) Wait(ctx context.Context, prio Priority) error {
 	if err := ctx.Err(); err != nil {
 		p.mu.Lock()
@@ -142,7 +142,7 @@ func (p *Pacer) Wait(ctx context.Context, prio Priority) error {
 		p.mu.Unlock()
 		return err
 	}
-	level := prio.level()
+	level := prio.Index()
 
 	p.mu.Lock()
 	now := p.clk.Now()

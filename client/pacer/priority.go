@@ -1,35 +1,20 @@
 package pacer
 
-import "strconv"
+import "levee/internal/priority"
 
 // Priority orders waiting requests: higher goes first and evicts lower when
-// the queue is full. The zero value is Default. It mirrors the proto's
-// Criticality (whose numbers run the other way).
-type Priority int8
+// the queue is full. It is the cluster's one class type (Sheddable <
+// Default < Critical, the same the gate, logic and battle shed by), named
+// here for the SDK's users, who cannot import Levee's internal packages.
+type Priority = priority.Class
 
+// The priorities, least important first.
 const (
-	Sheddable Priority = -1 // cosmetics, chat-like traffic: shed first
-	Default   Priority = 0
-	Critical  Priority = 1 // purchases, in-match actions, reconnects: shed last
+	Sheddable = priority.Sheddable // cosmetics, chat: shed first
+	Default   = priority.Default   // battles, profile reads
+	Critical  = priority.Critical  // purchases: shed last
 )
 
-// levels is the number of priorities; level() maps them to 0..levels-1.
-const levels = 3
-
-// level is the queue index of p; values outside Sheddable..Critical are
-// clamped to the nearest one.
-func (p Priority) level() int {
-	return int(min(max(p, Sheddable), Critical) - Sheddable)
-}
-
-func (p Priority) String() string {
-	switch p {
-	case Sheddable:
-		return "sheddable"
-	case Default:
-		return "default"
-	case Critical:
-		return "critical"
-	}
-	return "priority(" + strconv.Itoa(int(p)) + ")"
-}
+// levels is the number of priorities, the queue's number of FIFOs; a
+// Priority's Index is its FIFO.
+const levels = priority.NumClasses

@@ -120,13 +120,13 @@ func TestNoBurstAfterIdle(t *testing.T) {
 	}
 }
 
-func TestPriorityClamp(t *testing.T) {
-	for p, want := range map[Priority]int{-100: 0, Sheddable: 0, Default: 1, Critical: 2, 9: 2} {
-		if got := p.level(); got != want {
-			t.Errorf("Priority(%d).level() = %d, want %d", p, got, want)
+func TestPriorityLevels(t *testing.T) {
+	for p, want := range map[Priority]int{Sheddable: 0, Default: 1, Critical: 2, 9: 1} {
+		if got := p.Index(); got != want {
+			t.Errorf("Priority(%d).Index() = %d, want %d", p, got, want)
 		}
 	}
-	if Critical.String() != "critical" || Sheddable.String() != "sheddable" || Default.String() != "default" || Priority(4).String() != "priority(4)" {
+	if Critical.String() != "critical" || Sheddable.String() != "sheddable" || Default.String() != "default" || Priority(4).String() != "default" {
 		t.Error("String")
 	}
 }

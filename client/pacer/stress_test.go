@@ -35,7 +35,7 @@ func TestStressRealClock(t *testing.T) {
 				if r.IntN(10) == 0 {
 					p.SetPressure(r.Float64())
 				}
-				err := p.Wait(c, Priority(r.IntN(3)-1))
+				err := p.Wait(c, Priority(r.IntN(levels)))
 				cancel()
 				switch {
 				case err == nil:

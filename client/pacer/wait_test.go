@@ -180,7 +180,7 @@ func TestWaitReleaseCountOverTime(t *testing.T) {
 	h.start(bg, "prime", Default)
 	h.expect("prime", nil)
 	for i := range 120 {
-		h.start(bg, fmt.Sprint("w", i), Priority(i%3-1))
+		h.start(bg, fmt.Sprint("w", i), Priority(i%levels))
 	}
 	count := func(d time.Duration) int {
 		before := h.p.Stats().Released

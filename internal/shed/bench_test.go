@@ -3,6 +3,8 @@ package shed
 import (
 	"testing"
 	"time"
+
+	"levee/internal/priority"
 )
 
 // benchShedder returns a shedder with a limit of 8 and inFlight requests
@@ -14,12 +16,12 @@ func benchShedder(b *testing.B, inFlight int) (*Shedder, time.Time) {
 	}
 	s.Stats(t0)
 	for range 40 {
-		tk, _ := s.Allow(ms(30), 0, Default)
+		tk, _ := s.Allow(ms(30), 0, priority.Default)
 		tk.Done(ms(50))
 	}
 	now := ms(100)
 	for range inFlight {
-		if _, err := s.Allow(now, 0, Default); err != nil {
+		if _, err := s.Allow(now, 0, priority.Default); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -38,13 +40,13 @@ func BenchmarkAllow(b *testing.B) {
 		name     string
 		inFlight int
 		cpu      float64
-		crit     Criticality
+		crit     priority.Class
 		wantShed bool
 	}{
-		{"cpu-low", 20, 0.5, Default, false},
-		{"cpu-high-admit", 4, 0.95, Default, false},
-		{"cpu-high-shed", 20, 0.95, Default, true},
-		{"cpu-high-critical", 20, 0.95, Critical, false},
+		{"cpu-low", 20, 0.5, priority.Default, false},
+		{"cpu-high-admit", 4, 0.95, priority.Default, false},
+		{"cpu-high-shed", 20, 0.95, priority.Default, true},
+		{"cpu-high-critical", 20, 0.95, priority.Critical, false},
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
@@ -69,7 +71,7 @@ func BenchmarkAllowDone(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(100 * time.Nanosecond)
-		tk, err := s.Allow(now, 0.95, Default)
+		tk, err := s.Allow(now, 0.95, priority.Default)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -84,7 +86,7 @@ func BenchmarkAllowParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			tk, _ := s.Allow(now, 0.95, Default)
+			tk, _ := s.Allow(now, 0.95, priority.Default)
 			tk.Cancel()
 		}
 	})

@@ -22,9 +22,10 @@
 // Example: at most 40 completions in a 100 ms bucket and a best latency of
 // 20 ms give 40 × 10 × 0.020 = 8 requests in flight.
 //
-// A request that is not Critical is shed (ErrShed) when the process is hot
-// and more requests are in flight than the limit (than SheddableFactor × the
-// limit for Sheddable ones). The process is hot when the CPU utilisation is
+// A request that is not priority.Critical is shed (ErrShed) when the process
+// is hot and more requests are in flight than the limit (than SheddableFactor
+// × the limit for priority.Sheddable ones; a class that is not Valid counts
+// as priority.Default). The process is hot when the CPU utilisation is
 // above CPUThreshold, and also, after a request has been shed, until the CPU
 // has stayed at or below the threshold for CoolOff (the same cool-off as
 // go-zero's adaptive shedder: a brief dip in CPU does not reopen the gate
@@ -43,6 +44,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"levee/internal/priority"
 )
 
 // ErrShed is returned by Allow when the adaptive rule sheds a request.
@@ -64,7 +67,7 @@ type Config struct {
 	// CoolOff is how long shedding stays possible after the CPU falls back
 	// to the threshold, once a request has been shed.
 	CoolOff time.Duration
-	// SheddableFactor scales the limit for Sheddable requests (0 < f <= 1),
+	// SheddableFactor scales the limit for priority.Sheddable requests (0 < f <= 1),
 	// so that they go before Default ones.
 	SheddableFactor float64
 }
@@ -144,11 +147,11 @@ type Ticket struct {
 }
 
 // Allow decides at now, with the process's CPU utilisation cpu (0..1),
-// whether to take on a request of criticality crit. It returns ErrShed when
+// whether to take on a request of class crit. It returns ErrShed when
 // the adaptive rule sheds it; otherwise the request counts as in flight until
 // its Ticket is done.
-func (s *Shedder) Allow(now time.Time, cpu float64, crit Criticality) (Ticket, error) {
-	if crit != Critical && (cpu > s.threshold || s.dropped.Load()) && s.shouldShed(now, cpu, crit) {
+func (s *Shedder) Allow(now time.Time, cpu float64, crit priority.Class) (Ticket, error) {
+	if crit != priority.Critical && (cpu > s.threshold || s.dropped.Load()) && s.shouldShed(now, cpu, crit) {
 		return Ticket{}, ErrShed
 	}
 	s.inFlight.Add(1)
@@ -157,7 +160,7 @@ func (s *Shedder) Allow(now time.Time, cpu float64, crit Criticality) (Ticket, e
 
 // shouldShed is the slow path of Allow, taken when the CPU is high or a
 // request was shed recently.
-func (s *Shedder) shouldShed(now time.Time, cpu float64, crit Criticality) bool {
+func (s *Shedder) shouldShed(now time.Time, cpu float64, crit priority.Class) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	off := s.win.offset(now)
@@ -175,7 +178,7 @@ func (s *Shedder) shouldShed(now time.Time, cpu float64, crit Criticality) bool 
 		return false
 	}
 	limit := s.limit
-	if crit == Sheddable {
+	if crit == priority.Sheddable {
 		limit *= s.sheddableFactor
 	}
 	if float64(s.inFlight.Load()) <= limit {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"levee/internal/priority"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
@@ -27,7 +29,7 @@ func newShedder(t *testing.T) *Shedder {
 func complete(t *testing.T, s *Shedder, at time.Time, rtt time.Duration, n int) {
 	t.Helper()
 	for range n {
-		tk, err := s.Allow(at.Add(-rtt), 0, Default)
+		tk, err := s.Allow(at.Add(-rtt), 0, priority.Default)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +42,7 @@ func admit(t *testing.T, s *Shedder, now time.Time, n int) []Ticket {
 	t.Helper()
 	var out []Ticket
 	for range n {
-		tk, err := s.Allow(now, 0, Default)
+		tk, err := s.Allow(now, 0, priority.Default)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +200,7 @@ func TestEarlierTimesCountInCurrentBucket(t *testing.T) {
 func TestColdStartNeverSheds(t *testing.T) {
 	s := newShedder(t)
 	for i := range 1000 {
-		if _, err := s.Allow(ms(i), 1, Sheddable); err != nil {
+		if _, err := s.Allow(ms(i), 1, priority.Sheddable); err != nil {
 			t.Fatalf("request %d shed with no estimate: %v", i, err)
 		}
 	}
@@ -215,19 +217,19 @@ func TestShedRule(t *testing.T) {
 		name     string
 		inFlight int
 		cpu      float64
-		crit     Criticality
+		crit     priority.Class
 		shed     bool
 	}{
-		{"cpu low, in-flight over limit", 20, 0.5, Default, false},
-		{"cpu at threshold, in-flight over limit", 20, 0.80, Default, false},
-		{"cpu high, in-flight under limit", 5, 0.95, Default, false},
-		{"cpu high, in-flight at limit", 8, 0.95, Default, false},
-		{"cpu high, in-flight over limit", 9, 0.81, Default, true},
-		{"cpu high, critical, far over limit", 100, 1, Critical, false},
-		{"cpu high, sheddable at 0.8 of limit", 6, 0.95, Sheddable, false},
-		{"cpu high, sheddable over 0.8 of limit", 7, 0.95, Sheddable, true},
-		{"cpu high, unknown criticality is default", 9, 0.95, Criticality(7), true},
-		{"cpu high, unknown criticality is default, at limit", 8, 0.95, Criticality(-5), false},
+		{"cpu low, in-flight over limit", 20, 0.5, priority.Default, false},
+		{"cpu at threshold, in-flight over limit", 20, 0.80, priority.Default, false},
+		{"cpu high, in-flight under limit", 5, 0.95, priority.Default, false},
+		{"cpu high, in-flight at limit", 8, 0.95, priority.Default, false},
+		{"cpu high, in-flight over limit", 9, 0.81, priority.Default, true},
+		{"cpu high, critical, far over limit", 100, 1, priority.Critical, false},
+		{"cpu high, sheddable at 0.8 of limit", 6, 0.95, priority.Sheddable, false},
+		{"cpu high, sheddable over 0.8 of limit", 7, 0.95, priority.Sheddable, true},
+		{"cpu high, unknown criticality is default", 9, 0.95, priority.Class(7), true},
+		{"cpu high, unknown criticality is default, at limit", 8, 0.95, priority.Class(200), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,10 +265,10 @@ func TestCriticalNeverShedWhileOthersAre(t *testing.T) {
 	admit(t, s, now, 50)
 	for i := range 100 {
 		at := now.Add(time.Duration(i) * time.Millisecond)
-		if _, err := s.Allow(at, 1, Critical); err != nil {
+		if _, err := s.Allow(at, 1, priority.Critical); err != nil {
 			t.Fatalf("critical request %d shed: %v", i, err)
 		}
-		if _, err := s.Allow(at, 1, Default); !errors.Is(err, ErrShed) {
+		if _, err := s.Allow(at, 1, priority.Default); !errors.Is(err, ErrShed) {
 			t.Fatalf("default request %d: err = %v, want ErrShed", i, err)
 		}
 	}
@@ -281,7 +283,7 @@ func TestCoolOff(t *testing.T) {
 	tickets := admit(t, s, start, 12)
 	at := func(d int) time.Time { return start.Add(time.Duration(d) * time.Millisecond) }
 
-	if _, err := s.Allow(at(0), 0.9, Default); !errors.Is(err, ErrShed) {
+	if _, err := s.Allow(at(0), 0.9, priority.Default); !errors.Is(err, ErrShed) {
 		t.Fatalf("hot and over the limit: err = %v, want ErrShed", err)
 	}
 	if !s.Stats(at(0)).Hot {
@@ -290,37 +292,37 @@ func TestCoolOff(t *testing.T) {
 	// The CPU dips under the threshold: still shedding for the cool-off
 	// after the CPU was last seen high.
 	for _, d := range []int{1, 100, 500, 999} {
-		if _, err := s.Allow(at(d), 0.5, Default); !errors.Is(err, ErrShed) {
+		if _, err := s.Allow(at(d), 0.5, priority.Default); !errors.Is(err, ErrShed) {
 			t.Fatalf("dip at +%dms: err = %v, want ErrShed (cool-off)", d, err)
 		}
 	}
 	// A critical request is still admitted during the cool-off.
-	tk, err := s.Allow(at(999), 0.5, Critical)
+	tk, err := s.Allow(at(999), 0.5, priority.Critical)
 	if err != nil {
 		t.Fatalf("critical in cool-off: %v", err)
 	}
 	tk.Cancel()
 	// The cool-off runs out 1 s after the CPU was last high.
-	if _, err := s.Allow(at(1000), 0.5, Default); err != nil {
+	if _, err := s.Allow(at(1000), 0.5, priority.Default); err != nil {
 		t.Fatalf("after the cool-off: err = %v, want admitted", err)
 	}
 	if s.Stats(at(1000)).Hot {
 		t.Fatal("still hot after the cool-off")
 	}
 	// With the flag cleared a dip no longer sheds, over the limit or not.
-	if _, err := s.Allow(at(1001), 0.79, Default); err != nil {
+	if _, err := s.Allow(at(1001), 0.79, priority.Default); err != nil {
 		t.Fatalf("low CPU after cool-off: %v", err)
 	}
 
 	// The CPU comes back: shed again; a high reading during the cool-off
 	// extends it.
-	if _, err := s.Allow(at(2000), 0.95, Default); !errors.Is(err, ErrShed) {
+	if _, err := s.Allow(at(2000), 0.95, priority.Default); !errors.Is(err, ErrShed) {
 		t.Fatalf("hot again: err = %v, want ErrShed", err)
 	}
-	if _, err := s.Allow(at(2600), 0.95, Sheddable); !errors.Is(err, ErrShed) {
+	if _, err := s.Allow(at(2600), 0.95, priority.Sheddable); !errors.Is(err, ErrShed) {
 		t.Fatalf("hot again: err = %v, want ErrShed", err)
 	}
-	if _, err := s.Allow(at(3500), 0.5, Default); !errors.Is(err, ErrShed) {
+	if _, err := s.Allow(at(3500), 0.5, priority.Default); !errors.Is(err, ErrShed) {
 		t.Fatalf("+900ms after last high CPU: err = %v, want ErrShed", err)
 	}
 	// During the cool-off, shedding stops as soon as in-flight is back
@@ -329,14 +331,14 @@ func TestCoolOff(t *testing.T) {
 		tk.Cancel()
 	}
 	for s.InFlight() < 9 {
-		if _, err := s.Allow(at(3550), 0.5, Default); err != nil {
+		if _, err := s.Allow(at(3550), 0.5, priority.Default); err != nil {
 			t.Fatalf("in-flight %d within the limit during cool-off: %v", s.InFlight(), err)
 		}
 	}
-	if _, err := s.Allow(at(3550), 0.5, Default); !errors.Is(err, ErrShed) {
+	if _, err := s.Allow(at(3550), 0.5, priority.Default); !errors.Is(err, ErrShed) {
 		t.Fatalf("in-flight 9 during cool-off: err = %v, want ErrShed", err)
 	}
-	if _, err := s.Allow(at(3600), 0.5, Default); err != nil {
+	if _, err := s.Allow(at(3600), 0.5, priority.Default); err != nil {
 		t.Fatalf("1 s after the last high CPU: %v", err)
 	}
 }
@@ -346,11 +348,11 @@ func TestNoCoolOffWithoutAShed(t *testing.T) {
 	// afterwards is not hot even if in-flight then exceeds the limit.
 	s := newShedder(t)
 	now := withLimit8(t, s)
-	if _, err := s.Allow(now, 0.95, Default); err != nil {
+	if _, err := s.Allow(now, 0.95, priority.Default); err != nil {
 		t.Fatal(err)
 	}
 	admit(t, s, now, 20)
-	if _, err := s.Allow(now.Add(time.Millisecond), 0.5, Default); err != nil {
+	if _, err := s.Allow(now.Add(time.Millisecond), 0.5, priority.Default); err != nil {
 		t.Fatalf("dip without a prior shed: %v", err)
 	}
 }
@@ -365,10 +367,10 @@ func TestZeroCoolOff(t *testing.T) {
 	s.Stats(t0)
 	now := withLimit8(t, s)
 	admit(t, s, now, 9)
-	if _, err := s.Allow(now, 0.9, Default); !errors.Is(err, ErrShed) {
+	if _, err := s.Allow(now, 0.9, priority.Default); !errors.Is(err, ErrShed) {
 		t.Fatalf("err = %v, want ErrShed", err)
 	}
-	if _, err := s.Allow(now, 0.5, Default); err != nil {
+	if _, err := s.Allow(now, 0.5, priority.Default); err != nil {
 		t.Fatalf("no cool-off: %v", err)
 	}
 }
@@ -414,7 +416,7 @@ func TestConcurrentUse(t *testing.T) {
 				if (i/300)%2 == 1 {
 					cpu = 0.95
 				}
-				tk, err := s.Allow(now, cpu, Criticality(g%3-1))
+				tk, err := s.Allow(now, cpu, priority.Class(g%3-1))
 				if err != nil {
 					continue
 				}
@@ -462,15 +464,5 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("New = %v, want ErrConfig", err)
 			}
 		})
-	}
-}
-
-func TestCriticalityString(t *testing.T) {
-	for c, want := range map[Criticality]string{
-		Sheddable: "sheddable", Default: "default", Critical: "critical", 9: "unknown",
-	} {
-		if got := c.String(); got != want {
-			t.Errorf("%d.String() = %q, want %q", c, got, want)
-		}
 	}
 }
