@@ -20,6 +20,7 @@ import (
 	"levee/internal/priority"
 	"levee/internal/shardmap"
 	"levee/internal/token"
+	"levee/internal/serve/servetest"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -295,6 +296,10 @@ func TestInFlightLimit(t *testing.T) {
 	}
 }
 
+// TestGracefulShutdown: while the gate drains (a request still in flight
+// at logic) new requests and connections are refused, the in-flight one is
+// answered, players are closed with 1012, and the ops server keeps
+// answering until gRPC has stopped.
 func TestGracefulShutdown(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, nil, logic)
@@ -310,6 +315,9 @@ func TestGracefulShutdown(t *testing.T) {
 
 	g.cancel()
 	waitFor(t, "draining", g.isDraining)
+	// The ops server answers while the gate drains: /readyz 503, /metrics
+	// with the connection gauge.
+	servetest.WantDraining(t, g.OpsAddr().String(), "gate_active_connections 1")
 	// New requests are refused while the in-flight one finishes.
 	c.send(profileFrame(2))
 	if e := wantError(t, c.recv(), 2, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN); e.GetRetryAfterMs() == 0 {
@@ -329,6 +337,11 @@ func TestGracefulShutdown(t *testing.T) {
 	g.stop(t)
 	if got := testutil.ToFloat64(g.m.active); got != 0 {
 		t.Fatalf("gate_active_connections = %v after shutdown", got)
+	}
+	// The ops server stops only after the players are gone and gRPC has
+	// stopped.
+	if code, _ := servetest.Get(t, "http://"+g.OpsAddr().String()+"/metrics"); code != 0 {
+		t.Fatalf("/metrics answered %d after Run returned", code)
 	}
 }
 
