@@ -18,9 +18,9 @@ import (
 	"levee/gate/waitpage"
 	"levee/internal/apperr"
 	"levee/internal/priority"
+	"levee/internal/serve/servetest"
 	"levee/internal/shardmap"
 	"levee/internal/token"
-	"levee/internal/serve/servetest"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
