@@ -25,6 +25,9 @@ import (
 // and handed to its own goroutine, and the handler returns, so no HTTP
 // handler goroutine or HTTP buffers stay with it.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	if !s.requireSubprotocol(w, r) {
+		return
+	}
 	if !s.beginHandshake() {
 		s.m.rejectHandshakes.Inc()
 		refuseHandshake(w)
