@@ -192,7 +192,8 @@ func (s *Server) enterLine(c *conn, claims *ticketClaims) {
 }
 
 // authenticate reads the token from "Authorization: Bearer <tok>" or the
-// token query parameter and verifies it at the clock's now.
+// token query parameter and verifies it at the clock's now, refusing one
+// whose expiry lies further ahead than -token-max-lifetime.
 func (s *Server) authenticate(r *http.Request) (string, error) {
 	tok := ""
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -207,7 +208,7 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 	if tok == "" {
 		return "", fmt.Errorf("%w: missing token", apperr.ErrUnauthorized)
 	}
-	id, err := token.Verify(s.secret, tok, s.clock.Now())
+	id, err := token.VerifyWithin(s.secret, tok, s.clock.Now(), s.cfg.TokenMaxLifetime)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", apperr.ErrUnauthorized, err)
 	}
