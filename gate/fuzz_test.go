@@ -125,3 +125,18 @@ func FuzzDecodeClientFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestRateLimitedRefusedFrameKeepsItsID: a refused frame over the rate
+// limit is answered RATE_LIMITED, still with the id it could be read with.
+func TestRateLimitedRefusedFrameKeepsItsID(t *testing.T) {
+	g := startGate(t, func(c *Config) { c.ConnRate, c.ConnBurst = 0.001, 1 }, startFakeLogic(t))
+	c, _ := g.connect(t, "alice", wire.JSONSubprotocol)
+	c.send(profileFrame(1)) // the one token
+	if f := c.recv(); f.GetRequestId() != 1 || f.GetProfile() == nil {
+		t.Fatalf("first request: %v", f)
+	}
+	if err := c.ws.WriteMessage(websocket.TextMessage, []byte(`{"requestId":"7","buyItem":{"quantity":1.5}}`)); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, c.recv(), 7, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED)
+}

@@ -39,6 +39,9 @@ func (c *conn) handleFrame(data []byte) {
 		action = actionOf(f)
 	}
 	id := f.GetRequestId()
+	if refusal != nil {
+		id = refusal.GetRequestId() // the id decodeFrame could read, if any
+	}
 	if c.s.cfg.connRateLimitOn() {
 		if wait, ok := c.bucket.allow(c.s.clock.Now()); !ok {
 			c.s.rejectRequest(reqRateLimited, f.GetCriticality())
