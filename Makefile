@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build demo overload hold-memory test vet fuzz bench proto proto-check tools clean images
+.PHONY: all build demo overload hold-memory test vet fuzz fuzz-seeds bench proto proto-check tools clean images
 
 all: build
 
@@ -34,19 +34,24 @@ vet:
 
 # The browser test needs chromium; ensure-chromium.sh installs Debian's when
 # it is missing, and LEVEE_REQUIRE_BROWSER makes a missing browser a failure.
-test: vet
+# proto-check fails when the committed generated code is stale; fuzz-seeds
+# fails when a fuzz target has no seed corpus (go test ./... runs the seeds).
+test: vet proto-check fuzz-seeds
 	./scripts/ensure-chromium.sh
 	LEVEE_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 12m ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# Run each fuzz target for a short while (the seeds always run in `make test`).
+# Run every fuzz target for FUZZTIME each, found with `go test -list` in
+# every package, so a new one is never left out (the seeds always run in
+# `make test`).
 FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecodeClientFrame -fuzztime $(FUZZTIME) ./gate/
-	$(GO) test -run '^$$' -fuzz FuzzDecodeClientFrame -fuzztime $(FUZZTIME) ./internal/wire/
-	$(GO) test -run '^$$' -fuzz FuzzVerifyToken -fuzztime $(FUZZTIME) ./internal/token/
+	GO=$(GO) ./scripts/fuzz.sh fuzz $(FUZZTIME)
+
+fuzz-seeds:
+	GO=$(GO) ./scripts/fuzz.sh seeds
 
 # protoc comes from Debian's protobuf-compiler; the Go plugins are pinned here.
 tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc

@@ -249,12 +249,12 @@ func readAdminFields(w http.ResponseWriter, r *http.Request) (map[string]string,
 			switch {
 			case len(v) > 0 && v[0] == '"':
 				if err := json.Unmarshal(v, &str); err != nil {
-					return nil, fmt.Errorf("%w: %s: %v", errAdmin, k, err)
+					return nil, fmt.Errorf("%w: %q: %v", errAdmin, k, err)
 				}
 			case len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9'):
 				str = string(v)
 			default:
-				return nil, fmt.Errorf("%w: %s: want a string or a number, got %s", errAdmin, k, v)
+				return nil, fmt.Errorf("%w: %q: want a string or a number, got %s", errAdmin, k, v)
 			}
 			out[k] = str
 		}
@@ -264,7 +264,7 @@ func readAdminFields(w http.ResponseWriter, r *http.Request) (map[string]string,
 		}
 		for k, vs := range r.Form {
 			if len(vs) != 1 {
-				return nil, fmt.Errorf("%w: %s given %d times", errAdmin, k, len(vs))
+				return nil, fmt.Errorf("%w: %q given %d times", errAdmin, k, len(vs))
 			}
 			out[k] = vs[0]
 		}

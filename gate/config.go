@@ -27,6 +27,9 @@ type Config struct {
 	Shards     int      // -shards: must match the logic tier's
 
 	TokenSecret string // -token-secret; empty means DevTokenSecret, with a warning
+	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
+	// 1008 close, a token whose expiry lies further ahead than this.
+	TokenMaxLifetime time.Duration
 
 	PingInterval   time.Duration // -ping-interval: how often every connection is pinged
 	PongTimeout    time.Duration // -pong-timeout: how long past a ping interval a pong may be late
@@ -111,27 +114,28 @@ type Config struct {
 // DefaultConfig returns the defaults. LogicAddrs has none: it is required.
 func DefaultConfig() Config {
 	return Config{
-		Addr:           ":8080",
-		GRPCAddr:       ":8081",
-		OpsAddr:        ":8082",
-		Shards:         8,
-		PingInterval:   20 * time.Second,
-		PongTimeout:    10 * time.Second,
-		WriteTimeout:   5 * time.Second,
-		RequestTimeout: 10 * time.Second,
-		MaxInFlight:    32,
-		Protection:     true,
-		ConnCap:        true,
-		MaxConns:       250_000,
-		FullRetryAfter: 30 * time.Second,
-		HandshakeCap:   true,
-		MaxHandshakes:  1024,
-		ConnRateLimit:  true,
-		ConnRate:       20,
-		ConnBurst:      40,
-		InflightLimit:  true,
-		LogicPushback:  true,
-		ShutdownGrace:  10 * time.Second,
+		Addr:             ":8080",
+		GRPCAddr:         ":8081",
+		OpsAddr:          ":8082",
+		Shards:           8,
+		TokenMaxLifetime: 24 * time.Hour,
+		PingInterval:     20 * time.Second,
+		PongTimeout:      10 * time.Second,
+		WriteTimeout:     5 * time.Second,
+		RequestTimeout:   10 * time.Second,
+		MaxInFlight:      32,
+		Protection:       true,
+		ConnCap:          true,
+		MaxConns:         250_000,
+		FullRetryAfter:   30 * time.Second,
+		HandshakeCap:     true,
+		MaxHandshakes:    1024,
+		ConnRateLimit:    true,
+		ConnRate:         20,
+		ConnBurst:        40,
+		InflightLimit:    true,
+		LogicPushback:    true,
+		ShutdownGrace:    10 * time.Second,
 
 		LineMode:       "open",
 		LineRate:       1000,
@@ -207,6 +211,7 @@ func (c Config) Validate() error {
 		{"write-timeout", c.WriteTimeout},
 		{"request-timeout", c.RequestTimeout},
 		{"shutdown-grace", c.ShutdownGrace},
+		{"token-max-lifetime", c.TokenMaxLifetime},
 	} {
 		if d.v <= 0 {
 			return bad("-%s: must be > 0, got %s", d.flag, d.v)

@@ -436,7 +436,7 @@ func TestDecodeFrameAlwaysAnswers(t *testing.T) {
 	if reply != nil || f.GetRequestId() != 3 {
 		t.Fatalf("valid frame: %v %v", f, reply)
 	}
-	if _, reply := decodeFrame(wire.Codec{JSON: true}, []byte(`{"requestId":"4","bogus":1}`)); reply.GetError().GetCode() != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+	if _, reply := decodeFrame(wire.Codec{JSON: true}, []byte(`{"requestId":"4","bogus":1}`)); reply.GetRequestId() != 4 || reply.GetError().GetCode() != leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE {
 		t.Fatalf("unknown JSON field: %v", reply)
 	}
 }

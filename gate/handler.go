@@ -25,6 +25,9 @@ import (
 // and handed to its own goroutine, and the handler returns, so no HTTP
 // handler goroutine or HTTP buffers stay with it.
 func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	if !s.requireSubprotocol(w, r) {
+		return
+	}
 	hs := s.beginHandshake()
 	if hs == nil {
 		s.m.rejectHandshakes.Inc()
@@ -170,7 +173,8 @@ func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 }
 
 // authenticate reads the token from "Authorization: Bearer <tok>" or the
-// token query parameter and verifies it at the clock's now.
+// token query parameter and verifies it at the clock's now, refusing one
+// whose expiry lies further ahead than -token-max-lifetime.
 func (s *Server) authenticate(r *http.Request) (string, error) {
 	tok := ""
 	if h := r.Header.Get("Authorization"); h != "" {
@@ -185,7 +189,7 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 	if tok == "" {
 		return "", fmt.Errorf("%w: missing token", apperr.ErrUnauthorized)
 	}
-	id, err := token.Verify(s.secret, tok, s.clock.Now())
+	id, err := token.VerifyWithin(s.secret, tok, s.clock.Now(), s.cfg.TokenMaxLifetime)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", apperr.ErrUnauthorized, err)
 	}

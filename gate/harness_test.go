@@ -108,9 +108,10 @@ type client struct {
 func dialRaw(t testing.TB, rawURL, subprotocol string, h http.Header) *client {
 	t.Helper()
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second}
-	if subprotocol != "" {
-		d.Subprotocols = []string{subprotocol}
+	if subprotocol == "" {
+		subprotocol = wire.ProtoSubprotocol // the gate refuses a handshake without one
 	}
+	d.Subprotocols = []string{subprotocol}
 	ws, resp, err := d.Dial(rawURL, h)
 	if err != nil {
 		t.Fatalf("dial: %v (response %v)", err, resp)

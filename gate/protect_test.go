@@ -240,7 +240,7 @@ func blockLogins(t *testing.T, logic *fakeLogic) (release func()) {
 // nil when the upgrade succeeded.
 func dialStatus(t *testing.T, rawURL string) *http.Response {
 	t.Helper()
-	ws, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second}).Dial(rawURL, nil)
+	ws, resp, err := (&websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: wire.Subprotocols}).Dial(rawURL, nil)
 	if err == nil {
 		t.Cleanup(func() { _ = ws.Close() })
 		return nil

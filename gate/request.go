@@ -35,6 +35,9 @@ func (c *conn) handleFrame(data []byte) {
 		class = c.s.classify(action, f.GetCriticality())
 	}
 	id := f.GetRequestId()
+	if refusal != nil {
+		id = refusal.GetRequestId() // the id decodeFrame could read, if any
+	}
 	if c.s.cfg.connRateLimitOn() {
 		if wait, ok := c.bucket.allow(c.s.clock.Now()); !ok {
 			c.s.rejectRequest(reqRateLimited, class)
@@ -119,19 +122,26 @@ func (s *Server) observe(action string, start time.Time, f *leveev1.ServerFrame)
 }
 
 // decodeFrame parses a frame; when it cannot be routed it returns the typed
-// error reply instead: BAD_REQUEST (request id 0, as a malformed frame's id
-// is unknown) or UNKNOWN_MESSAGE (with the frame's request id).
+// error reply instead, with the frame's request id whenever it could be
+// read (see wire.DecodeClient): UNKNOWN_MESSAGE for an unknown payload,
+// BAD_REQUEST for anything else, each with a message that says what was
+// wrong. A frame whose id cannot be read is BAD_REQUEST with id 0.
 func decodeFrame(codec wire.Codec, data []byte) (*leveev1.ClientFrame, *leveev1.ServerFrame) {
 	f, err := codec.DecodeClient(data)
-	switch {
-	case err == nil:
+	if err == nil {
 		return f, nil
-	case errors.Is(err, wire.ErrNoRequestID):
-		return nil, errorFrame(0, fmt.Errorf("%w: request_id is required", apperr.ErrBadRequest), 0)
-	case errors.Is(err, wire.ErrUnknownPayload):
-		return nil, errorFrame(f.GetRequestId(), apperr.ErrUnknownMessage, 0)
-	default:
+	}
+	var fe *wire.FrameError
+	if !errors.As(err, &fe) { // not from this decoder: nothing can be read
 		return nil, errorFrame(0, fmt.Errorf("%w: malformed frame", apperr.ErrBadRequest), 0)
+	}
+	switch {
+	case fe.RequestID != 0 && errors.Is(err, wire.ErrUnknownPayload):
+		return nil, errorFrame(fe.RequestID, fmt.Errorf("%w: %s", apperr.ErrUnknownMessage, fe.Detail), 0)
+	case errors.Is(err, wire.ErrMalformed):
+		return nil, errorFrame(fe.RequestID, fmt.Errorf("%w: malformed frame: %s", apperr.ErrBadRequest, fe.Detail), 0)
+	default:
+		return nil, errorFrame(fe.RequestID, fmt.Errorf("%w: %s", apperr.ErrBadRequest, fe.Detail), 0)
 	}
 }
 

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -58,4 +60,32 @@ func mustPos(t testing.TB, q *Queue, id TicketID, now time.Time) Status {
 		t.Fatalf("Position(%v): %v", id, err)
 	}
 	return st
+}
+
+// steps is the source of a property test's random choices: the fuzzer's
+// bytes first, then a PCG stream from a fixed seed, so that a seed corpus
+// entry with no bytes replays the seeded run exactly.
+type steps struct {
+	data []byte
+	rnd  *rand.Rand
+}
+
+func newSteps(seed1, seed2 uint64, data []byte) *steps {
+	return &steps{data: data, rnd: rand.New(rand.NewPCG(seed1, seed2))}
+}
+
+// IntN returns a choice in [0, n), n > 0.
+func (s *steps) IntN(n int) int {
+	switch {
+	case len(s.data) >= 1 && n <= 256:
+		v := int(s.data[0]) % n
+		s.data = s.data[1:]
+		return v
+	case len(s.data) >= 2:
+		v := int(binary.LittleEndian.Uint16(s.data)) % n
+		s.data = s.data[2:]
+		return v
+	}
+	s.data = nil
+	return s.rnd.IntN(n)
 }

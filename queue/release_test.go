@@ -2,19 +2,26 @@ package queue
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 )
 
-// TestReleaseExactOverLongRun: 1,000 per 10 s, Release called at irregular
-// steps for 10 simulated minutes with the line never empty, hands out
-// exactly 60,000 tickets, in arrival order, and no call hands out more than
-// the step earned plus one.
-func TestReleaseExactOverLongRun(t *testing.T) {
+// FuzzReleaseExactOverLongRun: 1,000 per 10 s, Release called at irregular
+// steps the input chooses (then a seeded stream) for 10 simulated minutes
+// with the line never empty, hands out exactly 60,000 tickets, in arrival
+// order, and no call hands out more than the step earned plus one. The
+// seed corpus is the former fixed-seed run, PCG(4, 4).
+func FuzzReleaseExactOverLongRun(f *testing.F) {
+	f.Add(uint64(4), uint64(4), []byte(nil))
+	f.Add(uint64(5), uint64(5), []byte{0, 0, 0, 255, 1, 49, 200, 0, 0, 0, 0, 7})
+	f.Fuzz(func(t *testing.T, seed1, seed2 uint64, ops []byte) {
+		releaseSteps(t, newSteps(seed1, seed2, ops))
+	})
+}
+
+func releaseSteps(t *testing.T, rnd *steps) {
 	q := newQ(t, paced)
 	fill(t, q, 70_000, t0)
-	rnd := rand.New(rand.NewPCG(4, 4))
 	var total int
 	var lastSeq uint64
 	prev := t0

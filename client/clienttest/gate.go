@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,11 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 	tok := r.URL.Query().Get("token")
 	if tok == "" {
 		tok = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	if !slices.ContainsFunc(websocket.Subprotocols(r), func(p string) bool { return slices.Contains(wire.Subprotocols, p) }) {
+		// As the real gate does.
+		http.Error(w, "offer one of these subprotocols: "+strings.Join(wire.Subprotocols, ", "), http.StatusBadRequest)
+		return
 	}
 	ws, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {

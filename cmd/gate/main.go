@@ -80,6 +80,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.Var((*cli.List)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required)")
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
 			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens (empty: the public development secret)")
+			fs.DurationVar(&cfg.TokenMaxLifetime, "token-max-lifetime", cfg.TokenMaxLifetime, "refuse a player token (UNAUTHORIZED, close 1008) whose expiry lies further ahead than this")
 			fs.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "how often every connection is pinged")
 			fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how late past a ping interval a pong may be before the player is dropped")
 			fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "deadline of each write to a player")

@@ -2,6 +2,7 @@ package token
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +82,69 @@ func mustExp(t *testing.T, tok string) int64 {
 		n = n*10 + int64(c-'0')
 	}
 	return n
+}
+
+// exampleToken is ExampleSign's output.
+const exampleToken = "v1.YWxpY2U.1767225600.-RW-b-OTZTbRELzzDo3jy1n9Kwra2B_XqaL_lEbKjWk"
+
+// TestREADMEExample keeps the README's description of the format from
+// rotting: it shows the example token, with the secret, player and expiry
+// it is made of, and the token verifies.
+func TestREADMEExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{exampleToken, `"example-secret"`, `"alice"`, "1767225600"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md does not show %s", want)
+		}
+	}
+	id, err := Verify([]byte("example-secret"), exampleToken, time.Unix(1767225600-1, 0))
+	if err != nil || id != "alice" {
+		t.Fatalf("the example does not verify: %q, %v", id, err)
+	}
+}
+
+// TestExpiryHasOneSpelling: an expiry with a sign or a leading zero is
+// malformed even when correctly signed, so a minter in another language
+// cannot drift into a spelling only some verifiers take.
+func TestExpiryHasOneSpelling(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	for _, exp := range []string{"+2000000", "02000000", "-1", "", "99999999999999999999"} {
+		payload := "v1." + b64.EncodeToString([]byte("alice")) + "." + exp
+		tok := payload + "." + b64.EncodeToString(mac(secret, payload))
+		if _, err := Verify(secret, tok, now); !errors.Is(err, ErrMalformed) {
+			t.Errorf("expiry %q: err = %v, want ErrMalformed", exp, err)
+		}
+	}
+	if _, err := Sign(secret, "alice", time.Unix(-1, 0)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("Sign before 1970: %v", err)
+	}
+}
+
+func TestVerifyWithinMaxLifetime(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	const max = 24 * time.Hour
+	atMax, _ := Sign(secret, "alice", now.Add(max))
+	if id, err := VerifyWithin(secret, atMax, now, max); err != nil || id != "alice" {
+		t.Fatalf("expiry exactly the lifetime ahead: %q, %v", id, err)
+	}
+	tooLong, _ := Sign(secret, "alice", now.Add(max+time.Second))
+	if id, err := VerifyWithin(secret, tooLong, now, max); !errors.Is(err, ErrLifetime) || id != "" {
+		t.Fatalf("expiry past the lifetime: %q, %v; want ErrLifetime", id, err)
+	}
+	// Only a valid token's lifetime is looked at: a forged one is forged.
+	forged, _ := Sign([]byte("other"), "alice", now.Add(100*max))
+	if _, err := VerifyWithin(secret, forged, now, max); !errors.Is(err, ErrSignature) {
+		t.Fatalf("forged: %v", err)
+	}
+	// 0 means no bound, as Verify.
+	if _, err := VerifyWithin(secret, tooLong, now, 0); err != nil {
+		t.Fatalf("no bound: %v", err)
+	}
+	// Later, the same token is within the lifetime.
+	if _, err := VerifyWithin(secret, tooLong, now.Add(time.Minute), max); err != nil {
+		t.Fatalf("a minute later: %v", err)
+	}
 }

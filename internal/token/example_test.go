@@ -1,0 +1,20 @@
+package token_test
+
+import (
+	"fmt"
+	"time"
+
+	"levee/internal/token"
+)
+
+// The example of the format's definition (the package doc and the README's
+// player protocol section): go test checks the output, and TestREADMEExample
+// that the README shows the same token.
+func ExampleSign() {
+	tok, err := token.Sign([]byte("example-secret"), "alice", time.Unix(1767225600, 0))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(tok)
+	// Output: v1.YWxpY2U.1767225600.-RW-b-OTZTbRELzzDo3jy1n9Kwra2B_XqaL_lEbKjWk
+}
