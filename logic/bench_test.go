@@ -187,8 +187,8 @@ func BenchmarkBattlePick(b *testing.B) {
 		}
 	})
 	b.Run("cooling", func(b *testing.B) {
-		c.cool(0, time.Hour)
-		c.cool(1, time.Hour)
+		c.insts[0].limit.cool(time.Now(), time.Hour)
+		c.insts[1].limit.cool(time.Now(), time.Hour)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, all := c.allCooling(time.Now()); all {
@@ -208,4 +208,4 @@ func BenchmarkBattlePick(b *testing.B) {
 }
 
 // setInflight sets instance i's count of outstanding calls.
-func setInflight(c *battleClient, i int, n int64) { c.insts[i].inflight.Store(n) }
+func setInflight(c *battleClient, i int, n int64) { c.insts[i].limit.inflight.Store(n) }

@@ -459,10 +459,8 @@ func TestBattlePushbackSwitchedOff(t *testing.T) {
 // instance cooling and a critical call.
 func TestPickOneInstanceCritical(t *testing.T) {
 	c, clk, _, _, _ := coolingClient(t)
-	all := c.insts
-	c.insts = all[:1]
-	defer func() { c.insts = all }()
-	c.cool(0, time.Second)
+	c.picker.limits = c.picker.limits[:1]
+	c.insts[0].limit.cool(clk.Now(), time.Second)
 	if i, _, _ := c.pick(-1, true); i != 0 {
 		t.Fatalf("critical pick = %d", i)
 	}
@@ -619,13 +617,13 @@ func TestPickSkipsInstanceAtLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.close()
-	c.insts[0].inflight.Store(aimdInitial)
+	c.insts[0].limit.inflight.Store(aimdInitial)
 	for range 4 {
 		if i, _, _ := c.pick(-1, false); i != 1 {
 			t.Fatalf("picked %d, want the instance below its limit", i)
 		}
 	}
-	c.insts[1].inflight.Store(aimdInitial)
+	c.insts[1].limit.inflight.Store(aimdInitial)
 	if i, wait, full := c.pick(-1, false); i != -1 || wait != fullWait || !full {
 		t.Fatalf("both full: picked %d, wait %v, full %v; want a local refusal after %v, full", i, wait, full, fullWait)
 	}
@@ -646,7 +644,7 @@ func fullClient(t *testing.T, wait time.Duration, n int64) (*battleClient, *cloc
 	t.Cleanup(func() { _ = c.close() })
 	c.slotWait, c.maxWaiters = wait, n
 	for _, in := range c.insts {
-		in.inflight.Store(aimdInitial)
+		in.limit.inflight.Store(aimdInitial)
 	}
 	return c, clk
 }
@@ -684,7 +682,7 @@ func TestAwaitSlotTakesAFreedSlot(t *testing.T) {
 		t.Fatalf("returned %+v before any slot freed", r)
 	default:
 	}
-	c.insts[1].inflight.Add(-1) // a call to instance 1 ends
+	c.insts[1].limit.inflight.Add(-1) // a call to instance 1 ends
 	c.signalFreed()
 	select {
 	case r := <-res:
