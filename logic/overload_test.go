@@ -455,46 +455,6 @@ func TestBattlePushbackSwitchedOff(t *testing.T) {
 	}
 }
 
-// The battle client's pick never returns an out-of-range index with one
-// instance cooling and a critical call.
-func TestPickOneInstanceCritical(t *testing.T) {
-	c, clk, _, _, _ := coolingClient(t)
-	c.picker.limits = c.picker.limits[:1]
-	c.insts[0].limit.cool(clk.Now(), time.Second)
-	if i, _, _ := c.pick(-1, true); i != 0 {
-		t.Fatalf("critical pick = %d", i)
-	}
-	if i, wait, full := c.pick(-1, false); i != -1 || wait != time.Second || full {
-		t.Fatalf("default pick = %d, %v, full %v", i, wait, full)
-	}
-	clk.Advance(time.Second)
-	if i, _, _ := c.pick(-1, false); i != 0 {
-		t.Fatalf("pick after the cooling = %d", i)
-	}
-}
-
-// An instance at its adaptive limit is passed over like a cooling one.
-func TestPickSkipsInstanceAtLimit(t *testing.T) {
-	c, err := dialBattle([]string{"127.0.0.1:1", "127.0.0.1:2"}, time.Second, nil, true, clock.NewFake(time.Unix(0, 0)), newMetrics(prometheus.NewRegistry()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
-	c.insts[0].limit.inflight.Store(aimdInitial)
-	for range 4 {
-		if i, _, _ := c.pick(-1, false); i != 1 {
-			t.Fatalf("picked %d, want the instance below its limit", i)
-		}
-	}
-	c.insts[1].limit.inflight.Store(aimdInitial)
-	if i, wait, full := c.pick(-1, false); i != -1 || wait != fullWait || !full {
-		t.Fatalf("both full: picked %d, wait %v, full %v; want a local refusal after %v, full", i, wait, full, fullWait)
-	}
-	if i, _, _ := c.pick(-1, true); i < 0 {
-		t.Fatal("a critical call must still go somewhere")
-	}
-}
-
 // fullClient is a battle client of two instances, both at their adaptive
 // limit, on a fake clock, with -battle-wait wait and -battle-waiters n.
 func fullClient(t *testing.T, wait time.Duration, n int64) (*battleClient, *clock.Fake) {
