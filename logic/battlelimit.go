@@ -106,6 +106,9 @@ func (l *battleLimiter) succeeded(now time.Time, rtt time.Duration, work float64
 type aimd struct {
 	mu sync.Mutex
 	v  float64
+	// whole is int64(v), for get without the lock (the picker reads it for
+	// every instance it considers); 0 until v is first set: aimdInitial.
+	whole atomic.Int64
 
 	tolerance float64 // 0: no delay signal
 	// The smallest interval figure (ns per unit of work) of the current
@@ -131,13 +134,22 @@ const (
 	rttMinCalls  = 3 // an interval with fewer successes says nothing
 )
 
+// get is the limit's whole part: the calls an instance may have
+// outstanding.
 func (a *aimd) get() int64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.v == 0 {
-		a.v = aimdInitial
+	if n := a.whole.Load(); n > 0 {
+		return n
 	}
-	return int64(a.v)
+	return aimdInitial
+}
+
+// set sets the limit to v; a.mu is held. whole is stored only when it
+// changes, which a success's +1/v seldom does.
+func (a *aimd) set(v float64) {
+	a.v = v
+	if n := int64(v); n != a.whole.Load() {
+		a.whole.Store(n)
+	}
 }
 
 // success records a call that succeeded at now after rtt, having done work
@@ -153,7 +165,7 @@ func (a *aimd) success(now time.Time, rtt time.Duration, work float64) float64 {
 		a.observe(now, rtt, work)
 	}
 	if !a.congested {
-		a.v = min(a.v+1/a.v, aimdMax)
+		a.set(min(a.v+1/a.v, aimdMax))
 	}
 	return a.v
 }
@@ -182,7 +194,7 @@ func (a *aimd) observe(now time.Time, rtt time.Duration, work float64) {
 		}
 		a.congested = base > 0 && per > a.tolerance*base
 		if a.congested {
-			a.v = max(a.v*rttDecrease, aimdMin)
+			a.set(max(a.v*rttDecrease, aimdMin))
 		}
 	}
 	a.rtt, a.work, a.n, a.ivStart = 0, 0, 0, now
@@ -195,6 +207,6 @@ func (a *aimd) refused() float64 {
 	if a.v == 0 {
 		a.v = aimdInitial
 	}
-	a.v = max(a.v*aimdDecrease, aimdMin)
+	a.set(max(a.v*aimdDecrease, aimdMin))
 	return a.v
 }
