@@ -54,14 +54,15 @@ type battleInstance struct {
 // token bucket (see retryThrottle).
 //
 // With pushback on, the client honours that pushback for the instance that
-// sent it: the instance is cooling until it has passed, the picker skips it,
-// and when every instance is cooling a non-critical call is refused here,
-// without an RPC (see pick). Pushback on also keeps an adaptive concurrency
-// limit per instance (aimd): the picker passes over an instance with that
-// many calls outstanding, so logic does not pile calls on a battle instance
-// that can only refuse them. The limiters (battleLimiter, battlelimit.go)
-// and the picker (battlePicker, battlepick.go) are pure; the client feeds
-// them the outcomes of its calls and the time of its clock.
+// sent it: the instance is cooling until it has passed, the picker skips
+// it, and when every instance is cooling a non-critical call is refused
+// here, without an RPC (see battlePicker.pick). Pushback on also keeps an
+// adaptive concurrency limit per instance (aimd): the picker passes over an
+// instance with that many calls outstanding, so logic does not pile calls
+// on a battle instance that can only refuse them. The limiters
+// (battleLimiter, battlelimit.go) and the picker (battlePicker,
+// battlepick.go) are pure; the client feeds them the outcomes of its calls
+// and the time of its clock.
 type battleClient struct {
 	insts    []*battleInstance
 	picker   battlePicker
@@ -120,7 +121,7 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pus
 // second one, within the caller's remaining deadline capped at the battle
 // timeout (both attempts together). The caller's outgoing metadata (the
 // criticality) goes with both attempts; cl decides what happens when
-// instances are cooling (see pick).
+// instances are cooling (see battlePicker.pick).
 func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest, cl priority.Class) (*leveev1.SimulateReply, time.Duration, error) {
 	critical := cl == priority.Critical
 	first, wait, full := c.pick(-1, critical)
