@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"levee/internal/clock"
 	"levee/internal/priority"
 )
 
@@ -145,3 +146,66 @@ func BenchmarkAdmit(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkBattlePick measures the battle client's choice of an instance
+// (three instances, -battle-pushback on, the real clock, connections not
+// yet dialled): first picks a first attempt's instance among ready ones,
+// retry one of the others, full finds every instance at its adaptive limit
+// (a local refusal), cooling asks allCooling with two of the three cooling,
+// and success is the adaptive limit's bookkeeping after a call.
+func BenchmarkBattlePick(b *testing.B) {
+	c, err := dialBattle([]string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, time.Second, nil, true, clock.Real{}, newMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.close()
+	b.Run("first", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if i, _, _ := c.pick(-1, false); i < 0 {
+				b.Fatal("no instance")
+			}
+		}
+	})
+	b.Run("retry", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if i, _, _ := c.pick(0, false); i <= 0 {
+				b.Fatal("no other instance")
+			}
+		}
+	})
+	b.Run("full", func(b *testing.B) {
+		for i := range c.insts {
+			setInflight(c, i, aimdMax)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if i, _, full := c.pick(-1, false); i >= 0 || !full {
+				b.Fatal("picked an instance at its limit")
+			}
+		}
+	})
+	b.Run("cooling", func(b *testing.B) {
+		c.insts[0].limit.cool(time.Now(), time.Hour)
+		c.insts[1].limit.cool(time.Now(), time.Hour)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, all := c.allCooling(time.Now()); all {
+				b.Fatal("all cooling")
+			}
+		}
+	})
+	b.Run("success", func(b *testing.B) {
+		l := &aimd{tolerance: 2}
+		now := time.Now()
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Millisecond)
+			l.success(now, 5*time.Millisecond, 400)
+		}
+	})
+}
+
+// setInflight sets instance i's count of outstanding calls.
+func setInflight(c *battleClient, i int, n int64) { c.insts[i].limit.inflight.Store(n) }

@@ -40,5 +40,11 @@
 // once, on another battle instance, under a retry throttle. A refusing
 // battle instance is left to cool for the pushback it sent; while every
 // instance cools, non-critical battles are refused locally without an RPC
-// (new StartBattles already at admission).
+// (new StartBattles already at admission). Each instance also has an
+// adaptive concurrency limit (AIMD, with a delay signal per unit of work),
+// and a battle that finds every instance at its limit waits briefly for a
+// slot (-battle-wait) or is refused. The instance's limiter (cooling, calls
+// outstanding, the limit: battlelimit.go) and the picker (battlepick.go)
+// are pure and told the time; battleclient.go makes the calls and feeds
+// them.
 package logic

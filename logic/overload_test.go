@@ -455,185 +455,6 @@ func TestBattlePushbackSwitchedOff(t *testing.T) {
 	}
 }
 
-// The battle client's pick never returns an out-of-range index with one
-// instance cooling and a critical call.
-func TestPickOneInstanceCritical(t *testing.T) {
-	c, clk, _, _, _ := coolingClient(t)
-	all := c.insts
-	c.insts = all[:1]
-	defer func() { c.insts = all }()
-	c.cool(0, time.Second)
-	if i, _, _ := c.pick(-1, true); i != 0 {
-		t.Fatalf("critical pick = %d", i)
-	}
-	if i, wait, full := c.pick(-1, false); i != -1 || wait != time.Second || full {
-		t.Fatalf("default pick = %d, %v, full %v", i, wait, full)
-	}
-	clk.Advance(time.Second)
-	if i, _, _ := c.pick(-1, false); i != 0 {
-		t.Fatalf("pick after the cooling = %d", i)
-	}
-}
-
-// The adaptive limit grows by about one per limit's worth of successes and
-// shrinks by a quarter on a refusal, within its bounds.
-func TestAIMDLimit(t *testing.T) {
-	var a aimd
-	if got := a.get(); got != aimdInitial {
-		t.Fatalf("initial = %d", got)
-	}
-	for range aimdInitial + 1 { // 8 + 1/8 + 1/8.125 + ... passes 9 at the 9th
-		a.success(epoch, time.Millisecond, 1)
-	}
-	if got := a.get(); got != aimdInitial+1 {
-		t.Fatalf("after %d successes = %d, want %d", aimdInitial+1, got, aimdInitial+1)
-	}
-	a.refused()
-	if got := a.get(); got != 6 { // 9.0x x 0.75 = 6.8
-		t.Fatalf("after a refusal = %d, want 6", got)
-	}
-	for range 50 {
-		a.refused()
-	}
-	if got := a.get(); got != aimdMin {
-		t.Fatalf("floor = %d", got)
-	}
-}
-
-// With a tolerance, the limit listens to delay: an interval whose mean
-// round trip is over tolerance × the smallest seen lately shrinks it and
-// stops it growing; one back within tolerance lets it grow again.
-func TestAIMDDelaySignal(t *testing.T) {
-	a := &aimd{tolerance: 2}
-	now := epoch
-	ms := time.Millisecond
-	// run feeds one 100 ms interval of n successes of rtt each, then the
-	// one that closes it.
-	run := func(n int, rtt time.Duration) {
-		for range n {
-			a.success(now, rtt, 1000)
-			now = now.Add(rttInterval / time.Duration(n))
-		}
-		a.success(now, rtt, 1000)
-	}
-	run(10, 4*ms) // the smallest seen: 4 ms
-	grown := a.v
-	if grown <= aimdInitial {
-		t.Fatalf("within tolerance: limit %v, want > %d", grown, aimdInitial)
-	}
-	run(10, 8*ms) // exactly 2 x: still within
-	if a.v <= grown {
-		t.Fatalf("at 2 x the smallest: limit %v, want growth past %v", a.v, grown)
-	}
-	before := a.v
-	run(10, 20*ms) // 5 x: congested
-	if a.v >= before {
-		t.Fatalf("at 5 x the smallest: limit %v, want < %v", a.v, before)
-	}
-	shrunk := a.v
-	a.success(now, 20*ms, 1000) // mid-interval while congested: no growth
-	if a.v != shrunk {
-		t.Fatalf("congested: limit %v grew from %v", a.v, shrunk)
-	}
-	for range 50 {
-		run(10, 40*ms)
-	}
-	if a.get() != aimdMin {
-		t.Fatalf("floor: limit %d, want %d", a.get(), aimdMin)
-	}
-	run(10, 5*ms) // back within tolerance: grows again
-	if a.v <= aimdMin {
-		t.Fatalf("recovered: limit %v, want > %d", a.v, aimdMin)
-	}
-
-	// The smallest round trip is forgotten after about rttWindow: a
-	// slower instance becomes the new normal instead of a congested one.
-	a = &aimd{tolerance: 2}
-	now = epoch
-	run(10, 2*ms)
-	for range int(rttWindow / rttInterval) {
-		run(10, 10*ms)
-	}
-	floorAfterWindow := a.v
-	run(10, 10*ms)
-	if a.v <= floorAfterWindow {
-		t.Fatalf("after the window: limit %v, want growth past %v (10 ms is the new smallest)", a.v, floorAfterWindow)
-	}
-}
-
-// The delay signal is per unit of work: intervals of small battles and
-// intervals of large ones whose round trips are in proportion to their
-// size are not congestion, while the same battles run twice as slowly are.
-func TestAIMDDelayIsPerWork(t *testing.T) {
-	a := &aimd{tolerance: 1.5}
-	now := epoch
-	interval := func(slow time.Duration, large bool) {
-		work, rtt := 400.0, 500*time.Microsecond // 4 units x 100 ticks
-		if large {
-			work, rtt = 2400, 3*time.Millisecond // 16 units x 150 ticks
-		}
-		for range 10 {
-			a.success(now, rtt*slow, work)
-			now = now.Add(rttInterval / 10)
-		}
-	}
-	for i := range 20 {
-		interval(1, i%2 == 1)
-		if a.congested {
-			t.Fatalf("interval %d: congested at one speed", i)
-		}
-	}
-	before := a.v
-	interval(2, false)
-	interval(2, true)
-	if !a.congested || a.v >= before {
-		t.Fatalf("twice as slow: congested %v, limit %v (was %v)", a.congested, a.v, before)
-	}
-	// Calls of unknown work feed no delay sample.
-	b := &aimd{tolerance: 1.5}
-	for i := range 100 {
-		b.success(now.Add(time.Duration(i)*rttInterval), time.Duration(i+1)*time.Second, 0)
-	}
-	if b.congested {
-		t.Fatal("congested on calls of unknown work")
-	}
-}
-
-// Without a tolerance, delay changes nothing.
-func TestAIMDNoDelaySignal(t *testing.T) {
-	var a aimd
-	now := epoch
-	for i := range 100 {
-		a.success(now, time.Duration(i+1)*time.Second, 1000)
-		now = now.Add(10 * time.Millisecond)
-	}
-	if a.get() <= aimdInitial {
-		t.Fatalf("limit %d, want growth", a.get())
-	}
-}
-
-// An instance at its adaptive limit is passed over like a cooling one.
-func TestPickSkipsInstanceAtLimit(t *testing.T) {
-	c, err := dialBattle([]string{"127.0.0.1:1", "127.0.0.1:2"}, time.Second, nil, true, clock.NewFake(time.Unix(0, 0)), newMetrics(prometheus.NewRegistry()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
-	c.insts[0].inflight.Store(aimdInitial)
-	for range 4 {
-		if i, _, _ := c.pick(-1, false); i != 1 {
-			t.Fatalf("picked %d, want the instance below its limit", i)
-		}
-	}
-	c.insts[1].inflight.Store(aimdInitial)
-	if i, wait, full := c.pick(-1, false); i != -1 || wait != fullWait || !full {
-		t.Fatalf("both full: picked %d, wait %v, full %v; want a local refusal after %v, full", i, wait, full, fullWait)
-	}
-	if i, _, _ := c.pick(-1, true); i < 0 {
-		t.Fatal("a critical call must still go somewhere")
-	}
-}
-
 // fullClient is a battle client of two instances, both at their adaptive
 // limit, on a fake clock, with -battle-wait wait and -battle-waiters n.
 func fullClient(t *testing.T, wait time.Duration, n int64) (*battleClient, *clock.Fake) {
@@ -646,7 +467,7 @@ func fullClient(t *testing.T, wait time.Duration, n int64) (*battleClient, *cloc
 	t.Cleanup(func() { _ = c.close() })
 	c.slotWait, c.maxWaiters = wait, n
 	for _, in := range c.insts {
-		in.inflight.Store(aimdInitial)
+		in.limit.inflight.Store(aimdInitial)
 	}
 	return c, clk
 }
@@ -684,7 +505,7 @@ func TestAwaitSlotTakesAFreedSlot(t *testing.T) {
 		t.Fatalf("returned %+v before any slot freed", r)
 	default:
 	}
-	c.insts[1].inflight.Add(-1) // a call to instance 1 ends
+	c.insts[1].limit.inflight.Add(-1) // a call to instance 1 ends
 	c.signalFreed()
 	select {
 	case r := <-res:

@@ -118,7 +118,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	}
 	s.battleCli.slotWait, s.battleCli.maxWaiters = cfg.BattleWait, int64(cfg.BattleWaiters)
 	for _, in := range s.battleCli.insts {
-		in.limit.tolerance = cfg.BattleRTTTolerance
+		in.limit.adaptive.tolerance = cfg.BattleRTTTolerance
 	}
 	s.battle = s.battleCli
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
