@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"levee/internal/testwait"
 	"levee/queue"
 )
 
@@ -46,7 +47,7 @@ func adminGate(t *testing.T, mode string, mod func(*Config)) (*testGate, *syncBu
 			mod(c)
 		}
 	}, newTextLogger(logs), startFakeLogic(t))
-	waitFor(t, "the walker's ticker", g.line.ticking.Load)
+	testwait.Until(t, "the walker's ticker", g.line.ticking.Load)
 	return g, logs
 }
 
@@ -244,7 +245,7 @@ func TestSeedTimeline(t *testing.T) {
 	logic := startFakeLogic(t)
 	logs := &syncBuffer{}
 	g := startGateLog(t, func(c *Config) { c.AdminToken = testAdminToken }, newTextLogger(logs), logic)
-	waitFor(t, "the walker's ticker", g.line.ticking.Load)
+	testwait.Until(t, "the walker's ticker", g.line.ticking.Load)
 	tok := "Bearer " + testAdminToken
 	post := func(body string) {
 		t.Helper()

@@ -20,6 +20,7 @@ import (
 	"levee/internal/priority"
 	"levee/internal/serve/servetest"
 	"levee/internal/shardmap"
+	"levee/internal/testwait"
 	"levee/internal/token"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
@@ -314,7 +315,7 @@ func TestGracefulShutdown(t *testing.T) {
 	<-logic.got
 
 	g.cancel()
-	waitFor(t, "draining", g.isDraining)
+	testwait.Until(t, "draining", g.isDraining)
 	// The ops server answers while the gate drains: /readyz 503, /metrics
 	// with the connection gauge.
 	servetest.WantDraining(t, g.OpsAddr().String(), "gate_active_connections 1")
@@ -352,13 +353,13 @@ func TestActiveConnectionsGauge(t *testing.T) {
 		c, _ := g.connect(t, p, wire.ProtoSubprotocol)
 		clients = append(clients, c)
 	}
-	waitFor(t, "3 active connections", func() bool { return testutil.ToFloat64(g.m.active) == 3 })
+	testwait.Until(t, "3 active connections", func() bool { return testutil.ToFloat64(g.m.active) == 3 })
 	// One leaves politely, one drops the TCP connection.
 	_ = clients[0].ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
 	_ = clients[1].ws.Close()
-	waitFor(t, "1 active connection", func() bool { return testutil.ToFloat64(g.m.active) == 1 })
+	testwait.Until(t, "1 active connection", func() bool { return testutil.ToFloat64(g.m.active) == 1 })
 	_ = clients[2].ws.Close()
-	waitFor(t, "0 active connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
+	testwait.Until(t, "0 active connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
 }
 
 func TestKeepalivePingsAndDropsSilentPlayers(t *testing.T) {
@@ -381,7 +382,7 @@ func TestKeepalivePingsAndDropsSilentPlayers(t *testing.T) {
 			}
 		}
 	})
-	waitFor(t, "the ping ticker", func() bool { return g.clock.Waiters() > 0 })
+	testwait.Until(t, "the ping ticker", func() bool { return g.clock.Waiters() > 0 })
 	g.clock.Advance(g.cfg.PingInterval)
 	select {
 	case <-pinged:
@@ -390,7 +391,7 @@ func TestKeepalivePingsAndDropsSilentPlayers(t *testing.T) {
 	}
 	_ = c.ws.Close()
 	wg.Wait()
-	waitFor(t, "no connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
+	testwait.Until(t, "no connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
 
 	// A silent player (never reads, so never pongs) is dropped once its read
 	// deadline, ping interval + pong timeout of wall time, passes.
@@ -398,7 +399,7 @@ func TestKeepalivePingsAndDropsSilentPlayers(t *testing.T) {
 		c.PingInterval, c.PongTimeout = 100*time.Millisecond, 100*time.Millisecond
 	}, startFakeLogic(t))
 	g2.connect(t, "silent", wire.ProtoSubprotocol)
-	waitFor(t, "the silent player to be dropped", func() bool { return testutil.ToFloat64(g2.m.active) == 0 })
+	testwait.Until(t, "the silent player to be dropped", func() bool { return testutil.ToFloat64(g2.m.active) == 0 })
 }
 
 func TestWaitingPageAtRoot(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"levee/internal/testwait"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -57,7 +58,7 @@ func blockLoginsUntilCancelled(logic *fakeLogic) <-chan struct{} {
 func TestHandshakesEndOnEveryPath(t *testing.T) {
 	zero := func(t *testing.T, g *testGate, what string) {
 		t.Helper()
-		waitFor(t, what+": no handshakes in progress", func() bool { return g.handshakes.Load() == 0 })
+		testwait.Until(t, what+": no handshakes in progress", func() bool { return g.handshakes.Load() == 0 })
 		if n := g.handshakes.Load(); n != 0 {
 			t.Fatalf("%s: %d handshakes in progress", what, n)
 		}
@@ -147,7 +148,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 		c, _ := g.join(t, "alice", "")
 		zero(t, g, "waiting in line")
 		g.closeClient(t, c, 1)
-		waitFor(t, "the connection to end", func() bool { return len(g.snapshot(nil)) == 0 })
+		testwait.Until(t, "the connection to end", func() bool { return len(g.snapshot(nil)) == 0 })
 		if n := g.handshakes.Load(); n != 0 {
 			t.Fatalf("%d handshakes in progress after a waiting player left, want 0", n)
 		}
@@ -160,7 +161,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 		g.advance(t, time.Second)
 		<-in
 		_ = c.ws.Close() // the reader ends and cancels the login
-		waitFor(t, "the connection to end", func() bool { return len(g.snapshot(nil)) == 0 })
+		testwait.Until(t, "the connection to end", func() bool { return len(g.snapshot(nil)) == 0 })
 		zero(t, g, "socket closed during the login")
 	})
 	t.Run("socket closed while waiting for the login", func(t *testing.T) {
@@ -171,7 +172,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 		<-logic.got
 		_ = c.ws.Close() // nobody reads until the login is answered
 		release()
-		waitFor(t, "the connection to end", func() bool { return len(g.snapshot(nil)) == 0 })
+		testwait.Until(t, "the connection to end", func() bool { return len(g.snapshot(nil)) == 0 })
 		zero(t, g, "socket closed during the login")
 	})
 }

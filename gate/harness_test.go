@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"levee/internal/clock"
-	"levee/internal/testwait"
 	"levee/internal/token"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
@@ -195,13 +194,6 @@ func wantError(t testing.TB, f *leveev1.ServerFrame, id uint64, code leveev1.Err
 		t.Fatalf("want request %d error %v, got %v", id, code, f)
 	}
 	return f.GetError()
-}
-
-// waitFor is testwait.Until, under the name this package's tests (and
-// those being written alongside) call it by.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	testwait.Until(t, what, cond)
 }
 
 func mustMarshal(t testing.TB, m proto.Message) []byte {

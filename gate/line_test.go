@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"levee/internal/testwait"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -432,8 +433,8 @@ func TestLoginRefusedAfterReleaseCloses1013(t *testing.T) {
 	if code := c.recvClose(); code != websocket.CloseTryAgainLater {
 		t.Fatalf("close %d, want 1013", code)
 	}
-	waitFor(t, "the connection to end", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
-	waitFor(t, "no handshakes", func() bool { return g.handshakes.Load() == 0 })
+	testwait.Until(t, "the connection to end", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
+	testwait.Until(t, "no handshakes", func() bool { return g.handshakes.Load() == 0 })
 }
 
 func TestWaitingPlayersDoNotCountAsHandshakes(t *testing.T) {
@@ -442,7 +443,7 @@ func TestWaitingPlayersDoNotCountAsHandshakes(t *testing.T) {
 		g.join(t, fmt.Sprintf("w%d", i), "")
 	}
 	// The handshake ends just after the first push is written.
-	waitFor(t, "no handshakes in progress with 5 players waiting", func() bool { return g.handshakes.Load() == 0 })
+	testwait.Until(t, "no handshakes in progress with 5 players waiting", func() bool { return g.handshakes.Load() == 0 })
 	if got := g.room(); got != 2 {
 		t.Fatalf("room %d, want the 2 free handshakes", got)
 	}

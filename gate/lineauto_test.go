@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"levee/internal/testwait"
 )
 
 // logicPage serves a logic tier's /metrics page with logic_queue_depth, as
@@ -37,7 +39,7 @@ func TestAutoModeFollowsTheTiers(t *testing.T) {
 		c.AutoInterval = 5 * time.Second
 		c.AutoMetricsURLs = []string{url}
 	}, newTextLogger(logs), startFakeLogic(t))
-	waitFor(t, "the walker's ticker", g.line.ticking.Load)
+	testwait.Until(t, "the walker's ticker", g.line.ticking.Load)
 	rate := func() float64 { return g.stats().ConfiguredPerSecond }
 	if rate() != 100 {
 		t.Fatalf("auto starts at %v/s, want the configured 100/s", rate())
@@ -49,7 +51,7 @@ func TestAutoModeFollowsTheTiers(t *testing.T) {
 		t.Helper()
 		n := steps()
 		g.advance(t, 5*time.Second)
-		waitFor(t, "an auto step", func() bool { return steps() > n })
+		testwait.Until(t, "an auto step", func() bool { return steps() > n })
 	}
 	tick()
 	if rate() != 125 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"levee/internal/testwait"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 	"levee/queue"
@@ -25,7 +26,7 @@ func lineGate(t *testing.T, mode string, rate int, interval time.Duration, mod f
 			mod(c)
 		}
 	}, logics...)
-	waitFor(t, "the walker's ticker", g.line.ticking.Load)
+	testwait.Until(t, "the walker's ticker", g.line.ticking.Load)
 	return g
 }
 
@@ -41,7 +42,7 @@ func (g *testGate) advance(t *testing.T, d time.Duration) {
 		g.quiesce()
 		g.clock.Advance(lineTick)
 		now := g.clock.Now().UnixNano()
-		waitFor(t, "the walker's step", func() bool { return g.line.stepped.Load() >= now })
+		testwait.Until(t, "the walker's step", func() bool { return g.line.stepped.Load() >= now })
 	}
 }
 
@@ -137,7 +138,7 @@ func (g *testGate) setLine(t *testing.T, fields map[string]string) {
 // operator's change is released and pushed by then).
 func (g *testGate) waitPoked(t *testing.T) {
 	t.Helper()
-	waitFor(t, "the walker to handle the change", func() bool { return g.line.kicked.Load() >= g.line.pokes.Load() })
+	testwait.Until(t, "the walker to handle the change", func() bool { return g.line.kicked.Load() >= g.line.pokes.Load() })
 }
 
 func (g *testGate) stats() queue.Stats { return g.line.q.Stats(g.clock.Now()) }
@@ -148,5 +149,5 @@ func (g *testGate) closeClient(t *testing.T, c *client, away int) {
 	t.Helper()
 	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 	_ = c.ws.Close()
-	waitFor(t, "the player to be away", func() bool { return g.stats().Away == away })
+	testwait.Until(t, "the player to be away", func() bool { return g.stats().Away == away })
 }

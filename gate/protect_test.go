@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"levee/internal/apperr"
+	"levee/internal/testwait"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
@@ -69,11 +70,11 @@ func TestServerFullAtTheCap(t *testing.T) {
 	if got := testutil.ToFloat64(g.m.fullConns); got != 4 {
 		t.Fatalf("gate_connections_total{server_full} = %v, want 4", got)
 	}
-	waitFor(t, "no handshakes in progress", func() bool { return testutil.ToFloat64(g.m.handshakes) == 0 })
+	testwait.Until(t, "no handshakes in progress", func() bool { return testutil.ToFloat64(g.m.handshakes) == 0 })
 
 	// After one player leaves, a new one gets in.
 	_ = a.ws.Close()
-	waitFor(t, "1 active connection", func() bool { return testutil.ToFloat64(g.m.active) == 1 })
+	testwait.Until(t, "1 active connection", func() bool { return testutil.ToFloat64(g.m.active) == 1 })
 	if _, w := g.connect(t, "c", wire.ProtoSubprotocol); w.GetPlayer().GetId() != "c" {
 		t.Fatalf("welcome %v", w)
 	}
@@ -274,7 +275,7 @@ func TestHandshakeCap(t *testing.T) {
 	if f := first.recv(); f.GetWelcome() == nil {
 		t.Fatalf("first player: %v", f)
 	}
-	waitFor(t, "no handshakes in progress", func() bool { return testutil.ToFloat64(g.m.handshakes) == 0 })
+	testwait.Until(t, "no handshakes in progress", func() bool { return testutil.ToFloat64(g.m.handshakes) == 0 })
 	g.connect(t, "b", wire.ProtoSubprotocol)
 }
 

@@ -12,6 +12,7 @@ import (
 	"levee/internal/apperr"
 	"levee/internal/clock"
 	"levee/internal/priority"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -94,7 +95,7 @@ func (e *env) send(req *leveev1.LogicRequest, c priority.Class, timeout time.Dur
 func (e *env) enqueue(req *leveev1.LogicRequest, c priority.Class, depth int) <-chan answer {
 	e.t.Helper()
 	ch := e.send(req, c, 20*time.Second)
-	waitFor(e.t, "the request queued", func() bool { return e.depth(0) == depth })
+	testwait.Until(e.t, "the request queued", func() bool { return e.depth(0) == depth })
 	return ch
 }
 
@@ -414,12 +415,12 @@ func TestRejectEarlyOffBlocks(t *testing.T) {
 			q1 := e.enqueue(profileReq("alice", ""), deflt, 1)
 			q2 := e.enqueue(profileReq("alice", ""), deflt, 2) // past 90 %: would be refused
 			waiter := e.send(profileReq("alice", ""), critical, 20*time.Second)
-			waitFor(t, "a request waiting for room", func() bool { return testutilValue(e.srv.m.blocked) == 1 })
+			testwait.Until(t, "a request waiting for room", func() bool { return testutilValue(e.srv.m.blocked) == 1 })
 
 			late := e.send(buyReq("alice", 5, "sword", 1), deflt, 100*time.Millisecond)
-			waitFor(t, "a second waiter", func() bool { return testutilValue(e.srv.m.blocked) == 2 })
+			testwait.Until(t, "a second waiter", func() bool { return testutilValue(e.srv.m.blocked) == 2 })
 			wantStatus(t, (<-late).err, codes.DeadlineExceeded, "")
-			waitFor(t, "the late waiter to give up", func() bool {
+			testwait.Until(t, "the late waiter to give up", func() bool {
 				return testutilValue(e.srv.m.blocked) == 1 && e.rejections(0, reasonExpired, priority.Default) == 1
 			})
 
@@ -445,9 +446,9 @@ func TestDropExpiredOffExecutes(t *testing.T) {
 	before := e.login("alice")
 	e.flushAndBlock("alice")
 	late := e.send(buyReq("alice", 5, "sword", 1), deflt, 100*time.Millisecond)
-	waitFor(t, "the purchase queued", func() bool { return e.depth(0) == 1 })
+	testwait.Until(t, "the purchase queued", func() bool { return e.depth(0) == 1 })
 	wantStatus(t, (<-late).err, codes.DeadlineExceeded, "")
-	waitFor(t, "the handler to give up", func() bool { return e.requests("buy_item", "expired") == 1 })
+	testwait.Until(t, "the handler to give up", func() bool { return e.requests("buy_item", "expired") == 1 })
 	e.gate.release()
 	if p := e.profile("alice"); p.GetGold() != before.GetGold()-100 || p.GetInventory()["sword"] != 1 {
 		t.Fatalf("expired purchase not executed: %v", p)

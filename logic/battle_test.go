@@ -13,6 +13,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -111,7 +112,7 @@ func TestBattleConcurrentSameID(t *testing.T) {
 			replies <- r.GetBattle()
 		}()
 	}
-	waitFor(t, "5 battle requests queued", func() bool { return e.depth(0) == n })
+	testwait.Until(t, "5 battle requests queued", func() bool { return e.depth(0) == n })
 	e.gate.release()
 	wg.Wait()
 	close(replies)
@@ -151,14 +152,14 @@ func TestBattleWaitsForInFlight(t *testing.T) {
 		r, err := e.cli.Do(ctxT(t), battleReq("alice", "slow", 4, 100))
 		a <- res{r, err}
 	}()
-	waitFor(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
+	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
 
 	e.flushAndBlock("alice")
 	go func() {
 		r, err := e.cli.Do(ctxT(t), battleReq("alice", "slow", 4, 100))
 		b <- res{r, err}
 	}()
-	waitFor(t, "the second request queued", func() bool { return e.depth(0) == 1 })
+	testwait.Until(t, "the second request queued", func() bool { return e.depth(0) == 1 })
 	e.gate.release()
 	// The shard answers in order: once this profile is back, it has seen
 	// the second battle request, and must not have answered it.
@@ -235,7 +236,7 @@ func TestBattleDeadlinePropagates(t *testing.T) {
 	defer cancel()
 	_, err := e.cli.Do(ctx, battleReq("alice", "late", 4, 100))
 	wantStatus(t, err, codes.DeadlineExceeded, "")
-	waitFor(t, "the battle call to end", func() bool {
+	testwait.Until(t, "the battle call to end", func() bool {
 		return testutilValue(e.srv.m.battleCalls.WithLabelValues("deadline")) == 1
 	})
 	if p := e.profile("alice"); p.GetVersion() != 1 {
@@ -253,7 +254,7 @@ func TestBattleBoundedInFlight(t *testing.T) {
 		_, err := e.cli.Do(ctxT(t), battleReq("alice", "one", 4, 100))
 		done <- err
 	}()
-	waitFor(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
+	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
 	_, err := e.cli.Do(ctxT(t), battleReq("alice", "two", 4, 100))
 	wantStatus(t, err, codes.ResourceExhausted, "battles in flight")
 	if apperr.FromStatus(err).RetryAfter <= 0 {

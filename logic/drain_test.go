@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"levee/internal/serve/servetest"
+	"levee/internal/testwait"
 )
 
 // Defect 5 of issue 8: while logic drains (here: a shard still busy with a
@@ -15,7 +16,7 @@ func TestOpsAnswerWhileDraining(t *testing.T) {
 	e.login("alice")
 	e.flushAndBlock("alice") // an accepted request the shard holds
 	e.cancel()
-	waitFor(t, "the drain to begin", func() bool {
+	testwait.Until(t, "the drain to begin", func() bool {
 		code, _ := servetest.Get(t, "http://"+e.srv.OpsAddr().String()+"/readyz")
 		return code != 200
 	})

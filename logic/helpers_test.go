@@ -328,19 +328,12 @@ func (e *env) flushAndBlock(player string) {
 			e.t.Errorf("held request: %v", err)
 		}
 	}()
-	waitFor(e.t, "the shard to park", func() bool { return e.gate.parked.Load() > n })
+	testwait.Until(e.t, "the shard to park", func() bool { return e.gate.parked.Load() > n })
 }
 
 // depth is shard's logic_queue_depth.
 func (e *env) depth(shard int) int {
 	return int(testutil.ToFloat64(e.srv.m.queueDepth.WithLabelValues(fmt.Sprint(shard))))
-}
-
-// waitFor is testwait.Until, under the name this package's tests (and
-// those being written alongside) call it by.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	testwait.Until(t, what, cond)
 }
 
 // rejections is logic_rejections_total{shard,reason,criticality}.

@@ -14,6 +14,7 @@ import (
 
 	"levee/internal/clock"
 	"levee/internal/priority"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -311,7 +312,7 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 	}
 
 	clk.Advance(maxIssuedSkew + purgeEvery) // kept window + skew, then purged at the next tick
-	waitFor(t, "the shard to purge the outcomes", func() bool { return outcomes() == 0 })
+	testwait.Until(t, "the shard to purge the outcomes", func() bool { return outcomes() == 0 })
 	before := e.profile("alice")
 	wantError(t, e.call(buy), leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
 	wantError(t, e.call(fight), leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"levee/internal/apperr"
+	"levee/internal/testwait"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -135,7 +136,7 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
+	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
 	// Watch health on a stream opened before the stop: once GracefulStop
 	// has begun, new RPCs on this connection are refused, but an open
 	// stream still sees the change to NOT_SERVING.

@@ -13,6 +13,7 @@ import (
 	"levee/internal/apperr"
 	"levee/internal/clock"
 	"levee/internal/priority"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -26,7 +27,7 @@ func TestBattleResultBeforeQueuedRequests(t *testing.T) {
 	e.login("alice")
 	release := e.battle.hold()
 	fight := e.send(battleReq("alice", "first", 2, 10), deflt, 20*time.Second)
-	waitFor(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
+	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
 
 	e.flushAndBlock("alice")
 	var queued []<-chan answer
@@ -35,7 +36,7 @@ func TestBattleResultBeforeQueuedRequests(t *testing.T) {
 	}
 	close(release)
 	sh := e.srv.shards[0]
-	waitFor(t, "the result on the internal channel", func() bool { return len(sh.in) == 1 })
+	testwait.Until(t, "the result on the internal channel", func() bool { return len(sh.in) == 1 })
 	if len(sh.ch) != 3 {
 		t.Fatalf("request channel holds %d, want 3", len(sh.ch))
 	}
@@ -175,7 +176,7 @@ func TestQueueWaitGuardAtDequeue(t *testing.T) {
 	before := e.login("alice")
 	release := e.battle.hold()
 	fight := e.send(battleReq("alice", "slow", 2, 10), deflt, 20*time.Second)
-	waitFor(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
+	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
 
 	e.flushAndBlock("alice")
 	buyDefault := e.enqueue(buyReq("alice", 5, "sword", 1), deflt, 1)
@@ -184,7 +185,7 @@ func TestQueueWaitGuardAtDequeue(t *testing.T) {
 	profile := e.enqueue(profileReq("alice", ""), deflt, 4)
 	close(release)
 	sh := e.srv.shards[0]
-	waitFor(t, "the result on the internal channel", func() bool { return len(sh.in) == 1 })
+	testwait.Until(t, "the result on the internal channel", func() bool { return len(sh.in) == 1 })
 	clk.Advance(100 * time.Millisecond) // exactly 2 × 50 ms: not yet stale
 	late := e.enqueue(profileReq("alice", ""), deflt, 5)
 	clk.Advance(time.Millisecond)
@@ -487,7 +488,7 @@ func goAwait(t *testing.T, c *battleClient, clk *clock.Fake, ctx context.Context
 		i, w := c.awaitSlot(ctx)
 		ch <- slotResult{i, w}
 	}()
-	waitFor(t, "the call to wait for a slot", func() bool { return clk.Waiters() > before })
+	testwait.Until(t, "the call to wait for a slot", func() bool { return clk.Waiters() > before })
 	return ch
 }
 

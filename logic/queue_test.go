@@ -13,6 +13,7 @@ import (
 
 	"levee/internal/apperr"
 	"levee/internal/priority"
+	"levee/internal/testwait"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -36,7 +37,7 @@ func TestQueueFullIsBusy(t *testing.T) {
 			replies <- r
 		}()
 	}
-	waitFor(t, "a full queue", func() bool { return e.depth(0) == size })
+	testwait.Until(t, "a full queue", func() bool { return e.depth(0) == size })
 
 	start := time.Now()
 	_, err := e.cli.Do(ctxT(t), profileReq("alice", ""))
@@ -74,7 +75,7 @@ func TestReplyCarriesBackpressure(t *testing.T) {
 			got <- r.GetBackpressure()
 		}()
 	}
-	waitFor(t, "4 queued", func() bool { return e.depth(0) == 4 })
+	testwait.Until(t, "4 queued", func() bool { return e.depth(0) == 4 })
 	e.gate.release()
 	// MaxBatch 1: the replies are sent with 3, 2, 1 and 0 still queued.
 	seen := map[uint32]bool{}
@@ -103,10 +104,10 @@ func TestExpiredInQueueIsNotExecuted(t *testing.T) {
 		_, err := e.cli.Do(priority.Outgoing(ctx, priority.Critical), buyReq("alice", 5, "sword", 1))
 		done <- err
 	}()
-	waitFor(t, "the purchase queued", func() bool { return e.depth(0) == 1 })
+	testwait.Until(t, "the purchase queued", func() bool { return e.depth(0) == 1 })
 	wantStatus(t, <-done, codes.DeadlineExceeded, "")
 	// The handler gave up, so the request's server-side context is done.
-	waitFor(t, "the handler to give up", func() bool { return e.requests("buy_item", "expired") == 1 })
+	testwait.Until(t, "the handler to give up", func() bool { return e.requests("buy_item", "expired") == 1 })
 	e.gate.release()
 	if p := e.profile("alice"); p.GetGold() != before.GetGold() || p.GetVersion() != before.GetVersion() || len(p.GetInventory()) != 0 {
 		t.Fatalf("expired purchase executed: %v", p)
@@ -145,7 +146,7 @@ func TestGroupCommitBatches(t *testing.T) {
 					}
 				}()
 			}
-			waitFor(t, "40 purchases queued", func() bool { return e.depth(0) == n })
+			testwait.Until(t, "40 purchases queued", func() bool { return e.depth(0) == n })
 			e.gate.release()
 			wg.Wait()
 			count, sum := histogram(t, e.srv.m.batchSize)
