@@ -28,8 +28,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !s.requireSubprotocol(w, r) {
 		return
 	}
-	hs := s.beginHandshake()
-	if hs == nil {
+	var hs handshake
+	if !s.beginHandshake(&hs) {
 		s.m.rejectHandshakes.Inc()
 		refuseHandshake(w)
 		return
@@ -101,7 +101,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	// the handshake (ended once the login is answered, the player is in
 	// line or refused).
 	handedOff = true
-	s.enterLine(c, hs, claims)
+	s.enterLine(c, hs.handOff(), claims)
 }
 
 // ticketOf reads and verifies the ticket query parameter. No ticket, or a

@@ -16,15 +16,18 @@ type handshake struct {
 	done atomic.Bool
 }
 
-// beginHandshake counts a connection starting; nil when the handshake cap
-// is on and MaxHandshakes are in progress already.
-func (s *Server) beginHandshake() *handshake {
+// beginHandshake counts a connection starting into h; false (and h
+// untouched) when the handshake cap is on and MaxHandshakes are in
+// progress already. h is the handler's own, on its stack, so that a
+// refused upgrade allocates nothing; handOff moves the handshake to the
+// connection's start.
+func (s *Server) beginHandshake(h *handshake) bool {
 	if s.cfg.handshakeCapOn() {
 		limit := int64(s.cfg.MaxHandshakes)
 		for {
 			n := s.handshakes.Load()
 			if n >= limit {
-				return nil
+				return false
 			}
 			if s.handshakes.CompareAndSwap(n, n+1) {
 				break
@@ -33,7 +36,19 @@ func (s *Server) beginHandshake() *handshake {
 	} else {
 		s.handshakes.Add(1)
 	}
-	return &handshake{s: s}
+	h.s = s
+	return true
+}
+
+// handOff moves a handshake that h holds to a new owner, for the
+// connection's start: h is done (ending it does nothing) and the value
+// returned ends it.
+func (h *handshake) handOff() *handshake {
+	next := &handshake{s: h.s}
+	if !h.done.CompareAndSwap(false, true) {
+		next.done.Store(true) // h had ended already: so has its successor
+	}
+	return next
 }
 
 // releaseHandshake counts the login of a player released from the line.

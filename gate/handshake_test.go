@@ -17,15 +17,20 @@ import (
 func TestHandshakeEndIsIdempotent(t *testing.T) {
 	s := &Server{cfg: DefaultConfig()}
 	s.cfg.MaxHandshakes = 1
-	h := s.beginHandshake()
-	if h == nil || s.handshakes.Load() != 1 {
-		t.Fatalf("begin: %v, count %d", h, s.handshakes.Load())
+	var h, h2 handshake
+	if !s.beginHandshake(&h) || s.handshakes.Load() != 1 {
+		t.Fatalf("begin refused or count %d", s.handshakes.Load())
 	}
-	if s.beginHandshake() != nil {
+	if s.beginHandshake(&h2) {
 		t.Fatal("a second handshake passed a cap of 1")
 	}
-	h.End()
-	h.End()
+	owner := h.handOff()
+	h.End() // handed off: ending the handler's copy does nothing
+	if n := s.handshakes.Load(); n != 1 {
+		t.Fatalf("count %d after ending a handed-off handshake, want 1", n)
+	}
+	owner.End()
+	owner.End()
 	if n := s.handshakes.Load(); n != 0 {
 		t.Fatalf("count %d after ending one handshake twice, want 0", n)
 	}
