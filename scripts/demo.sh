@@ -47,6 +47,7 @@ curl -s "http://127.0.0.1:$LOGIC_OPS/metrics" 2>/dev/null | grep -E '^logic_queu
 curl -s "http://127.0.0.1:$B1_OPS/metrics" 2>/dev/null | grep -E '^battle_latency_seconds_(count|sum)' || true
 curl -s "http://127.0.0.1:$GATE_OPS/metrics" 2>/dev/null | grep -E '^gate_requests_total' | grep -v 'outcome="ok"' > "$CLUSTER_LOGS/gate-errors.txt" || true
 curl -s "http://127.0.0.1:$LOGIC_OPS/metrics" 2>/dev/null | grep -E '^logic_(rejections|battle_calls|battle_waits)_total' > "$CLUSTER_LOGS/logic-refusals.txt" || true
+curl -s "http://127.0.0.1:$B1_OPS/metrics" 2>/dev/null | grep -E '^battle_(throttle_delay_seconds_(count|sum)|cpu_utilization|shed_total|adaptive_limit)' > "$CLUSTER_LOGS/battle-1.txt" || true
 ps -o comm=,times= -p "$(IFS=,; echo "${pids[*]}")" > "$CLUSTER_LOGS/cpu-seconds.txt" 2>/dev/null || true
 if [ $rc -ne 0 ]; then
   echo "demo: the load test reported a problem (exit $rc)" >&2
