@@ -50,7 +50,7 @@ type LineReport struct {
 	ConfiguredRate float64       `json:"configured_rate_per_s"` // 0: unknown
 	ChangedRate    float64       `json:"changed_rate_per_s"`    // 0: no pace change
 	ChangeAt       time.Duration `json:"change_at_ns"`
-	ChangeApplied  time.Duration `json:"change_applied_ns"` // when the admin call returned
+	ChangeApplied  time.Duration `json:"change_applied_ns"` // midway between the admin call and its answer
 	ChangeError    string        `json:"change_error,omitempty"`
 	PaceTolerance  float64       `json:"pace_tolerance"`
 	// Backlogged is when the last bot got its place: from then on the line
@@ -158,11 +158,14 @@ func (lr *lineRun) fill(rep *LineReport) {
 	}
 	last := adm[len(adm)-1].Sub(first)
 	if lr.cfg.ChangeAt > 0 && lr.changeErr == nil && !lr.changeDone.IsZero() {
-		// The change took effect between the call and its answer.
-		change := lr.changeSent.Add(lr.changeDone.Sub(lr.changeSent) / 2).Sub(first)
-		rep.ChangeApplied = change
-		rep.Before = paceSpan(adm, first, rep.Backlogged, change, false, lr.cfg.Window, rep.ConfiguredRate)
-		rep.After = paceSpan(adm, first, max(change+lr.cfg.Settle, rep.Backlogged), last, true, lr.cfg.Window, rep.ChangedRate)
+		// The change took effect somewhere between the call and its answer:
+		// the pace before is judged up to the call, the pace after from
+		// the answer (and Settle), so neither span holds admissions of the
+		// other pace however long the call took on a busy machine.
+		sent, done := lr.changeSent.Sub(first), lr.changeDone.Sub(first)
+		rep.ChangeApplied = sent + (done-sent)/2
+		rep.Before = paceSpan(adm, first, rep.Backlogged, sent, false, lr.cfg.Window, rep.ConfiguredRate)
+		rep.After = paceSpan(adm, first, max(done+lr.cfg.Settle, rep.Backlogged), last, true, lr.cfg.Window, rep.ChangedRate)
 		return
 	}
 	rep.Before = paceSpan(adm, first, rep.Backlogged, last, true, lr.cfg.Window, rep.ConfiguredRate)
