@@ -23,7 +23,11 @@ var testSecret = []byte("e2e-secret")
 // cluster is the three tiers running in this process on loopback ports.
 type cluster struct {
 	gateURL string
-	stop    map[string]func() error // tier name -> cancel and wait for Run
+	gate    *gate.Server
+	// The tiers' ops addresses (http://host:port), for their /metrics.
+	battleOps         []string
+	logicOps, gateOps string
+	stop              map[string]func() error // tier name -> cancel and wait for Run
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -51,41 +55,77 @@ func runTier(t *testing.T, run func(context.Context) error) func() error {
 	return stop
 }
 
-func startCluster(t *testing.T, dataDir string) *cluster {
+// tiers says how startTiers starts the cluster: how many battle
+// instances (1 if 0), logic's data directory (a temporary one if empty),
+// and changes to each tier's default config (nil: none).
+type tiers struct {
+	battles int
+	dataDir string
+	battle  func(*battle.Config)
+	logic   func(*logic.Config)
+	gate    func(*gate.Config)
+}
+
+// startTiers starts battle, logic and a gate in this process on loopback
+// ports, each stopped when the test ends.
+func startTiers(t *testing.T, o tiers) *cluster {
 	t.Helper()
 	c := &cluster{stop: map[string]func() error{}}
 	var battleAddrs []string
-	for i := 0; i < 2; i++ {
+	for i := range max(o.battles, 1) {
 		cfg := battle.DefaultConfig()
 		cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+		if o.battle != nil {
+			o.battle(&cfg)
+		}
 		b, err := battle.New(cfg, quietLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
 		battleAddrs = append(battleAddrs, b.GRPCAddr().String())
+		c.battleOps = append(c.battleOps, "http://"+b.OpsAddr().String())
 		c.stop["battle"+string(rune('1'+i))] = runTier(t, b.Run)
 	}
 	lcfg := logic.DefaultConfig()
 	lcfg.GRPCAddr, lcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
-	lcfg.DataDir = dataDir
+	lcfg.DataDir = o.dataDir
+	if lcfg.DataDir == "" {
+		lcfg.DataDir = t.TempDir()
+	}
 	lcfg.BattleAddrs = battleAddrs
+	if o.logic != nil {
+		o.logic(&lcfg)
+	}
 	l, err := logic.New(lcfg, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.logicOps = "http://" + l.OpsAddr().String()
 	c.stop["logic"] = runTier(t, l.Run)
 
 	gcfg := gate.DefaultConfig()
 	gcfg.Addr, gcfg.GRPCAddr, gcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	gcfg.LogicAddrs = []string{l.GRPCAddr().String()}
 	gcfg.TokenSecret = string(testSecret)
+	if o.gate != nil {
+		o.gate(&gcfg)
+	}
 	g, err := gate.New(gcfg, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.gate = g
 	c.gateURL = (&url.URL{Scheme: "ws", Host: g.Addr().String(), Path: "/ws"}).String()
+	c.gateOps = "http://" + g.OpsAddr().String()
 	c.stop["gate"] = runTier(t, g.Run)
 	return c
+}
+
+// startCluster is two battle instances, logic on dataDir and a gate, with
+// their default configs.
+func startCluster(t *testing.T, dataDir string) *cluster {
+	t.Helper()
+	return startTiers(t, tiers{battles: 2, dataDir: dataDir})
 }
 
 func dial(t *testing.T, c *cluster, player string, json bool) *client.Client {

@@ -2,56 +2,16 @@ package e2e
 
 import (
 	"context"
-	"net/url"
 	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
-	"levee/battle"
 	"levee/gate"
 	"levee/loadtest"
-	"levee/logic"
 )
 
 const lineAdminToken = "e2e-line-admin"
-
-// startClusterWith is startCluster (one battle instance is enough here)
-// with the gate's config changed by mod; it also returns the gate.
-func startClusterWith(t *testing.T, dataDir string, mod func(*gate.Config)) (*cluster, *gate.Server) {
-	t.Helper()
-	c := &cluster{stop: map[string]func() error{}}
-	bcfg := battle.DefaultConfig()
-	bcfg.GRPCAddr, bcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
-	b, err := battle.New(bcfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.stop["battle1"] = runTier(t, b.Run)
-
-	lcfg := logic.DefaultConfig()
-	lcfg.GRPCAddr, lcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
-	lcfg.DataDir = dataDir
-	lcfg.BattleAddrs = []string{b.GRPCAddr().String()}
-	l, err := logic.New(lcfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.stop["logic"] = runTier(t, l.Run)
-
-	gcfg := gate.DefaultConfig()
-	gcfg.Addr, gcfg.GRPCAddr, gcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	gcfg.LogicAddrs = []string{l.GRPCAddr().String()}
-	gcfg.TokenSecret = string(testSecret)
-	mod(&gcfg)
-	g, err := gate.New(gcfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.gateURL = (&url.URL{Scheme: "ws", Host: g.Addr().String(), Path: "/ws"}).String()
-	c.stop["gate"] = runTier(t, g.Run)
-	return c, g
-}
 
 // raceEnabled reports whether the test binary was built with -race.
 func raceEnabled() bool {
@@ -203,12 +163,12 @@ func spanOf(p *loadtest.PaceSpan) time.Duration {
 // returns it with the admin API.
 func runLine(t *testing.T, bots int, gmod func(*gate.Config), lmod func(*loadtest.LineConfig)) (*loadtest.Admin, *loadtest.LineReport) {
 	t.Helper()
-	_, g := startClusterWith(t, t.TempDir(), func(cfg *gate.Config) {
+	c := startTiers(t, tiers{gate: func(cfg *gate.Config) {
 		cfg.LinePush = 500 * time.Millisecond
 		cfg.AdminToken = lineAdminToken
 		gmod(cfg)
-	})
-	gateURL := (&url.URL{Scheme: "ws", Host: g.Addr().String(), Path: "/ws"}).String()
+	}})
+	g, gateURL := c.gate, c.gateURL
 	rc := loadtest.DefaultRunnerConfig()
 	rc.GateURL, rc.TokenSecret, rc.ProgressEvery = gateURL, string(testSecret), 0
 	rc.RequestTimeout = 10 * time.Second

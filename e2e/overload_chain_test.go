@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,12 +59,14 @@ func TestOverloadChain(t *testing.T) {
 	}
 
 	// The links, read from the tiers' own counters.
-	battleCapRefusals := func() float64 { return scrape(t, ops.battle, "battle_shed_total", `reason="inflight_cap"`) }
+	battleCapRefusals := func() float64 { return scrape(t, ops.battleOps[0], "battle_shed_total", `reason="inflight_cap"`) }
 	logicCooling := func() float64 {
-		return scrape(t, ops.logic, "logic_battle_calls_total", `outcome="cooling"`) +
-			scrape(t, ops.logic, "logic_rejections_total", `reason="battle_cooling"`)
+		return scrape(t, ops.logicOps, "logic_battle_calls_total", `outcome="cooling"`) +
+			scrape(t, ops.logicOps, "logic_rejections_total", `reason="battle_cooling"`)
 	}
-	gateCooling := func() float64 { return scrape(t, ops.gate, "gate_request_rejections_total", `reason="logic_cooling"`) }
+	gateCooling := func() float64 {
+		return scrape(t, ops.gateOps, "gate_request_rejections_total", `reason="logic_cooling"`)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), chainBound)
 	defer cancel()
@@ -119,8 +120,8 @@ func TestOverloadChain(t *testing.T) {
 	// The counters are read after the last reply, so they include
 	// everything the proxy saw.
 	capRefused, logicCooled, gateCooled := battleCapRefusals(), logicCooling(), gateCooling()
-	logicBattles := scrape(t, ops.logic, "logic_requests_total", `action="start_battle"`)
-	gateOwn := scrape(t, ops.gate, "gate_request_rejections_total", "")
+	logicBattles := scrape(t, ops.logicOps, "logic_requests_total", `action="start_battle"`)
+	gateOwn := scrape(t, ops.gateOps, "gate_request_rejections_total", "")
 	t.Logf("%d calls; battle refused %v at its cap; logic cooled %v; gate answered %v from its cooling (%v of its own refusals in all); logic answered %v battles",
 		len(calls), capRefused, logicCooled, gateCooled, gateOwn, logicBattles)
 
@@ -212,55 +213,20 @@ func TestOverloadChain(t *testing.T) {
 	t.Logf("%d ids, %d attempts, %d BUSY replies, %d resends; %d fought, %d busy to the end", ids, sends, refusals, resends, ok, busy)
 }
 
-// chainOps are the ops (metrics) addresses of the chain's tiers.
-type chainOps struct {
-	gateURL             string
-	battle, logic, gate string // http://host:port
-}
-
 // startChainCluster starts one battle instance that runs one simulation at
 // a time and refuses the rest (no CPU throttle or adaptive shedding, so
 // that the cap is the one refusing), one logic whose battle calls never
 // wait for a slot (refused at once), and one gate, all with their
 // overload protection on otherwise.
-func startChainCluster(t *testing.T) chainOps {
+func startChainCluster(t *testing.T) *cluster {
 	t.Helper()
-	bcfg := battle.DefaultConfig()
-	bcfg.GRPCAddr, bcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
-	bcfg.MaxInFlight = 1
-	bcfg.Throttle, bcfg.AdaptiveShed = false, false
-	b, err := battle.New(bcfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runTier(t, b.Run)
-
-	lcfg := logic.DefaultConfig()
-	lcfg.GRPCAddr, lcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
-	lcfg.DataDir = t.TempDir()
-	lcfg.BattleAddrs = []string{b.GRPCAddr().String()}
-	lcfg.BattleWait = 0
-	l, err := logic.New(lcfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runTier(t, l.Run)
-
-	gcfg := gate.DefaultConfig()
-	gcfg.Addr, gcfg.GRPCAddr, gcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	gcfg.LogicAddrs = []string{l.GRPCAddr().String()}
-	gcfg.TokenSecret = string(testSecret)
-	g, err := gate.New(gcfg, quietLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	runTier(t, g.Run)
-	return chainOps{
-		gateURL: (&url.URL{Scheme: "ws", Host: g.Addr().String(), Path: "/ws"}).String(),
-		battle:  "http://" + b.OpsAddr().String(),
-		logic:   "http://" + l.OpsAddr().String(),
-		gate:    "http://" + g.OpsAddr().String(),
-	}
+	return startTiers(t, tiers{
+		battle: func(cfg *battle.Config) {
+			cfg.MaxInFlight = 1
+			cfg.Throttle, cfg.AdaptiveShed = false, false
+		},
+		logic: func(cfg *logic.Config) { cfg.BattleWait = 0 },
+	})
 }
 
 // sameShardPlayers is n player ids that the gate routes to one shard, so
