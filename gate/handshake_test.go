@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -115,6 +116,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 		if code := c.recvClose(); code != websocket.CloseTryAgainLater {
 			t.Fatalf("close %d, want 1013", code)
 		}
+		testwait.Until(t, "the connection to end", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
 		zero(t, g, "login refused after release")
 	})
 	short := func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond }

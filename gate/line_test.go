@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"levee/internal/testwait"
 	"levee/internal/wire"
@@ -416,25 +413,6 @@ func TestOpenModeAdmitsAtOnceAndSwitchingReleasesEveryone(t *testing.T) {
 	_ = d
 	g.advance(t, lineTick)
 	d.recvAdmitted("dave")
-}
-
-func TestLoginRefusedAfterReleaseCloses1013(t *testing.T) {
-	logic := startFakeLogic(t)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
-		return nil, status.Error(codes.ResourceExhausted, "shard full")
-	})
-	g := lineGate(t, "paced", 1, time.Second, nil, logic)
-	c, _ := g.join(t, "alice", "")
-	g.advance(t, time.Second)
-	if f := c.recv(); f.GetAdmitted() == nil {
-		t.Fatalf("want Admitted, got %v", f)
-	}
-	wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_BUSY)
-	if code := c.recvClose(); code != websocket.CloseTryAgainLater {
-		t.Fatalf("close %d, want 1013", code)
-	}
-	testwait.Until(t, "the connection to end", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
-	testwait.Until(t, "no handshakes", func() bool { return g.handshakes.Load() == 0 })
 }
 
 func TestWaitingPlayersDoNotCountAsHandshakes(t *testing.T) {
