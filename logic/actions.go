@@ -109,8 +109,8 @@ var (
 // outcome returns the outcome stored under key: this batch's, else the
 // store's; nil if none.
 func (sh *shard) outcome(b *batch, key string) (*leveev1.StoredOutcome, error) {
-	if enc, ok := b.outcomes[key]; ok {
-		return decodeOutcome(key, enc)
+	if out, ok := b.outcomes[key]; ok {
+		return decodeOutcome(key, out.enc)
 	}
 	return sh.store.outcome(key)
 }
@@ -132,16 +132,6 @@ func (sh *shard) prior(b *batch, o *op, key string, reused error) (result, bool)
 	return replayOf(so), true
 }
 
-// issued is when o was first issued, by its issued_at_ms, or now when it
-// does not say.
-func issued(o *op, now time.Time) time.Time {
-	ms := o.req.GetIssuedAtMs()
-	if ms == 0 || ms > math.MaxInt64 {
-		return now
-	}
-	return time.UnixMilli(int64(ms))
-}
-
 // checkIssued refuses a request, unexecuted, whose issued_at_ms is too far
 // in the future (BAD_REQUEST), or that is too old to be told apart from a
 // resend whose outcome has been purged (REQUEST_EXPIRED): issued longer
@@ -150,14 +140,18 @@ func issued(o *op, now time.Time) time.Time {
 // issued_at_ms of its request, so any request that may have been applied
 // and purged is caught, whatever the window was then).
 func (sh *shard) checkIssued(o *op, now time.Time) error {
-	if o.req.GetIssuedAtMs() > math.MaxInt64 || issued(o, now).After(now.Add(maxIssuedSkew)) {
+	ms := o.req.GetIssuedAtMs()
+	if ms == 0 {
+		return nil // not said: issued now
+	}
+	if ms > math.MaxInt64 {
 		return errIssuedFuture
 	}
-	if o.req.GetIssuedAtMs() == 0 {
-		return nil
-	}
-	at := issued(o, now)
-	if at.Before(now.Add(-sh.srv.cfg.IdempotencyWindow)) {
+	at := time.UnixMilli(int64(ms))
+	switch {
+	case at.After(now.Add(maxIssuedSkew)):
+		return errIssuedFuture
+	case at.Before(now.Add(-sh.srv.cfg.IdempotencyWindow)):
 		return errTooOldForKeys
 	}
 	if up := sh.store.purgedUpTo; up > 0 && !at.After(time.UnixMilli(up).Add(maxIssuedSkew)) {
@@ -168,18 +162,14 @@ func (sh *shard) checkIssued(o *op, now time.Time) error {
 
 // store adds reply as the outcome of req under every key to the batch
 // (written with its commit, before any answer goes out): all of them, or
-// none when one cannot be encoded.
+// none when it cannot be encoded.
 func (b *batch) store(req *leveev1.LogicRequest, reply *leveev1.LogicReply, now time.Time, keys ...string) error {
-	outs := make([]outcome, 0, len(keys))
-	for _, key := range keys {
-		out, err := newOutcome(key, now, req, reply)
-		if err != nil {
-			return err
-		}
-		outs = append(outs, out)
+	enc, err := encodeOutcome(now, req, reply)
+	if err != nil {
+		return fmt.Errorf("encode outcome %q: %w", keys, err)
 	}
-	for _, out := range outs {
-		b.addOutcome(out)
+	for _, key := range keys {
+		b.addOutcome(outcome{key: key, at: now, enc: enc})
 	}
 	return nil
 }
@@ -284,9 +274,16 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev1.StartBattleRequest) {
 		return
 	}
 	if f := sh.flights[keys[0]]; f != nil {
-		if !proto.Equal(f.action, req) {
+		if !proto.Equal(f.first.req.GetStartBattle(), req) {
 			b.reply(o, businessError(errBattleReused))
 			return
+		}
+		// A request with an id of its own joins the battle under it too:
+		// the outcome is stored under that id, and until then the id
+		// is taken.
+		if len(keys) > 1 && sh.reqFlights[keys[1]] == nil {
+			f.keys = append(f.keys, keys[1])
+			sh.reqFlights[keys[1]] = f
 		}
 		f.waiters = append(f.waiters, o)
 		return
@@ -304,7 +301,6 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev1.StartBattleRequest) {
 		keys:     keys,
 		playerID: id,
 		battleID: req.GetBattleId(),
-		action:   req,
 		req:      simulateRequest(rec.player, req),
 		first:    o,
 		waiters:  []*op{o},

@@ -64,16 +64,15 @@ type battleInstance struct {
 // battlepick.go) are pure; the client feeds them the outcomes of its calls
 // and the time of its clock.
 type battleClient struct {
-	insts    []*battleInstance
-	picker   battlePicker
-	timeout  time.Duration
-	retry    *retryThrottle // nil: no retries (switched off, or one instance)
-	pushback bool           // cool instances that refuse (-battle-pushback); the picker's too
-	clk      clock.Clock    // for cooling and round trips; set before use
-	calls    *prometheus.CounterVec
-	cooling  prometheus.Counter // calls{cooling}
-	retries  *prometheus.CounterVec
-	waits    *prometheus.CounterVec
+	insts   []*battleInstance
+	picker  battlePicker
+	timeout time.Duration
+	retry   *retryThrottle // nil: no retries (switched off, or one instance)
+	clk     clock.Clock    // for cooling and round trips; set before use
+	calls   *prometheus.CounterVec
+	cooling prometheus.Counter // calls{cooling}
+	retries *prometheus.CounterVec
+	waits   *prometheus.CounterVec
 
 	// slotWait and maxWaiters (set before use; -battle-wait and
 	// -battle-waiters) let a first attempt that finds every instance at its
@@ -95,7 +94,7 @@ type battleClient struct {
 // too, since there is no other instance to retry on. pushback switches the
 // cooling of refusing instances on, on clk's time.
 func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) (*battleClient, error) {
-	c := &battleClient{timeout: timeout, pushback: pushback, clk: clk,
+	c := &battleClient{timeout: timeout, clk: clk,
 		calls: m.battleCalls, cooling: m.battleCalls.WithLabelValues(outcomeCooling), retries: m.retries, waits: m.battleWaits}
 	c.picker.pushback = pushback
 	c.picker.failing = func(i int) bool { return c.insts[i].conn.GetState() == connectivity.TransientFailure }
@@ -188,12 +187,12 @@ func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.Simulate
 	if err != nil {
 		derr, pushback := battleError(err)
 		c.calls.WithLabelValues(battleOutcome(derr)).Inc()
-		if c.pushback && retryable(derr) {
+		if c.picker.pushback && retryable(derr) {
 			in.gauge.Set(in.limit.refused(c.clk.Now(), pushback))
 		}
 		return nil, pushback, derr
 	}
-	if c.pushback {
+	if c.picker.pushback {
 		now := c.clk.Now()
 		// A battle's cost grows with its units and the ticks it lasted.
 		work := float64(len(req.GetTeamA())+len(req.GetTeamB())) * float64(rep.GetTicks())

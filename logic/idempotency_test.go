@@ -349,14 +349,14 @@ func TestPurgeIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.close()
-	var outs []outcome
+	outs := map[string]outcome{}
 	for i := range 5000 {
 		at := t0.Add(time.Duration(i%2) * time.Hour) // half due, half an hour later
 		o, err := newOutcome(requestKey("p", uint64(i+1)), at, buyReq("p", uint64(i+1), "potion", 1), &leveev1.LogicReply{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		outs = append(outs, o)
+		outs[o.key] = o
 	}
 	if err := st.put(nil, outs, nil); err != nil {
 		t.Fatal(err)
@@ -434,5 +434,52 @@ func TestOutcomesMigratedFromRecords(t *testing.T) {
 		return proto.Unmarshal(tx.Bucket(playersBucket).Get([]byte("alice")), &rec)
 	}); err != nil || len(rec.GetApplied()) != 0 {
 		t.Fatalf("the record still holds %d outcomes (%v)", len(rec.GetApplied()), err)
+	}
+}
+
+// A request that joins a battle already in flight under a request id of
+// its own is answered with the battle's outcome, and that id is taken by
+// it for good: while the battle runs and after, it is not free for
+// another request, and a resend of it is replayed.
+func TestBattleJoinerKeepsItsRequestID(t *testing.T) {
+	e := start(t, envOpts{})
+	e.login("alice")
+	release := e.battle.hold()
+	first := make(chan *leveev1.LogicReply, 1)
+	go func() {
+		r, err := e.cli.Do(ctxT(t), battleReqID("alice", 70, "slow", 4, 100))
+		if err != nil {
+			t.Errorf("first: %v", err)
+		}
+		first <- r
+	}()
+	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
+	joiner := make(chan *leveev1.LogicReply, 1)
+	e.flushAndBlock("alice")
+	go func() {
+		r, err := e.cli.Do(ctxT(t), battleReqID("alice", 71, "slow", 4, 100))
+		if err != nil {
+			t.Errorf("joiner: %v", err)
+		}
+		joiner <- r
+	}()
+	testwait.Until(t, "the joiner queued", func() bool { return e.depth(0) == 1 })
+	e.gate.release()
+	// Queued after the joiner, so the shard has seen it: its id is taken.
+	wantError(t, e.call(buyReq("alice", 71, "sword", 1)), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	close(release)
+	if r := <-first; r.GetBattle() == nil {
+		t.Fatalf("first: %v", r)
+	}
+	if r := <-joiner; !r.GetBattle().GetReplayed() {
+		t.Fatalf("joiner: %v", r)
+	}
+	before := e.profile("alice")
+	wantError(t, e.call(buyReq("alice", 71, "sword", 1)), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	if r := e.call(battleReqID("alice", 71, "slow", 4, 100)).GetBattle(); !r.GetReplayed() {
+		t.Fatalf("resend of the joiner's id: %v", r)
+	}
+	if p := e.profile("alice"); !proto.Equal(p, before) || e.battle.calls.Load() != 1 {
+		t.Fatalf("state changed or battle fought again: %v (was %v), %d calls", p, before, e.battle.calls.Load())
 	}
 }

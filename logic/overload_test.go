@@ -431,7 +431,7 @@ func TestBattlePushbackSwitchedOff(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, f1, f2 := twoBattles(t, mut)
-			if e.srv.battleCli.pushback {
+			if e.srv.battleCli.picker.pushback {
 				t.Fatal("cooling on")
 			}
 			f1.failWith(statusBusy)

@@ -60,6 +60,16 @@ type outcome struct {
 
 // newOutcome encodes reply as the outcome of req's action under key.
 func newOutcome(key string, at time.Time, req *leveev1.LogicRequest, reply *leveev1.LogicReply) (outcome, error) {
+	enc, err := encodeOutcome(at, req, reply)
+	if err != nil {
+		return outcome{}, fmt.Errorf("encode outcome %q: %w", key, err)
+	}
+	return outcome{key: key, at: at, enc: enc}, nil
+}
+
+// encodeOutcome marshals reply as the outcome of req's action, applied at
+// at; the key is not part of it, so one encoding serves every key.
+func encodeOutcome(at time.Time, req *leveev1.LogicRequest, reply *leveev1.LogicReply) ([]byte, error) {
 	so := &leveev1.StoredOutcome{AppliedAtMs: at.UnixMilli(), Reply: reply}
 	switch a := req.GetAction().(type) {
 	case *leveev1.LogicRequest_BuyItem:
@@ -67,11 +77,7 @@ func newOutcome(key string, at time.Time, req *leveev1.LogicRequest, reply *leve
 	case *leveev1.LogicRequest_StartBattle:
 		so.Request = &leveev1.StoredOutcome_StartBattle{StartBattle: a.StartBattle}
 	}
-	enc, err := proto.Marshal(so)
-	if err != nil {
-		return outcome{}, fmt.Errorf("encode outcome %q: %w", key, err)
-	}
-	return outcome{key: key, at: at, enc: enc}, nil
+	return proto.Marshal(so)
 }
 
 // decodeOutcome decodes a stored outcome; each call returns a fresh copy,

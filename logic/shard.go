@@ -45,10 +45,9 @@ type battleResult struct {
 // and battle id that arrives meanwhile waits for it too.
 type flight struct {
 	key      string   // the battle's outcome key
-	keys     []string // its outcome keys: key, then the first request's id key if any
+	keys     []string // its outcome keys: key, then the request id keys of the requests that wait for it
 	playerID string
 	battleID string
-	action   *leveev1.StartBattleRequest // what the first request asked for
 	req      *leveev1.SimulateRequest
 	first    *op // the call runs on its context
 	waiters  []*op
@@ -217,8 +216,7 @@ func (sh *shard) purge() {
 type batch struct {
 	stopping  bool
 	dirty     map[string]*record
-	outcomes  map[string][]byte // by key, encoded, for look-ups in the batch
-	outs      []outcome         // the same, in order, to write
+	outcomes  map[string]outcome // by key: written with the commit, looked up before it
 	pending   []pendingReply
 	launches  []*flight
 	mutations int
@@ -234,10 +232,9 @@ func (b *batch) reply(o *op, r result) { b.pending = append(b.pending, pendingRe
 // addOutcome stores o with the batch's commit.
 func (b *batch) addOutcome(o outcome) {
 	if b.outcomes == nil {
-		b.outcomes = map[string][]byte{}
+		b.outcomes = map[string]outcome{}
 	}
-	b.outcomes[o.key] = o.enc
-	b.outs = append(b.outs, o)
+	b.outcomes[o.key] = o
 }
 
 // runBatch handles first and whatever else is already waiting (up to
@@ -263,12 +260,12 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 // replies and starts its battles. If the write fails nothing of the batch is
 // kept: the copies are dropped and every reply becomes INTERNAL.
 func (sh *shard) commit(b *batch) {
-	if len(b.dirty) > 0 || len(b.outs) > 0 {
+	if len(b.dirty) > 0 || len(b.outcomes) > 0 {
 		start := time.Now()
-		err := sh.store.put(b.dirty, b.outs, sh.srv.hookCommit)
+		err := sh.store.put(b.dirty, b.outcomes, sh.srv.hookCommit)
 		sh.srv.m.commitTime.Observe(time.Since(start).Seconds())
 		if err != nil {
-			sh.srv.log.Error("group commit failed; batch rolled back", "shard", sh.id, "records", len(b.dirty), "outcomes", len(b.outs), "err", err)
+			sh.srv.log.Error("group commit failed; batch rolled back", "shard", sh.id, "records", len(b.dirty), "outcomes", len(b.outcomes), "err", err)
 			fail := result{err: fmt.Errorf("%w: %w", apperr.ErrInternal, err)}
 			for _, p := range b.pending {
 				sh.send(p.o, fail)

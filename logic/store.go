@@ -230,7 +230,7 @@ func putOutcome(tx *bolt.Tx, o outcome) error {
 // lot, and an outcome is durable exactly when the change it answers is.
 // hook, if not nil, runs inside the transaction (tests use it to make it
 // fail).
-func (s *store) put(recs map[string]*record, outs []outcome, hook func() error) error {
+func (s *store) put(recs map[string]*record, outs map[string]outcome, hook func() error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(playersBucket)
 		for id, rec := range recs {
