@@ -118,6 +118,11 @@ func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, un
 		// No answer at all (ctx or the connection ended, or f could not be
 		// sent), or an answer that does not say whether f was executed.
 		unknown = unknown || (e == nil && sent) || (e != nil && e.OutcomeUnknown())
+		if e != nil && !e.Retryable() {
+			// A final answer is the id's outcome, whatever earlier
+			// attempts left open: the server executes an id at most once.
+			unknown = false
+		}
 		if e == nil || c.budget == nil || !retriedHere(e) || !c.opts.Retry.CanRetry(attempt) {
 			return out, maybeUnresolved(unknown, f, timeout, err)
 		}

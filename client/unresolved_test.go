@@ -142,6 +142,24 @@ func TestOutcomeUnknownStaysUnresolved(t *testing.T) {
 	}
 }
 
+// A final answer to a resend is the request id's outcome (the server
+// executes an id at most once): after UNAVAILABLE, an INSUFFICIENT_GOLD
+// resolves the request, so it is not handed back for another resend.
+func TestFinalAnswerResolves(t *testing.T) {
+	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		if n == 0 {
+			return refusal(f, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
+		}
+		return refusal(f, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, 0)
+	}))
+	c := dial(t, g, "yan", client.Options{Rand: constRand(0), NoPacing: true,
+		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
+	_, err := c.BuyItem(ctx5s(t), "sword", 1)
+	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || client.Unresolved(err) != nil {
+		t.Fatalf("err = %v, want INSUFFICIENT_GOLD and resolved", err)
+	}
+}
+
 // ledgerGate is a fake gate with a fake logic behind it: purchases are
 // applied once per request id (as logic does), and the first send of
 // every purchase is "lost" as its tier dies: the connection ends after it
