@@ -19,6 +19,7 @@ import (
 
 	"levee/internal/clock"
 	"levee/internal/serve/servetest"
+	"levee/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -169,20 +170,6 @@ func (f *fixture) block() <-chan error {
 	return errc
 }
 
-// waitUntil polls cond until it holds, failing the test after 10 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 // The stop goes NOT_SERVING and /readyz 503 first, keeps serving for the
 // drain period, runs the tier's drain while gRPC still takes calls, stops
 // gRPC, runs Stopped, and only then stops the ops server; each step gets a
@@ -230,7 +217,7 @@ func TestStopOrder(t *testing.T) {
 		},
 	})
 	<-started
-	waitUntil(t, "SERVING", func() bool {
+	testwait.Until(t, "SERVING", func() bool {
 		st, err := f.health(ctx, "test.Block")
 		return err == nil && st == healthpb.HealthCheckResponse_SERVING
 	})
@@ -242,7 +229,7 @@ func TestStopOrder(t *testing.T) {
 	}
 
 	f.stop()
-	waitUntil(t, "the drain timer", func() bool { return f.clk.Waiters() == 1 })
+	testwait.Until(t, "the drain timer", func() bool { return f.clk.Waiters() == 1 })
 	// During the drain period: NOT_SERVING, 503, and new calls still served.
 	if st, err := f.health(ctx, ""); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("health during the drain period = %v, %v", st, err)
@@ -274,7 +261,7 @@ func TestForcedStopAfterGrace(t *testing.T) {
 	f.run(Steps{})
 	call := f.block()
 	f.stop()
-	waitUntil(t, "the grace timer", func() bool { return f.clk.Waiters() == 1 })
+	testwait.Until(t, "the grace timer", func() bool { return f.clk.Waiters() == 1 })
 	f.notReturned("with a call in flight, before the grace")
 	select {
 	case err := <-call:
@@ -298,10 +285,10 @@ func TestStuckHandlerDoesNotHoldTheStop(t *testing.T) {
 	f.run(Steps{Stopped: func(context.Context) error { close(stopped); return nil }})
 	call := f.block()
 	f.stop()
-	waitUntil(t, "the grace timer", func() bool { return f.clk.Waiters() == 1 })
+	testwait.Until(t, "the grace timer", func() bool { return f.clk.Waiters() == 1 })
 	f.clk.Advance(time.Minute) // grace over: Stop
 	<-call                     // Stop closed the connection under the handler
-	waitUntil(t, "the wait after Stop", func() bool { return f.clk.Waiters() == 1 })
+	testwait.Until(t, "the wait after Stop", func() bool { return f.clk.Waiters() == 1 })
 	f.notReturned("before the wait after Stop ended")
 	f.clk.Advance(time.Minute)
 	if err := f.wait(); !errors.Is(err, ErrStuckHandlers) {
@@ -320,7 +307,7 @@ func TestRunOnce(t *testing.T) {
 	starts := 0
 	steps := Steps{Start: func(context.Context, func(error)) { starts++ }}
 	f.run(steps)
-	waitUntil(t, "serving", f.tier.Ready)
+	testwait.Until(t, "serving", f.tier.Ready)
 	if err := f.tier.Run(context.Background(), steps); !errors.Is(err, ErrAlreadyRun) {
 		t.Fatalf("Run while running = %v, want ErrAlreadyRun", err)
 	}
@@ -385,7 +372,7 @@ func TestStepErrorReturned(t *testing.T) {
 		Drain:   func(context.Context) error { return errBoom },
 		Stopped: func(context.Context) error { stopped = true; return nil },
 	})
-	waitUntil(t, "serving", f.tier.Ready)
+	testwait.Until(t, "serving", f.tier.Ready)
 	f.stop()
 	if err := f.wait(); !errors.Is(err, errBoom) {
 		t.Fatalf("Run = %v, want boom", err)
