@@ -65,7 +65,7 @@ func TestLineAdmitsInArrivalOrderAtPace(t *testing.T) {
 	judge(t, rep, notTiming)
 	checkGateLine(t, admin, bots, float64(2*pace))
 	judgeTiming(t, rep, func(t *testing.T) {
-		judge(t, rep, isTiming)
+		judge(t, rep, loadtest.IsTimingCriterion)
 		if rep.Before == nil || rep.Before.To-rep.Before.From < 2*time.Second {
 			t.Errorf("the pace before the change was measured over less than 2 s: %+v", rep.Before)
 		}
@@ -79,10 +79,9 @@ func TestLineAdmitsInArrivalOrderAtPace(t *testing.T) {
 // which the timing criteria are still judged.
 const maxStall = 250 * time.Millisecond
 
-// isTiming says whether a line criterion measures time (the pace, the
-// status pushes); notTiming is the rest (order, losses, ...).
-func isTiming(key string) bool  { return key == "pace" || key == "pace_after" || key == "status_gap" }
-func notTiming(key string) bool { return !isTiming(key) }
+// notTiming is every line criterion but the timing ones
+// (loadtest.IsTimingCriterion): order, losses, ...
+func notTiming(key string) bool { return !loadtest.IsTimingCriterion(key) }
 
 // judgeTiming runs check as the subtest "timing", which is skipped, with
 // the reason, when the run's timing cannot be judged: the load tool was
@@ -128,7 +127,7 @@ func TestLinePacedFromTheStart(t *testing.T) {
 	judge(t, rep, notTiming)
 	checkGateLine(t, admin, bots, float64(pace))
 	judgeTiming(t, rep, func(t *testing.T) {
-		judge(t, rep, func(key string) bool { return isTiming(key) && key != "pace" })
+		judge(t, rep, func(key string) bool { return loadtest.IsTimingCriterion(key) && key != "pace" })
 		t.Run("pace", func(t *testing.T) {
 			if rep.Before == nil || rep.Before.To-rep.Before.From < time.Second {
 				t.Skipf("pace not judged: the bots took %v to get their places, the line was full for %v only (1 s needed)",

@@ -481,3 +481,10 @@ func (r *LineReport) WriteTable(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// IsTimingCriterion says whether the line criterion key judges timing (a
+// pace, the gap between status pushes) rather than order or losses: a
+// test on a starved machine may skip those, never the others.
+func IsTimingCriterion(key string) bool {
+	return key == "pace" || key == "pace_after" || key == "status_gap"
+}

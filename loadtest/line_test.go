@@ -196,10 +196,9 @@ func TestRunLine(t *testing.T) {
 	if rep.ConfiguredRate != 200 || rep.ChangedRate != 500 {
 		t.Fatalf("rates %v -> %v", rep.ConfiguredRate, rep.ChangedRate)
 	}
-	timingKey := func(key string) bool { return key == "pace" || key == "pace_after" || key == "status_gap" }
 	judge := func(t *testing.T, timing bool) {
 		for _, c := range rep.Criteria {
-			if !c.Pass && timingKey(c.Key) == timing {
+			if !c.Pass && IsTimingCriterion(c.Key) == timing {
 				t.Errorf("%s: %s", c.Name, c.Got)
 			}
 		}
