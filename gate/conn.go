@@ -122,7 +122,8 @@ func (c *conn) login(hs *handshake, admitted *leveev1.ServerFrame) bool {
 	if !c.s.beginRequest() {
 		hs.End()
 		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
-		c.closeWith(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter), websocket.CloseServiceRestart, "server restarting")
+		c.closeWith(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter),
+			apperr.LoginCloseCode(leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN), "server restarting")
 		return false
 	}
 	defer c.s.endRequest()
@@ -131,7 +132,7 @@ func (c *conn) login(hs *handshake, admitted *leveev1.ServerFrame) bool {
 	}
 	f, ok := c.callLogin(hs)
 	if !ok {
-		c.closeWith(f.GetError(), loginCloseCode(f.GetError().GetCode()), "login failed")
+		c.closeWith(f.GetError(), apperr.LoginCloseCode(f.GetError().GetCode()), "login failed")
 		return false
 	}
 	// In before the welcome goes out, so a request the player sends on
@@ -161,11 +162,6 @@ func (c *conn) callLogin(hs *handshake) (f *leveev1.ServerFrame, ok bool) {
 }
 
 var errNoWelcome = errors.New("internal error: logic answered login without a welcome")
-
-// loginCloseCode is the close code after a failed login, from the error
-// table: 1013 (Try Again Later) when retrying makes sense, 1012 when the
-// server stops, 1008 for auth failures, 1011 otherwise.
-func loginCloseCode(code leveev1.ErrorCode) int { return apperr.LoginCloseCode(code) }
 
 // readLoop reads frames until the socket fails or closes.
 func (c *conn) readLoop() {

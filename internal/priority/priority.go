@@ -135,9 +135,3 @@ func FromIncoming(ctx context.Context) Class {
 	}
 	return Default
 }
-
-// Forward copies the incoming class of a server-side call to the outgoing
-// metadata of ctx, for a tier that calls the next one.
-func Forward(ctx context.Context) context.Context {
-	return Outgoing(ctx, FromIncoming(ctx))
-}

@@ -38,14 +38,6 @@ func TestTravelsThroughMetadata(t *testing.T) {
 	}
 }
 
-func TestForwardCopiesTheIncomingClass(t *testing.T) {
-	in := metadata.NewIncomingContext(context.Background(), metadata.Pairs(Key, "sheddable"))
-	md, _ := metadata.FromOutgoingContext(Forward(in))
-	if v := md.Get(Key); len(v) != 1 || v[0] != "sheddable" {
-		t.Fatalf("forwarded %v, want [sheddable]", v)
-	}
-}
-
 func TestOrderIndexAndLabels(t *testing.T) {
 	if !(Sheddable < Default && Default < Critical) {
 		t.Fatal("classes are not ordered sheddable < default < critical")
