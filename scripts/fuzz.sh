@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every fuzz target of the module, found with `go test -list '^Fuzz'` in each
-# package that has tests, so that a new target cannot be forgotten.
+# Every fuzz target of the module, found by go test itself in each package
+# that has tests (not listed here), so that a new target cannot be forgotten.
 #
 #   scripts/fuzz.sh seeds       check that every target has a seed corpus
 #                               (f.Add or testdata/fuzz) and that its seeds
@@ -10,43 +10,52 @@
 #
 # Environment: GO (go).
 set -euo pipefail
+shopt -s inherit_errexit # a failure inside $(targets) fails the script
 GO=${GO:-go}
 mode=${1:-seeds}
 fuzztime=${2:-${FUZZTIME:-20s}}
 
-# targets prints "package target" for every fuzz target.
+# targets prints "package target" for every fuzz target; a package whose
+# tests do not build fails it (grep finding no target does not).
 targets() {
-	local pkg
+	local pkg out
 	for pkg in $("$GO" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do
-		"$GO" test -list '^Fuzz' "$pkg" | grep '^Fuzz' | sed "s|^|$pkg |" || true
+		out=$("$GO" test -list '^Fuzz' "$pkg")
+		grep '^Fuzz' <<<"$out" | sed "s|^|$pkg |" || [[ $? == 1 ]]
 	done
 }
 
-list=$(targets)
-if [[ -z $list ]]; then
-	echo "fuzz.sh: no fuzz targets found" >&2
-	exit 1
-fi
 case $mode in
 seeds)
-	status=0
-	while read -r pkg target; do
-		# go test runs a target's seed corpus as subtests: FuzzX/seed#0 for
-		# f.Add, FuzzX/<name> for testdata/fuzz/FuzzX/<name>.
-		if ! out=$("$GO" test -count=1 -run "^${target}\$" -v "$pkg" 2>&1); then
-			echo "$out" >&2
-			echo "FAIL: $pkg $target: its seeds fail" >&2
-			status=1
-		elif ! grep -q -- "--- PASS: ${target}/" <<<"$out"; then
-			echo "FAIL: $pkg $target has no seed corpus (f.Add or testdata/fuzz/$target)" >&2
-			status=1
-		else
-			echo "ok   $pkg $target: $(grep -c -- "--- PASS: ${target}/" <<<"$out") seeds"
-		fi
-	done <<<"$list"
-	exit $status
+	# One run of every package's fuzz targets, their seed corpora as
+	# subtests (FuzzX/seed#0 for f.Add, FuzzX/<name> for
+	# testdata/fuzz/FuzzX/<name>); a target that ran no seed has none.
+	# (go test -race ./... runs them again; this run is for the check.)
+	out=$("$GO" test -count=1 -run '^Fuzz' -json ./... 2>&1) || {
+		grep -v '"Action":"\(run\|pause\|cont\|start\|skip\)"' <<<"$out" | grep -i fail >&2 || echo "$out" >&2
+		echo "FAIL: fuzz targets' seeds fail" >&2
+		exit 1
+	}
+	# "package target" of every target, and of every target that passed a seed.
+	all=$(sed -n 's/.*"Action":"run","Package":"\([^"]*\)","Test":"\(Fuzz[^"/]*\)".*/\1 \2/p' <<<"$out" | sort -u)
+	seeded=$(sed -n 's/.*"Action":"pass","Package":"\([^"]*\)","Test":"\(Fuzz[^"/]*\)\/[^"]*".*/\1 \2/p' <<<"$out" | sort -u)
+	if [[ -z $all ]]; then
+		echo "fuzz.sh: no fuzz targets found" >&2
+		exit 1
+	fi
+	missing=$(comm -23 <(echo "$all") <(echo "$seeded"))
+	if [[ -n $missing ]]; then
+		sed 's/^\(.*\) \(.*\)$/FAIL: \1 \2 has no seed corpus (f.Add or testdata\/fuzz\/\2)/' <<<"$missing" >&2
+		exit 1
+	fi
+	echo "fuzz.sh: $(wc -l <<<"$all") fuzz targets, each with its seeds passing"
 	;;
 fuzz)
+	list=$(targets)
+	if [[ -z $list ]]; then
+		echo "fuzz.sh: no fuzz targets found" >&2
+		exit 1
+	fi
 	while read -r pkg target; do
 		echo "== $pkg $target for $fuzztime"
 		"$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "$pkg"
