@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"levee/client"
 	"levee/client/backoff"
 	"levee/gate"
+	"levee/internal/serve/servetest"
 	"levee/internal/shardmap"
 	"levee/internal/token"
 	"levee/internal/wire"
@@ -271,15 +271,12 @@ func dialVia(t *testing.T, rawURL, player string) *client.Client {
 // contain match (every sample when match is empty).
 func scrape(t *testing.T, base, metric, match string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape %s: %v", base, err)
+	code, body := servetest.Get(t, base+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("scrape %s: %d %s", base, code, body)
 	}
-	defer resp.Body.Close()
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
 			continue
 		}
@@ -292,9 +289,6 @@ func scrape(t *testing.T, base, metric, match string) float64 {
 			t.Fatalf("scrape %s: %q: %v", base, line, err)
 		}
 		sum += v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("scrape %s: %v", base, err)
 	}
 	return sum
 }
