@@ -51,6 +51,7 @@ type LineReport struct {
 	ChangedRate    float64       `json:"changed_rate_per_s"`    // 0: no pace change
 	ChangeAt       time.Duration `json:"change_at_ns"`
 	ChangeApplied  time.Duration `json:"change_applied_ns"` // midway between the admin call and its answer
+	ChangeTook     time.Duration `json:"change_took_ns"`    // how long the admin call took: the change's uncertainty
 	ChangeError    string        `json:"change_error,omitempty"`
 	PaceTolerance  float64       `json:"pace_tolerance"`
 	// Backlogged is when the last bot got its place: from then on the line
@@ -163,7 +164,7 @@ func (lr *lineRun) fill(rep *LineReport) {
 		// the answer (and Settle), so neither span holds admissions of the
 		// other pace however long the call took on a busy machine.
 		sent, done := lr.changeSent.Sub(first), lr.changeDone.Sub(first)
-		rep.ChangeApplied = sent + (done-sent)/2
+		rep.ChangeApplied, rep.ChangeTook = sent+(done-sent)/2, done-sent
 		rep.Before = paceSpan(adm, first, rep.Backlogged, sent, false, lr.cfg.Window, rep.ConfiguredRate)
 		rep.After = paceSpan(adm, first, max(done+lr.cfg.Settle, rep.Backlogged), last, true, lr.cfg.Window, rep.ChangedRate)
 		return
@@ -460,7 +461,8 @@ func (r *LineReport) WriteTable(w io.Writer) error {
 	}
 	if r.ChangedRate > 0 || r.ChangeError != "" {
 		span("pace before", r.Before)
-		kv("pace change", "at +%v (asked +%v), to %.1f/s%s", r.ChangeApplied.Round(time.Millisecond), r.ChangeAt, r.ChangedRate,
+		kv("pace change", "at +%v (asked +%v, the call took %v), to %.1f/s%s", r.ChangeApplied.Round(time.Millisecond), r.ChangeAt,
+			r.ChangeTook.Round(time.Millisecond), r.ChangedRate,
 			map[bool]string{true: ": " + r.ChangeError, false: ""}[r.ChangeError != ""])
 		span("pace after", r.After)
 	} else {

@@ -212,6 +212,13 @@ func TestRunLine(t *testing.T) {
 			t.Skipf("timing not judged: this process got no CPU for %v at a stretch, more than 100ms (the machine is busy)",
 				rep.MaxStall.Round(time.Millisecond))
 		}
+		// A slow admin call means the fake line's lock and its releases
+		// stalled around the change; what follows is a catch-up burst, not
+		// the pace (seen: a 340 ms call, then 1,700/s for 300 ms).
+		if rep.ChangeTook > 100*time.Millisecond {
+			t.Skipf("timing not judged: the admin call took %v, more than 100ms (the machine is busy); order and losses were judged",
+				rep.ChangeTook.Round(time.Millisecond))
+		}
 		judge(t, true)
 	})
 	fl.mu.Lock()
