@@ -32,7 +32,7 @@ type Config struct {
 	TokenMaxLifetime time.Duration
 
 	PingInterval   time.Duration // -ping-interval: how often every connection is pinged
-	PongTimeout    time.Duration // -pong-timeout: how long past a ping interval a pong may be late
+	PongTimeout    time.Duration // -pong-timeout: how long past a ping interval a pinged player may stay silent
 	WriteTimeout   time.Duration // -write-timeout: the deadline of each write to a player
 	RequestTimeout time.Duration // -request-timeout: the longest budget a request gets
 	MaxInFlight    int           // -max-inflight: concurrent requests per connection

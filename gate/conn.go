@@ -20,9 +20,11 @@ import (
 // while the player logs in, then a fresh reader (readLoop); each request
 // runs in a short-lived goroutine of its own. Writes are serialized by wmu.
 type conn struct {
-	// lastPong and lastPing (Unix ns, the gate's clock) tell the keepalive
-	// goroutine whether the last ping was answered.
-	lastPong, lastPing atomic.Int64
+	// lastSeen is the last sign of life from the player (a pong, a frame);
+	// pingedAt is when the first ping after it was sent, if one was. Both
+	// are liveness times (Server.aliveNow); see keepalive.go.
+	lastSeen, pingedAt atomic.Int64
+	slot, slotIdx      int32 // where the connection is in Server.conns
 	s                  *Server
 	ws                 *websocket.Conn
 	codec              wire.Codec
@@ -96,15 +98,14 @@ func (c *conn) serve(hs *handshake, admitted *leveev1.ServerFrame) {
 	}()
 }
 
-// prepareReads sets the read limit and the keepalive deadline; it is called
+// prepareReads sets the read limit and the pong handler; it is called
 // once, before the first read.
 func (c *conn) prepareReads() {
 	c.ws.SetReadLimit(wire.MaxFrame)
-	// The pong handler runs deep inside gorilla's read; it only notes the
-	// time and the keepalive goroutine extends the deadline (see ping):
-	// setting a deadline from down there grew every reader's stack to 4 KiB.
-	c.ws.SetPongHandler(func(string) error { c.lastPong.Store(c.s.clock.Now().UnixNano()); return nil })
-	c.extendReadDeadline()
+	// No read deadline: the keepalive drops a silent player (keepalive.go).
+	// The pong handler runs deep inside gorilla's read, so it only notes
+	// the time.
+	c.ws.SetPongHandler(func(string) error { c.heard(); return nil })
 }
 
 // login is the one login flow, for a player let in at once (serve) and
@@ -300,17 +301,6 @@ func (c *conn) isClosing() bool {
 	return c.closing
 }
 
-// extendReadDeadline gives the player another ping interval plus the pong
-// timeout to prove it is alive; the keepalive calls it for every player that
-// answered its last ping. Once closing, the close deadline stands.
-func (c *conn) extendReadDeadline() {
-	c.dmu.Lock()
-	defer c.dmu.Unlock()
-	if !c.closing {
-		_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.PingInterval + c.s.cfg.PongTimeout))
-	}
-}
-
 // lingerLimit bounds what drainRaw discards.
 const lingerLimit = 64 << 10
 
@@ -320,21 +310,4 @@ func (c *conn) drainRaw() {
 	nc := c.ws.NetConn()
 	_ = nc.SetReadDeadline(time.Now().Add(closeWait))
 	_, _ = io.Copy(io.Discard, io.LimitReader(nc, lingerLimit))
-}
-
-// ping sends a keepalive ping; a socket that cannot take one is closed.
-func (c *conn) ping(deadline time.Time) {
-	if c.isClosing() {
-		return
-	}
-	// A player that answered the previous ping gets another ping interval
-	// plus the pong timeout; one that did not keeps its deadline and is
-	// dropped when it passes.
-	if c.lastPong.Load() >= c.lastPing.Load() {
-		c.extendReadDeadline()
-	}
-	c.lastPing.Store(c.s.clock.Now().UnixNano())
-	if err := c.ws.WriteControl(websocket.PingMessage, nil, deadline); err != nil && !errors.Is(err, websocket.ErrCloseSent) {
-		_ = c.ws.NetConn().Close()
-	}
 }

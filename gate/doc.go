@@ -8,7 +8,10 @@
 // Per-connection cost is kept small: the HTTP handler returns right after the
 // upgrade, so a connection holds one reader goroutine, a 1 KiB read buffer and
 // no write buffer between writes (a shared pool). One server-owned goroutine
-// pings every connection; writes are serialized by a per-connection mutex.
+// pings the connections, a slot of them at a time, and drops the ones that
+// have sent nothing for -ping-interval + -pong-timeout after a ping, with
+// the gate's own lateness excused (keepalive.go); writes are serialized by
+// a per-connection mutex.
 //
 // A connection's start, in order (handler.go, conn.go, waiting.go): the
 // handshake cap gives the upgrade request a handshake (handshake.go), a

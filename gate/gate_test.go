@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -360,46 +359,6 @@ func TestActiveConnectionsGauge(t *testing.T) {
 	testwait.Until(t, "1 active connection", func() bool { return testutil.ToFloat64(g.m.active) == 1 })
 	_ = clients[2].ws.Close()
 	testwait.Until(t, "0 active connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
-}
-
-func TestKeepalivePingsAndDropsSilentPlayers(t *testing.T) {
-	g := startGate(t, func(c *Config) { c.PongTimeout = 200 * time.Millisecond }, startFakeLogic(t))
-	// A live player answers the ping the server-owned ticker sends.
-	c, _ := g.connect(t, "alive", wire.ProtoSubprotocol)
-	pinged := make(chan struct{}, 1)
-	c.ws.SetPingHandler(func(data string) error {
-		select {
-		case pinged <- struct{}{}:
-		default:
-		}
-		return c.ws.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(time.Second))
-	})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			if _, _, err := c.ws.ReadMessage(); err != nil {
-				return
-			}
-		}
-	})
-	testwait.Until(t, "the ping ticker", func() bool { return g.clock.Waiters() > 0 })
-	g.clock.Advance(g.cfg.PingInterval)
-	select {
-	case <-pinged:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no ping")
-	}
-	_ = c.ws.Close()
-	wg.Wait()
-	testwait.Until(t, "no connections", func() bool { return testutil.ToFloat64(g.m.active) == 0 })
-
-	// A silent player (never reads, so never pongs) is dropped once its read
-	// deadline, ping interval + pong timeout of wall time, passes.
-	g2 := startGate(t, func(c *Config) {
-		c.PingInterval, c.PongTimeout = 100*time.Millisecond, 100*time.Millisecond
-	}, startFakeLogic(t))
-	g2.connect(t, "silent", wire.ProtoSubprotocol)
-	testwait.Until(t, "the silent player to be dropped", func() bool { return testutil.ToFloat64(g2.m.active) == 0 })
 }
 
 func TestWaitingPageAtRoot(t *testing.T) {

@@ -62,7 +62,8 @@ type gateMetrics struct {
 	rejectRequestCrit [len(requestReasons)][priority.NumClasses]prometheus.Counter // [reason][Class.Index]
 	upgradeRefused    map[string]prometheus.Counter                                // by action: the policy's rows but login
 
-	line *lineMetrics // the admission line's
+	line      *lineMetrics      // the admission line's
+	keepalive *keepaliveMetrics // the keepalive's
 }
 
 // requestBuckets are finer than metrics.LatencyBuckets: 0.5 ms × 2^0..15

@@ -28,6 +28,7 @@ const (
 // ones included, so a flood of garbage is throttled like any other.
 func (c *conn) handleFrame(data []byte) {
 	start := time.Now()
+	c.heard() // any frame is a sign of life
 	f, refusal := decodeFrame(c.codec, data)
 	action, class := actionInvalid, priority.Default
 	if refusal == nil {

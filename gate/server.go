@@ -79,7 +79,8 @@ type Server struct {
 
 	mu       sync.RWMutex // guards draining against new conns and requests
 	draining bool
-	conns    map[*conn]struct{}
+	conns    *connSet // in the keepalive's slots
+	ka       *keepalive
 	connWG   sync.WaitGroup // one per tracked connection, done when it is finished
 	reqWG    sync.WaitGroup // one per request in flight, login included
 }
@@ -107,8 +108,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		clock:  cfg.Clock,
 		secret: []byte(secret),
 		reg:    metrics.NewRegistry("gate"),
-		conns:  map[*conn]struct{}{},
+		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
+	s.conns = newConnSet(s.ka.slots)
 	s.cooling = newCoolingTable(cfg.Shards)
 	s.m = newMetrics(s.reg, func() float64 { return float64(s.handshakes.Load()) })
 	card, err := loadCard(cfg.FullCardFile)
@@ -116,6 +118,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.m.line = newLineMetrics(s.reg)
+	s.m.keepalive = newKeepaliveMetrics(s.reg)
 	if s.line, err = newLine(s, cfg.Clock.Now()); err != nil {
 		return nil, err
 	}
@@ -402,7 +405,8 @@ func (s *Server) track(c *conn) bool {
 	if s.draining {
 		return false
 	}
-	s.conns[c] = struct{}{}
+	c.lastSeen.Store(s.aliveNow()) // connecting is a sign of life
+	s.conns.add(c)
 	s.connWG.Add(1)
 	s.m.active.Inc()
 	return true
@@ -410,7 +414,7 @@ func (s *Server) track(c *conn) bool {
 
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
-	delete(s.conns, c)
+	s.conns.remove(c)
 	s.mu.Unlock()
 	s.releaseSlot() // before the gauge, so a gauge that went down means a free slot
 	s.m.active.Dec()
@@ -421,10 +425,7 @@ func (s *Server) untrack(c *conn) {
 func (s *Server) snapshot(buf []*conn) []*conn {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for c := range s.conns {
-		buf = append(buf, c)
-	}
-	return buf
+	return s.conns.appendAll(buf)
 }
 
 // beginRequest counts a request in flight; false once the gate is draining.

@@ -82,7 +82,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens (empty: the public development secret)")
 			fs.DurationVar(&cfg.TokenMaxLifetime, "token-max-lifetime", cfg.TokenMaxLifetime, "refuse a player token (UNAUTHORIZED, close 1008) whose expiry lies further ahead than this")
 			fs.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "how often every connection is pinged")
-			fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how late past a ping interval a pong may be before the player is dropped")
+			fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how long past -ping-interval a player may stay silent after a ping before it is dropped")
 			fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "deadline of each write to a player")
 			fs.DurationVar(&cfg.RequestTimeout, "request-timeout", cfg.RequestTimeout, "longest budget a request gets (the client's timeout_ms may shorten it)")
 			fs.IntVar(&cfg.MaxInFlight, "max-inflight", cfg.MaxInFlight, "concurrent requests per connection; more are refused RATE_LIMITED (see -inflight-limit)")
