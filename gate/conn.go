@@ -99,13 +99,21 @@ func (c *conn) serve(hs *handshake, admitted *leveev1.ServerFrame) {
 }
 
 // prepareReads sets the read limit and the pong handler; it is called
-// once, before the first read.
+// once, before the first read. Not inlined: in its caller's frame, which
+// stays on a waiting reader's stack for good, it would push that stack past
+// 2 KiB (measured: 4 KiB per waiting player).
+//
+//go:noinline
 func (c *conn) prepareReads() {
 	c.ws.SetReadLimit(wire.MaxFrame)
 	// No read deadline: the keepalive drops a silent player (keepalive.go).
 	// The pong handler runs deep inside gorilla's read, so it only notes
-	// the time.
-	c.ws.SetPongHandler(func(string) error { c.heard(); return nil })
+	// the liveness time (Server.aliveNow), written out here: one more call
+	// frame down there doubles every waiting reader's stack to 4 KiB.
+	c.ws.SetPongHandler(func(string) error {
+		c.lastSeen.Store(c.s.clock.Now().UnixNano() - c.s.ka.excused.Load())
+		return nil
+	})
 }
 
 // login is the one login flow, for a player let in at once (serve) and

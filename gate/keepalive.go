@@ -173,7 +173,6 @@ func (c *conn) ping(now int64) {
 	}
 }
 
-// heard records a sign of life from the player. It is what the pong
-// handler runs, deep inside gorilla's read, so it stays this small: a
-// deadline set from down there grew every waiting reader's stack to 4 KiB.
+// heard records a sign of life from the player (a frame; the pong
+// handler does the same in place, see prepareReads).
 func (c *conn) heard() { c.lastSeen.Store(c.s.aliveNow()) }
