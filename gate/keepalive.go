@@ -19,6 +19,10 @@ import (
 //   - a player that has sent nothing for -ping-interval + -pong-timeout
 //     after that ping is dropped (its socket is closed).
 //
+// Before dropping a player the keepalive asks the kernel whether bytes from
+// it wait unread on the socket (the gate's readers are behind): if so, that
+// is a sign of life too.
+//
 // So a player that goes silent at S is dropped at most 2 x -ping-interval +
 // -pong-timeout + 2 steps after S, and never sooner than -ping-interval +
 // -pong-timeout after the first ping it did not answer.
@@ -145,6 +149,13 @@ func (c *conn) visit(ping bool) {
 	}
 	now := c.s.aliveNow()
 	if silent(c.lastSeen.Load(), c.pingedAt.Load(), now, c.s.ka.limit) {
+		if unreadBytes(c.ws.NetConn()) > 0 {
+			// The player did answer: its bytes wait in the socket for a
+			// reader the gate has not run yet. That is a sign of life.
+			c.s.m.keepalive.unread.Inc()
+			c.lastSeen.Store(now)
+			return
+		}
 		c.s.m.keepalive.drops.Inc()
 		c.s.log.Debug("dropping a silent player", "player", c.playerID,
 			"silent_for", time.Duration(now-c.lastSeen.Load()).String())

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"levee/internal/testwait"
 	"levee/internal/wire"
+	leveev1 "levee/proto/leveev1"
 )
 
 func TestSilentRule(t *testing.T) {
@@ -309,5 +311,44 @@ func TestPingsAreSpread(t *testing.T) {
 	}
 	if g.kaDrops() != 0 {
 		t.Fatal("dropped players that answered")
+	}
+}
+
+// Bytes from a player that wait unread in the socket (no reader is running:
+// here, while logic answers its login) are a sign of life: the gate's own
+// backlog never drops a player.
+func TestUnreadBytesAreASignOfLife(t *testing.T) {
+	const pi, pt = 150 * time.Millisecond, 300 * time.Millisecond
+	logic := startFakeLogic(t)
+	release := make(chan struct{})
+	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return defaultReply(req), nil
+	})
+	g := startGate(t, func(c *Config) { c.PingInterval, c.PongTimeout = pi, pt }, logic)
+	testwait.Until(t, "the keepalive ticker", g.ka.ticking.Load)
+	c := dialRaw(t, g.wsURL(g.tokenFor(t, "slow")), wire.ProtoSubprotocol, nil)
+	<-logic.got // logging in: no reader runs until logic answers
+	sc := g.onlyConn(t)
+	g.kaRound(t, pi) // the ping
+	if err := c.ws.WriteControl(websocket.PongMessage, nil, time.Now().Add(5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "the pong to wait in the gate's socket", func() bool { return unreadBytes(sc.ws.NetConn()) > 0 })
+	for range 6 { // 900 ms: twice the deadline
+		g.kaRound(t, pi)
+	}
+	if g.kaDrops() != 0 {
+		t.Fatal("dropped a player whose pong waited unread")
+	}
+	if testutil.ToFloat64(g.m.keepalive.unread) == 0 {
+		t.Fatal("gate_keepalive_unread_reprieves_total did not count the reprieve")
+	}
+	close(release)
+	if f := c.recv(); f.GetWelcome() == nil {
+		t.Fatalf("want the welcome, got %v", f)
 	}
 }

@@ -23,6 +23,7 @@ type keepaliveMetrics struct {
 	lag     prometheus.Histogram
 	excused prometheus.Counter
 	drops   prometheus.Counter
+	unread  prometheus.Counter
 	pings   [numPingResults]prometheus.Counter
 }
 
@@ -42,6 +43,10 @@ func newKeepaliveMetrics(reg prometheus.Registerer) *keepaliveMetrics {
 		drops: f.NewCounter(prometheus.CounterOpts{
 			Name: "gate_keepalive_drops_total",
 			Help: "Players dropped because nothing arrived from them for -ping-interval + -pong-timeout after a ping.",
+		}),
+		unread: f.NewCounter(prometheus.CounterOpts{
+			Name: "gate_keepalive_unread_reprieves_total",
+			Help: "Players past their deadline who were kept because bytes from them waited unread on the socket (the gate's readers were behind).",
 		}),
 	}
 	pings := f.NewCounterVec(prometheus.CounterOpts{

@@ -1,0 +1,28 @@
+package gate
+
+import (
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// unreadBytes is how many bytes the player has sent that the kernel holds
+// for nc and the gate has not read yet (SIOCINQ); 0 when it cannot tell.
+func unreadBytes(nc net.Conn) int {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		if v, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ); err == nil {
+			n = v
+		}
+	})
+	return n
+}
