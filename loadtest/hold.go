@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -103,8 +104,11 @@ type HoldReport struct {
 	// connected, logged in, and count as held).
 	Admitted int            `json:"admitted"`
 	Failures map[string]int `json:"failures"` // why the others did not come up
-	DialTime time.Duration  `json:"dial_time_ns"`
-	Hold     time.Duration  `json:"hold_ns"`
+	// The first error seen for each reason of DropReasons and Failures.
+	DropExamples    map[string]string `json:"drop_examples"`
+	FailureExamples map[string]string `json:"failure_examples"`
+	DialTime        time.Duration     `json:"dial_time_ns"`
+	Hold            time.Duration     `json:"hold_ns"`
 	// HeldFor is how long the hold lasted: Hold, or less when EndFile
 	// ended it (EndedByFile) or the run was interrupted.
 	HeldFor     time.Duration `json:"held_for_ns"`
@@ -146,7 +150,8 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 		runID = hex.EncodeToString(b[:])
 	}
 	rep := &HoldReport{Scenario: "hold", RunID: runID, Target: r.cfg.GateURL, Bare: cfg.Bare, Conns: cfg.Conns,
-		Hold: cfg.Hold, PID: cfg.PID, Failures: map[string]int{}, DropReasons: map[string]int{}, Started: time.Now()}
+		Hold: cfg.Hold, PID: cfg.PID, Failures: map[string]int{}, DropReasons: map[string]int{}, Started: time.Now(),
+		DropExamples: map[string]string{}, FailureExamples: map[string]string{}}
 	if cfg.PID > 0 {
 		rss, err := ReadRSS(cfg.PID)
 		if err != nil {
@@ -172,7 +177,7 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 			if h.errs[i] == nil {
 				h.errs[i] = errors.New("not up")
 			}
-			rep.Failures[dialReason(h.errs[i])]++
+			countWithExample(rep.Failures, rep.FailureExamples, h.errs[i])
 		}
 	}
 	r.log.Info("connections held", "held", rep.Held, "failed", Sum(rep.Failures), "took", rep.DialTime.Round(time.Millisecond).String())
@@ -220,7 +225,7 @@ sampling:
 		case <-ch:
 			if h.ended[i].Load() {
 				rep.Dropped++
-				rep.DropReasons[dialReason(h.dropErrs[i])]++
+				countWithExample(rep.DropReasons, rep.DropExamples, h.dropErrs[i])
 			}
 		default:
 		}
@@ -422,6 +427,16 @@ func (h *holdRun) holdBare(dctx, live context.Context, n int, settle func()) {
 	<-readDone
 }
 
+// countWithExample counts err under its reason and keeps the first error
+// of each reason.
+func countWithExample(counts map[string]int, examples map[string]string, err error) {
+	reason := dialReason(err)
+	counts[reason]++
+	if _, ok := examples[reason]; !ok && err != nil {
+		examples[reason] = err.Error()
+	}
+}
+
 // errBareEnded is why a bare connection ended before the hold: the
 // server closed it (the reader's error says no more).
 var errBareEnded = errors.New("ended by the server")
@@ -449,6 +464,13 @@ func ReadRSS(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// writeExamples writes one line per reason, in order: "kind, reason: error".
+func writeExamples(b *strings.Builder, kind string, examples map[string]string) {
+	for _, reason := range slices.Sorted(maps.Keys(examples)) {
+		fmt.Fprintf(b, "first %s, %s: %s\n", kind, reason, examples[reason])
+	}
 }
 
 // WriteJSON writes the report as indented JSON.
@@ -482,6 +504,8 @@ func (r *HoldReport) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "server's Go runtime at the end: %.0f goroutines (%.2f per connection), heap in use %s (%.2f KiB per connection), stacks %s (%.2f KiB per connection)\n",
 			r.Goroutines, r.Goroutines/n, mib(r.HeapInuse), r.HeapInuse/n/1024, mib(r.StackInuse), r.StackInuse/n/1024)
 	}
+	writeExamples(&b, "dropped", r.DropExamples)
+	writeExamples(&b, "failed", r.FailureExamples)
 	for _, s := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", s)
 	}

@@ -202,6 +202,9 @@ func TestRunHoldAdmittedAreHeld(t *testing.T) {
 	if rep.Passed || rep.Held != 40 || rep.Admitted != 10 || rep.Dropped != 10 || Sum(rep.DropReasons) != 10 || Sum(rep.Failures) != 0 {
 		t.Fatalf("want 40 held, 10 admitted, 10 dropped; report:\n%s\n%+v", out.String(), rep)
 	}
+	if len(rep.DropExamples) != len(rep.DropReasons) || !strings.Contains(out.String(), "first dropped, ") {
+		t.Fatalf("no example of each drop reason:\n%s\n%+v", out.String(), rep.DropExamples)
+	}
 	if !strings.Contains(out.String(), "admitted 10") {
 		t.Fatalf("the table does not show the admitted:\n%s", out.String())
 	}

@@ -193,6 +193,16 @@ ticks() {
   echo $t
 }
 
+# note_load: the 1-minute load average into load, and its peak so far.
+note_load() {
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  peak_load=$(awk -v a="$load" -v b="$peak_load" 'BEGIN { print (a > b) ? a : b }')
+}
+
+# loaders_up: how many load processes have all their players up (or
+# failed): each logs it once.
+loaders_up() { cat "$DIR"/logs/load-*.log | grep -c '"msg":"connections held"' || true; }
+
 # Wait for the surge to be in line.
 echo "hold-line: the surge: $TOTAL players dialing at once"
 peak_load=0
@@ -205,11 +215,9 @@ while :; do
       waiting=$((waiting + $(msum gate_line_waiting <"$DIR/logs/waiting.metrics")))
     fi
   done
-  load=$(cut -d' ' -f1 /proc/loadavg)
-  peak_load=$(awk -v a="$load" -v b="$peak_load" 'BEGIN { print (a > b) ? a : b }')
-  up=0
+  note_load
+  up=$(loaders_up)
   for ((i = 0; i < NGATES; i++)); do
-    grep -q '"msg":"connections held"' "$DIR/logs/load-$i.log" && up=$((up + 1))
     kill -0 "${load_pids[$i]}" 2>/dev/null || {
       tail -n 20 "$DIR/logs/load-$i.log" >&2
       die "load process $i ended during the surge; its log is above"
@@ -232,17 +240,15 @@ in_line_after=$elapsed
 until [ "$up" -eq "$NGATES" ]; do
   [ $((SECONDS - surge_at)) -lt "$WAIT" ] || die "the load processes did not finish dialing in ${WAIT}s"
   sleep 1
-  up=0
-  for ((i = 0; i < NGATES; i++)); do
-    grep -q '"msg":"connections held"' "$DIR/logs/load-$i.log" && up=$((up + 1))
-  done
+  up=$(loaders_up)
 done
-echo "hold-line: $waiting of $TOTAL waiting after ${in_line_after}s (peak load average $peak_load)"
+echo "hold-line: in line after ${in_line_after}s: $waiting waiting by the gates' count (it lags a push interval), $up of $NGATES load processes up (load average $peak_load at most)"
 
 # snap NAME: the time, every process's CPU ticks and every gate's /metrics.
 snap() {
   local d=$DIR/snap-$1 i
   mkdir -p "$d"
+  note_load
   date +%s.%N >"$d/time"
   for ((i = 0; i < NGATES; i++)); do
     ticks "${gate_pids[$i]}" >"$d/gate-$i.ticks"
@@ -324,7 +330,8 @@ procs_stop
 fail=()
 {
   echo "hold-line: $NGATES gates x $CONNS players = $TOTAL waiting, ${GATE_ARGS[*]:-default gate settings}"
-  echo "  in line after ${in_line_after}s of the surge, peak load average $peak_load ($(nproc) CPUs)"
+  echo "  in line after ${in_line_after}s of the surge; 1-minute load average at most $peak_load ($(nproc) CPUs)"
+  echo "  waiting by the gates' count: $(sum_gates_metric standing-0 gate_line_waiting) as the standing window began, $(sum_gates_metric paced-1 gate_line_waiting) as the paced one ended"
   printf '  %-6s %7s %8s %7s %6s %8s %6s %9s %9s  %s\n' gate held admitted dropped failed gate:away KiB/pl cpu:stand cpu:paced "drop reasons; failures"
   th=0 ta=0 td=0 tf=0 taway=0
   for ((i = 0; i < NGATES; i++)); do
@@ -345,6 +352,11 @@ fail=()
     th=$((th + held)) ta=$((ta + adm)) td=$((td + drop)) tf=$((tf + failed)) taway=$((taway + away))
   done
   printf '  %-6s %7d %8d %7d %6d %8d %6s %9s %9s\n' all "$th" "$ta" "$td" "$tf" "$taway" "" "$(fig standing gates)" "$(fig paced gates)"
+  # One example of each reason, over all the reports.
+  for j in "$DIR"/load-*.json; do
+    if [ -s "$j" ]; then jq -r '(.drop_examples // {} | to_entries[] | "dropped, \(.key): \(.value)"),
+      (.failure_examples // {} | to_entries[] | "failed, \(.key): \(.value)")' "$j"; fi
+  done | sort -t: -k1,1 -u | sed 's/^/  first /'
   echo
   printf '  %-26s %8s %8s %8s %10s %12s  %s\n' phase gates loaders logic "pushes/s" "admitted/s" "keepalive counters /s"
   for p in standing paced; do
@@ -366,7 +378,7 @@ fail=()
   echo "  whole run $((SECONDS - started_at))s"
   [ "$td" -eq 0 ] || fail+=("$td of $th held players dropped")
   [ "$tf" -eq 0 ] || fail+=("$tf players did not get into line")
-  [ "$th" -eq "$TOTAL" ] || fail+=("$th of $TOTAL players held")
+  [ $((th + tf)) -eq "$TOTAL" ] || fail+=("the reports account for $((th + tf)) of $TOTAL players")
   if [ ${#fail[@]} -eq 0 ]; then
     echo "PASS"
   else
