@@ -493,8 +493,11 @@ func (r *HoldReport) WriteTable(w io.Writer) error {
 	if r.EndedByFile {
 		b.WriteString(" (ended by -hold-end-file)")
 	}
-	fmt.Fprintf(&b, "\nheld %d (admitted %d), dropped %d%s, failed %d%s\n", r.Held, r.Admitted, r.Dropped, paren(r.DropReasons),
-		Sum(r.Failures), paren(r.Failures))
+	fmt.Fprintf(&b, "\nheld %d, dropped %d%s, failed %d%s", r.Held, r.Dropped, paren(r.DropReasons), Sum(r.Failures), paren(r.Failures))
+	if r.Admitted > 0 {
+		fmt.Fprintf(&b, "; of the held, admitted %d (let in by the line, still connected unless dropped)", r.Admitted)
+	}
+	b.WriteString("\n")
 	if r.PID > 0 {
 		fmt.Fprintf(&b, "server pid %d: RSS before %s, held %s (median of %d samples, max %s); %.2f KiB per connection\n",
 			r.PID, mib(r.RSSBefore), mib(r.RSSHeld), r.Samples, mib(r.RSSHeldMax), r.PerConn/1024)
