@@ -32,7 +32,7 @@ hold-memory:
 # The issue-9 line benchmark: 80,000 players waiting in five gates' lines
 # (five load processes, default gate settings), the players dropped, and
 # the gates' CPU while the line stands and while it is paced at 100/s
-# (about 3 minutes; see scripts/hold-line.sh).
+# (about 2-2.5 minutes; see scripts/hold-line.sh).
 hold-line:
 	./scripts/hold-line.sh
 
