@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -34,6 +35,11 @@ import (
 // protocol). With PID set it reads that process's resident memory
 // (/proc/PID/status VmRSS) before the dials and while the connections are
 // held, and reports the memory per held connection.
+//
+// A player the line lets in during the hold (a paced line) logs in and
+// stays connected: it is still held, and counted as admitted. Any
+// connection that ends before the hold does, waiting or admitted, is
+// dropped.
 type HoldConfig struct {
 	Conns        int
 	DialParallel int
@@ -46,6 +52,10 @@ type HoldConfig struct {
 	// MetricsURL, when set, is the server's /metrics page (loopback), read
 	// at the end of the hold for its goroutines and Go memory figures.
 	MetricsURL string
+	// EndFile, when set, ends the hold early, as if Hold had passed, once
+	// a file exists at this path (looked for every SampleEvery): a script
+	// running several load processes ends their holds together.
+	EndFile string
 }
 
 // DefaultHold is 15,000 connections, 128 handshakes at a time, held 30 s
@@ -78,19 +88,31 @@ func (c HoldConfig) Validate() error {
 
 // HoldReport is what the hold scenario measured.
 type HoldReport struct {
-	Scenario    string         `json:"scenario"`
-	RunID       string         `json:"run_id"`
-	Target      string         `json:"target"`
-	Bare        bool           `json:"bare"`
-	Started     time.Time      `json:"started"`
-	Elapsed     time.Duration  `json:"elapsed_ns"`
-	Interrupted bool           `json:"interrupted"`
-	Conns       int            `json:"conns"`
-	Held        int            `json:"held"`     // up at the start of the hold
-	Dropped     int            `json:"dropped"`  // of those, ended before the hold was over
-	Failures    map[string]int `json:"failures"` // why the others did not come up
-	DialTime    time.Duration  `json:"dial_time_ns"`
-	Hold        time.Duration  `json:"hold_ns"`
+	Scenario    string        `json:"scenario"`
+	RunID       string        `json:"run_id"`
+	Target      string        `json:"target"`
+	Bare        bool          `json:"bare"`
+	Started     time.Time     `json:"started"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	Interrupted bool          `json:"interrupted"`
+	Conns       int           `json:"conns"`
+	Held        int           `json:"held"`    // up at the start of the hold
+	Dropped     int           `json:"dropped"` // of those, ended before the hold was over
+	// DropReasons says why the dropped ones ended (e.g. "close 1006").
+	DropReasons map[string]int `json:"drop_reasons"`
+	// Admitted is how many of the held the line let in (they stay
+	// connected, logged in, and count as held).
+	Admitted int            `json:"admitted"`
+	Failures map[string]int `json:"failures"` // why the others did not come up
+	// The first error seen for each reason of DropReasons and Failures.
+	DropExamples    map[string]string `json:"drop_examples"`
+	FailureExamples map[string]string `json:"failure_examples"`
+	DialTime        time.Duration     `json:"dial_time_ns"`
+	Hold            time.Duration     `json:"hold_ns"`
+	// HeldFor is how long the hold lasted: Hold, or less when EndFile
+	// ended it (EndedByFile) or the run was interrupted.
+	HeldFor     time.Duration `json:"held_for_ns"`
+	EndedByFile bool          `json:"ended_by_file"`
 
 	PID        int     `json:"pid"`
 	RSSBefore  float64 `json:"rss_before_bytes"`
@@ -128,7 +150,8 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 		runID = hex.EncodeToString(b[:])
 	}
 	rep := &HoldReport{Scenario: "hold", RunID: runID, Target: r.cfg.GateURL, Bare: cfg.Bare, Conns: cfg.Conns,
-		Hold: cfg.Hold, PID: cfg.PID, Failures: map[string]int{}, Started: time.Now()}
+		Hold: cfg.Hold, PID: cfg.PID, Failures: map[string]int{}, DropReasons: map[string]int{}, Started: time.Now(),
+		DropExamples: map[string]string{}, FailureExamples: map[string]string{}}
 	if cfg.PID > 0 {
 		rss, err := ReadRSS(cfg.PID)
 		if err != nil {
@@ -142,7 +165,7 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 	live, endAll := context.WithCancel(ctx)
 	defer endAll()
 	h := &holdRun{r: r, cfg: cfg, runID: runID, errs: make([]error, cfg.Conns), up: make([]chan struct{}, cfg.Conns),
-		ended: make([]atomic.Bool, cfg.Conns)}
+		ended: make([]atomic.Bool, cfg.Conns), dropErrs: make([]error, cfg.Conns)}
 	var wg sync.WaitGroup
 	h.dialAll(ctx, live, &wg)
 	rep.DialTime = time.Since(rep.Started)
@@ -154,12 +177,13 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 			if h.errs[i] == nil {
 				h.errs[i] = errors.New("not up")
 			}
-			rep.Failures[dialReason(h.errs[i])]++
+			countWithExample(rep.Failures, rep.FailureExamples, h.errs[i])
 		}
 	}
 	r.log.Info("connections held", "held", rep.Held, "failed", Sum(rep.Failures), "took", rep.DialTime.Round(time.Millisecond).String())
 
 	var rss []float64
+	holdStart := time.Now()
 	hold := time.NewTimer(cfg.Hold)
 	defer hold.Stop()
 	settled := time.Now().Add(cfg.Settle)
@@ -173,6 +197,12 @@ sampling:
 		case <-ctx.Done():
 			break sampling
 		case <-tick.C:
+			if cfg.EndFile != "" {
+				if _, err := os.Stat(cfg.EndFile); err == nil {
+					rep.EndedByFile = true
+					break sampling
+				}
+			}
 			if cfg.PID == 0 || time.Now().Before(settled) {
 				continue
 			}
@@ -184,6 +214,7 @@ sampling:
 			rss = append(rss, v)
 		}
 	}
+	rep.HeldFor = time.Since(holdStart)
 	if cfg.MetricsURL != "" && ctx.Err() == nil {
 		if err := h.scrapeGo(ctx, rep); err != nil {
 			rep.Warnings = append(rep.Warnings, "-metrics-urls: "+err.Error())
@@ -194,10 +225,12 @@ sampling:
 		case <-ch:
 			if h.ended[i].Load() {
 				rep.Dropped++
+				countWithExample(rep.DropReasons, rep.DropExamples, h.dropErrs[i])
 			}
 		default:
 		}
 	}
+	rep.Admitted = int(h.admitted.Load())
 	endAll()
 	wg.Wait()
 
@@ -214,7 +247,7 @@ sampling:
 		rep.Warnings = append(rep.Warnings, "no RSS sample after the settling time")
 	}
 	rep.Passed = !rep.Interrupted && rep.Held == cfg.Conns && rep.Dropped == 0 && (cfg.PID == 0 || rep.Samples > 0)
-	r.log.Info("hold test done", "held", rep.Held, "dropped", rep.Dropped, "rss_per_conn", rep.PerConn)
+	r.log.Info("hold test done", "held", rep.Held, "dropped", rep.Dropped, "admitted", rep.Admitted, "rss_per_conn", rep.PerConn)
 	return rep, nil
 }
 
@@ -226,6 +259,10 @@ type holdRun struct {
 	errs  []error         // why connection i did not come up; written by its goroutine before up[i] could be read
 	up    []chan struct{} // closed when connection i is held
 	ended []atomic.Bool   // connection i ended (before the hold's end or after)
+	// dropErrs[i] says why held connection i ended before the hold's end;
+	// written by its goroutine before ended[i] is set.
+	dropErrs []error
+	admitted atomic.Int64 // players the line let in
 }
 
 // dialAll starts every connection, DialParallel handshakes at a time, and
@@ -325,7 +362,11 @@ func (h *holdRun) holdLine(dctx, live context.Context, n int, secret []byte, exp
 		},
 	}
 	c, err := client.Dial(ctx, h.r.cfg.GateURL, tok, opts)
-	if c != nil { // admitted: the line was not holding; count it as held anyway
+	if c != nil {
+		// Let in: by a paced line during the hold (after its first
+		// status), or at once by a line that was not holding. Either
+		// way it is held, logged in, until the hold ends.
+		h.admitted.Add(1)
 		select {
 		case <-h.up[n]:
 		default:
@@ -335,7 +376,10 @@ func (h *holdRun) holdLine(dctx, live context.Context, n int, secret []byte, exp
 		select {
 		case <-live.Done():
 		case <-c.Done():
-			h.ended[n].Store(true)
+			if live.Err() == nil {
+				h.dropErrs[n] = c.Err()
+				h.ended[n].Store(true) // dropped after admission
+			}
 		}
 		c.Close()
 		return
@@ -343,6 +387,7 @@ func (h *holdRun) holdLine(dctx, live context.Context, n int, secret []byte, exp
 	select {
 	case <-h.up[n]:
 		if live.Err() == nil {
+			h.dropErrs[n] = err
 			h.ended[n].Store(true) // dropped while held
 		}
 	default:
@@ -375,11 +420,26 @@ func (h *holdRun) holdBare(dctx, live context.Context, n int, settle func()) {
 	case <-live.Done():
 		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 	case <-readDone:
+		h.dropErrs[n] = errBareEnded
 		h.ended[n].Store(true)
 	}
 	ws.Close()
 	<-readDone
 }
+
+// countWithExample counts err under its reason and keeps the first error
+// of each reason.
+func countWithExample(counts map[string]int, examples map[string]string, err error) {
+	reason := dialReason(err)
+	counts[reason]++
+	if _, ok := examples[reason]; !ok && err != nil {
+		examples[reason] = err.Error()
+	}
+}
+
+// errBareEnded is why a bare connection ended before the hold: the
+// server closed it (the reader's error says no more).
+var errBareEnded = errors.New("ended by the server")
 
 // ReadRSS is a process's resident memory in bytes, from /proc/PID/status
 // (VmRSS).
@@ -406,6 +466,13 @@ func ReadRSS(pid int) (float64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
+// writeExamples writes one line per reason, in order: "kind, reason: error".
+func writeExamples(b *strings.Builder, kind string, examples map[string]string) {
+	for _, reason := range slices.Sorted(maps.Keys(examples)) {
+		fmt.Fprintf(b, "first %s, %s: %s\n", kind, reason, examples[reason])
+	}
+}
+
 // WriteJSON writes the report as indented JSON.
 func (r *HoldReport) WriteJSON(w io.Writer) error {
 	return writeJSON(w, r)
@@ -422,8 +489,15 @@ func (r *HoldReport) WriteTable(w io.Writer) error {
 	if r.Interrupted {
 		b.WriteString(", INTERRUPTED")
 	}
-	fmt.Fprintf(&b, "\n%d %s, up in %v, held %v\n", r.Conns, kind, r.DialTime.Round(time.Millisecond), r.Hold)
-	fmt.Fprintf(&b, "held %d, dropped %d, failed %d%s\n", r.Held, r.Dropped, Sum(r.Failures), paren(r.Failures))
+	fmt.Fprintf(&b, "\n%d %s, up in %v, held %v", r.Conns, kind, r.DialTime.Round(time.Millisecond), r.HeldFor.Round(time.Millisecond))
+	if r.EndedByFile {
+		b.WriteString(" (ended by -hold-end-file)")
+	}
+	fmt.Fprintf(&b, "\nheld %d, dropped %d%s, failed %d%s", r.Held, r.Dropped, paren(r.DropReasons), Sum(r.Failures), paren(r.Failures))
+	if r.Admitted > 0 {
+		fmt.Fprintf(&b, "; of the held, admitted %d (let in by the line, still connected unless dropped)", r.Admitted)
+	}
+	b.WriteString("\n")
 	if r.PID > 0 {
 		fmt.Fprintf(&b, "server pid %d: RSS before %s, held %s (median of %d samples, max %s); %.2f KiB per connection\n",
 			r.PID, mib(r.RSSBefore), mib(r.RSSHeld), r.Samples, mib(r.RSSHeldMax), r.PerConn/1024)
@@ -433,6 +507,8 @@ func (r *HoldReport) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&b, "server's Go runtime at the end: %.0f goroutines (%.2f per connection), heap in use %s (%.2f KiB per connection), stacks %s (%.2f KiB per connection)\n",
 			r.Goroutines, r.Goroutines/n, mib(r.HeapInuse), r.HeapInuse/n/1024, mib(r.StackInuse), r.StackInuse/n/1024)
 	}
+	writeExamples(&b, "dropped", r.DropExamples)
+	writeExamples(&b, "failed", r.FailureExamples)
 	for _, s := range r.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", s)
 	}

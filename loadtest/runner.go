@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -34,6 +35,11 @@ type RunnerConfig struct {
 	Seed           uint64        // 0 picks one at random (reported)
 	RunID          string        // names the bots' players; "" picks one at random
 	ProgressEvery  time.Duration // log progress this often; 0 never
+	// SourceAddr, when set, is the loopback address the bots' connections
+	// come from (the dialer's LocalAddr): one per load process spreads
+	// their ephemeral ports, about 28,000 per source address and
+	// destination, over several addresses.
+	SourceAddr string
 }
 
 // DefaultRunnerConfig targets a gate on this machine's port 8080.
@@ -72,7 +78,25 @@ func (c RunnerConfig) Validate() error {
 	case c.ProgressEvery < 0:
 		return fmt.Errorf("-progress: must be >= 0, got %v", c.ProgressEvery)
 	}
+	if c.SourceAddr != "" {
+		if _, err := parseSourceAddr(c.SourceAddr); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// parseSourceAddr reads -source-addr: an IP address on loopback
+// (127.0.0.0/8 or ::1), without a port.
+func parseSourceAddr(s string) (netip.Addr, error) {
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("-source-addr: not an IP address (no port): %q", s)
+	}
+	if !isLoopback(ip) {
+		return netip.Addr{}, fmt.Errorf("-source-addr: must be a loopback address (127.0.0.0/8 or ::1), got %s", ip)
+	}
+	return ip.Unmap(), nil
 }
 
 // Runner runs scenarios against one gate.
@@ -97,6 +121,13 @@ func NewRunner(cfg RunnerConfig, logger *slog.Logger) (*Runner, error) {
 	nd := &net.Dialer{Timeout: cfg.DialTimeout}
 	if !cfg.AllowNonlocal {
 		nd.Control = loopbackOnly
+	}
+	if cfg.SourceAddr != "" {
+		ip, _ := parseSourceAddr(cfg.SourceAddr) // checked by Validate
+		nd.LocalAddr = &net.TCPAddr{IP: ip.AsSlice()}
+		// The port is then chosen at connect, per destination, instead of
+		// at bind among the ports free on the address.
+		nd.Control = withBindNoPort(nd.Control)
 	}
 	return &Runner{
 		cfg:      cfg,

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -278,5 +279,28 @@ func TestRunRefusesNonLocal(t *testing.T) {
 	_, err = r.Run(context.Background(), DefaultSmoke().Scenario())
 	if !errors.Is(err, ErrNonLocal) {
 		t.Fatalf("err = %v, want ErrNonLocal", err)
+	}
+}
+
+// -source-addr takes a loopback IP address, nothing else, and an invalid
+// one stops the runner before anything is dialed.
+func TestRunnerConfigSourceAddr(t *testing.T) {
+	for _, ok := range []string{"127.0.0.11", "127.255.0.1", "::1"} {
+		cfg := DefaultRunnerConfig()
+		cfg.SourceAddr = ok
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"10.0.0.1", "0.0.0.0", "127.0.0.1:5000", "localhost", "fe80::1"} {
+		cfg := DefaultRunnerConfig()
+		cfg.SourceAddr = bad
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), "-source-addr") {
+			t.Errorf("%q: err = %v, want a -source-addr error", bad, err)
+		}
+		if _, err := NewRunner(cfg, nil); err == nil {
+			t.Errorf("%q: NewRunner accepted it", bad)
+		}
 	}
 }

@@ -100,6 +100,7 @@ func TestRunLineAndHoldRefuseBadInput(t *testing.T) {
 		{[]string{"-scenario", "line", "-admin-url", "http://10.0.0.1:8082/admin/line", "-change-at", "1s", "-change-rate", "5", "-change-interval", "1s"}, "loopback"},
 		{[]string{"-scenario", "hold", "-conns", "0"}, "-conns"},
 		{[]string{"-scenario", "hold", "-hold-settle", "1h"}, "-hold-settle"},
+		{[]string{"-scenario", "hold", "-source-addr", "10.0.0.1"}, "-source-addr"},
 		{[]string{"-scenario", "hold", "-metrics-urls", "http://127.0.0.1:1/metrics,http://127.0.0.1:2/metrics"}, "one server"},
 	} {
 		var stdout, stderr bytes.Buffer

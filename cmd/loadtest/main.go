@@ -14,8 +14,10 @@
 //     pace change through the admin API (-change-at, -change-rate);
 //   - hold: -conns connections (15,000) wait in the gate's line (put it in
 //     queueing mode) or, with -bare, are plain WebSockets to any server,
-//     held for -hold; with -target-pid it reports the server's resident
-//     memory per connection (the memory benchmark, scripts/hold-memory.sh).
+//     held for -hold (or until -hold-end-file exists); with -target-pid it
+//     reports the server's resident memory per connection (the memory
+//     benchmark, scripts/hold-memory.sh); scripts/hold-line.sh runs five of
+//     them against five gates.
 //
 // Otherwise it exits 1 (saying why), and 2 on bad flags or a target that is
 // not loopback.
@@ -79,6 +81,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.Float64Var(&rc.JSONFraction, "json-fraction", rc.JSONFraction, "share of bots speaking protojson instead of binary")
 	fs.Uint64Var(&rc.Seed, "seed", 0, "smoke: random seed for the bots' choices; 0 picks one (reported)")
 	fs.StringVar(&rc.RunID, "run-id", "", "names the players bot-<run id>-<n>; empty picks one")
+	fs.StringVar(&rc.SourceAddr, "source-addr", "", "loopback IP address the bots' connections come from, e.g. 127.0.0.11 (one per load process: "+
+		"each source address has its own ephemeral ports); empty: the system's choice")
 	fs.DurationVar(&rc.ProgressEvery, "progress", rc.ProgressEvery, "log progress this often; 0 never")
 	// smoke
 	fs.IntVar(&sm.Bots, "bots", sm.Bots, fmt.Sprintf("smoke, line: number of bots (line: %d unless set)", ln.Bots))
@@ -139,6 +143,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	fs.IntVar(&hd.PID, "target-pid", 0, "hold: the server's process id, whose RSS (/proc/PID/status VmRSS) is read before and during the hold; 0: none")
 	fs.DurationVar(&hd.SampleEvery, "sample-every", hd.SampleEvery, "hold: RSS sample interval")
 	fs.DurationVar(&hd.Settle, "hold-settle", hd.Settle, "hold: the first part of the hold, not sampled")
+	fs.StringVar(&hd.EndFile, "hold-end-file", "", "hold: end the hold early, as if -hold had passed, once this file exists (looked for every -sample-every); "+
+		"lets a script end several load processes' holds together")
 	expectHold := fs.Bool("expect-hold", true, "overload: exit 1 when the criteria fail; false only reports (the unprotected comparison run)")
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to this file")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")

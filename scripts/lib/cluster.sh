@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Plumbing shared by scripts/demo.sh, scripts/overload.sh and
-# scripts/hold-memory.sh: a local Levee cluster as processes on loopback.
+# Plumbing shared by scripts/demo.sh, scripts/overload.sh,
+# scripts/hold-memory.sh and scripts/hold-line.sh: a local Levee cluster as
+# processes on loopback.
 # Source it after `cd` to the repository root (commands run as bin/X), with
 # bash strict mode (set -euo pipefail) already on; it only defines things.
 #

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package loadtest
+
+import "syscall"
+
+// withBindNoPort returns next unchanged: IP_BIND_ADDRESS_NO_PORT is Linux's.
+func withBindNoPort(next func(network, address string, c syscall.RawConn) error) func(string, string, syscall.RawConn) error {
+	return next
+}
