@@ -49,9 +49,10 @@ type conn struct {
 	// place in line (set before the reader starts); pushed, under wmu, is
 	// what the last QueueStatus said, for the walker's push rule (the
 	// ticket token goes out in the first status only, so it is not kept).
+	// pushed (12 bytes) sits in lineState's padding before ticket.
 	lineState atomic.Uint32
-	ticket    queue.TicketID
 	pushed    pushMark
+	ticket    queue.TicketID
 }
 
 // startContext gives the connection its context, when the player starts

@@ -58,7 +58,7 @@ type line struct {
 	// gen is the line's generation: the walker moves it on when the mode
 	// or the release rate changes (lineChanged against genInfo), and every
 	// waiting player pushed under an older one is pushed again.
-	gen atomic.Uint32
+	gen atomic.Uint32 // pushMark keeps its low 16 bits
 
 	// mu orders joins, leaves and releases against waiters, so a ticket the
 	// queue counts as connected always has its connection here.
@@ -140,11 +140,14 @@ func newLine(s *Server, now time.Time) (*line, error) {
 	return l, nil
 }
 
-// tick is now in walker ticks since the line started, rounded, as a
-// pushMark keeps it (wraps after 13 years).
-func (l *line) tick(now time.Time) uint32 {
-	return uint32((now.Sub(l.start) + lineTick/2) / lineTick)
+// tick is now in walker ticks since the line started, rounded, modulo
+// 2^16 as a pushMark keeps it.
+func (l *line) tick(now time.Time) uint16 {
+	return uint16((now.Sub(l.start) + lineTick/2) / lineTick)
 }
+
+// generation is the line's generation as a pushMark keeps it.
+func (l *line) generation() uint16 { return uint16(l.gen.Load()) }
 
 // modeName is the line's mode as operators name it ("auto" included).
 func (l *line) modeName() string { return l.modeNow.Load().(string) }
@@ -361,7 +364,7 @@ func (l *line) walk(now time.Time, st queue.Stats) {
 		l.gen.Add(1)
 	}
 	l.enc.reset(info)
-	cur := pushMark{at: l.tick(now), gen: l.gen.Load()}
+	cur := pushMark{at: l.tick(now), gen: l.generation()}
 	for _, p := range l.batch {
 		if res, why := p.c.pushStatus(p.pos, p.eta, cur, &l.enc); res != pushNotDue {
 			l.s.m.line.pushed(res, why)

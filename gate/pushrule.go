@@ -53,17 +53,21 @@ const (
 var pushReasons = [numPushReasons]string{"", "first", "mode_rate", "moved", "eta", "heartbeat"}
 
 // pushMark is what a waiting player was last pushed, packed small: it is
-// kept on every waiting connection (conn.pushed).
+// kept on every waiting connection (conn.pushed), in 12 bytes. at and gen
+// wrap around; the rule compares them by difference and equality, which
+// holds as long as a player is pushed at least every 109 minutes (the
+// heartbeat is at most 15 × the push interval, at most 15 min) and misses
+// fewer than 65,536 changes of the line between two pushes.
 type pushMark struct {
 	pos uint32 // position (saturated)
 	eta uint32 // eta_ms (saturated); 0: no ETA
-	at  uint32 // when, in walker ticks (lineTick) since the line started
-	gen uint32 // the line's generation (mode and release rate), see lineChanged
+	at  uint16 // when, in walker ticks (lineTick) since the line started, modulo 2^16
+	gen uint16 // the line's generation (mode and release rate, see lineChanged), modulo 2^16
 }
 
 // markOf packs a status: position, eta_ms, the walker tick and the line's
 // generation.
-func markOf(pos int, etaMs uint64, at, gen uint32) pushMark {
+func markOf(pos int, etaMs uint64, at, gen uint16) pushMark {
 	return pushMark{pos: uint32(min(max(pos, 0), math.MaxUint32)), eta: uint32(min(etaMs, math.MaxUint32)), at: at, gen: gen}
 }
 
@@ -84,7 +88,7 @@ func pushReason(last, cur pushMark, every time.Duration) int {
 	// Due at the first walk at least heartbeat - every/2 after the last
 	// push: walks come every push interval, give or take the ticker's
 	// jitter, so the heartbeat keeps its period on average.
-	since := time.Duration(cur.at-last.at) * lineTick
+	since := time.Duration(cur.at-last.at) * lineTick // uint16: modulo 2^16 ticks
 	if since >= heartbeat(cur.pos, every)-every/2 {
 		return reasonHeartbeat
 	}

@@ -8,8 +8,8 @@ import (
 
 func TestPushReason(t *testing.T) {
 	const every = 2 * time.Second
-	walk := uint32(every / lineTick) // ticks per walk
-	at := func(walks uint32) uint32 { return 1000 + walks*walk }
+	walk := uint16(every / lineTick) // ticks per walk
+	at := func(walks uint16) uint16 { return 1000 + walks*walk }
 	last := func(pos, eta uint32) pushMark { return pushMark{pos: pos, eta: eta, at: at(0), gen: 7} }
 	for _, tc := range []struct {
 		name      string
@@ -18,7 +18,7 @@ func TestPushReason(t *testing.T) {
 	}{
 		// The line's generation: everyone, whatever else.
 		{"mode or rate changed", last(5000, 0), pushMark{pos: 5000, at: at(1), gen: 8}, reasonModeRate},
-		{"generation wrapped", pushMark{pos: 3, gen: math.MaxUint32}, pushMark{pos: 3, gen: 0}, reasonModeRate},
+		{"generation wrapped", pushMark{pos: 3, gen: math.MaxUint16}, pushMark{pos: 3, gen: 0}, reasonModeRate},
 
 		// Position: 10 % of the last one, at least one place.
 		{"near the front, one place", last(5, 5000), pushMark{pos: 4, eta: 4900, at: at(1), gen: 7}, reasonMoved},
@@ -45,7 +45,8 @@ func TestPushReason(t *testing.T) {
 		{"at 300, three walks", last(300, 0), pushMark{pos: 300, at: at(3), gen: 7}, reasonHeartbeat},
 		{"far back, 14 walks", last(50_000, 0), pushMark{pos: 50_000, at: at(14), gen: 7}, reasonNone},
 		{"far back, 15 walks", last(50_000, 0), pushMark{pos: 50_000, at: at(15), gen: 7}, reasonHeartbeat},
-		{"tick counter wrapped", pushMark{pos: 50_000, at: math.MaxUint32 - 10}, pushMark{pos: 50_000, at: 15*walk - 11}, reasonHeartbeat},
+		{"tick counter wrapped", pushMark{pos: 50_000, at: math.MaxUint16 - 10}, pushMark{pos: 50_000, at: 15*walk - 11}, reasonHeartbeat},
+		{"tick counter wrapped, early", pushMark{pos: 50_000, at: math.MaxUint16 - 10}, pushMark{pos: 50_000, at: 14*walk - 11}, reasonNone},
 
 		// A paced line far back: small steps of position and ETA are not pushed.
 		{"paced, far back, a walk later", last(5000, 50_000), pushMark{pos: 4800, eta: 48_000, at: at(1), gen: 7}, reasonNone},

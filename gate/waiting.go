@@ -153,7 +153,7 @@ func admittedFrame(waited time.Duration) *leveev1.ServerFrame {
 func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 	l := c.s.line
 	now := c.s.clock.Now()
-	gen := l.gen.Load() // before the stats: a change after it is pushed again
+	gen := l.generation() // before the stats: a change after it is pushed again
 	info := l.pushInfo(l.q.Stats(now))
 	tok := signTicket(c.s.secret, l.id, c.ticket, c.playerID, time.Unix(exp, 0))
 	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, tok))
