@@ -338,21 +338,28 @@ func (b *chromeBrowser) noErrors() {
 	}
 }
 
+// pageFor opens the waiting page in a new tab with a token for player.
+func (b *chromeBrowser) pageFor(g *browserGate, player string) context.Context {
+	b.t.Helper()
+	tok, err := token.Sign(browserSecret, player, time.Now().Add(time.Hour))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	page := b.tab()
+	if err := chromedp.Do(page, chromedp.Navigate(g.srv.URL+"/?token="+tok)); err != nil {
+		b.t.Fatalf("navigate: %v", err)
+	}
+	return page
+}
+
 const browserMainIs = `document.getElementById("app").dataset.state === %q`
 
 func TestBrowserWaitingPage(t *testing.T) {
 	bin := browserFindChromium(t)
 	g := startBrowserGate(t)
 	b := startChromium(t, bin)
-	tok, err := token.Sign(browserSecret, "alice", time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
 
-	page := b.tab()
-	if err := chromedp.Do(page, chromedp.Navigate(g.srv.URL+"/?token="+tok)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	page := b.pageFor(g, "alice")
 	// Position 3 comes after a 1012 close and a reconnect with the ticket;
 	// the gate holds the line there until the screenshot is taken.
 	s := b.waitFor(page, "position 3", fmt.Sprintf(browserMainIs, "waiting")+` && document.getElementById("app").dataset.position === "3"`)
@@ -395,14 +402,7 @@ func TestBrowserWaitingPage(t *testing.T) {
 	// Far back in a moving line the gate pushes seldom: the page counts
 	// the place down at 90 % of the rate (100 a second) but never by the
 	// 10 % step at which the gate would have pushed (500 places).
-	far := b.tab()
-	carl, err := token.Sign(browserSecret, "carl", time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(far, chromedp.Navigate(g.srv.URL+"/?token="+carl)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	far := b.pageFor(g, "carl")
 	s = b.waitFor(far, "the count-down", fmt.Sprintf(browserMainIs, "waiting")+` && Number(document.getElementById("app").dataset.position) < 4900`)
 	if p, _ := strconv.Atoi(s.Position); p <= browserFarPosition-browserFarPosition/10 || s.Seen != strconv.Itoa(browserFarPosition) {
 		t.Errorf("counting down from %d: shows %q (pushed %q), want above %d", browserFarPosition, s.Position, s.Seen, browserFarPosition-browserFarPosition/10)
@@ -436,14 +436,7 @@ func TestBrowserWaitingPage(t *testing.T) {
 	}
 	// A full gate: the error's retry_after (30 s) and a 1013 close; the page
 	// counts down to its retry.
-	full := b.tab()
-	bob, err := token.Sign(browserSecret, "bob", time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(full, chromedp.Navigate(g.srv.URL+"/?token="+bob)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	full := b.pageFor(g, "bob")
 	s = b.waitFor(full, "the countdown", fmt.Sprintf(browserMainIs, "retrying"))
 	b.screenshot(full, "retrying")
 	if !strings.Contains(s.Text, "The server is full") || !strings.Contains(s.Text, "Trying again in 3") {
