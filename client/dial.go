@@ -32,11 +32,11 @@ import (
 // a caller showing a live position may count down between them at the
 // release rate. The ticket comes in the first status of a connection
 // (and again if it changes); the SDK keeps it in every status it hands
-// on (OnQueue, Client.Queue, LineError). ctx
-// bounds the whole of it, the wait in line included: on launch day give
-// Dial a deadline of many minutes (or none, and cancel it when the player
-// gives up), not the seconds a request takes. Options.Ticket resumes a
-// place kept from an earlier connection.
+// on (OnQueue, Client.Queue, LineError). ctx bounds the whole of it, the
+// wait in line included: on launch day give Dial a deadline of many
+// minutes (or none, and cancel it when the player gives up), not the
+// seconds a request takes. Options.Ticket resumes a place kept from an
+// earlier connection.
 //
 // If the gate refuses the player it returns the gate's *Error (e.g.
 // UNAUTHORIZED, or SERVER_FULL while the line is closed for maintenance),
