@@ -128,8 +128,13 @@ const preBuffer = 16
 func (c *Client) Welcome() *leveev1.Welcome { return c.welcome }
 
 // Queue is the last QueueStatus the gate pushed (the player's place in its
-// admission line), or nil if the player never waited. Treat it as
-// read-only.
+// admission line), with the connection's ticket (the gate sends it in the
+// first status only; the SDK keeps it in every later one), or nil if the
+// player never waited. It is the status as pushed: the gate pushes when
+// the place, the ETA, the mode or the rate changed noticeably, and
+// otherwise seldom far back in the line (see Dial), so a caller that
+// shows a live position may count it down at ReleaseRate players per
+// second between pushes. Treat it as read-only.
 func (c *Client) Queue() *leveev1.QueueStatus { return c.queue.Load() }
 
 // Waited is how long the player waited in the gate's admission line, as
@@ -337,6 +342,7 @@ func (c *Client) readLoop() {
 		c.feedPressure(f)
 		if f.GetRequestId() == 0 {
 			if q := f.GetQueue(); q != nil {
+				c.keepTicket(q)
 				c.queue.Store(q)
 			}
 			if !welcomed && (f.GetWelcome() != nil || f.GetError() != nil || f.GetQueue() != nil || f.GetAdmitted() != nil) {
@@ -354,6 +360,15 @@ func (c *Client) readLoop() {
 		c.deliver(f)
 	}
 	c.finish(cause)
+}
+
+// keepTicket gives q, a status just read (not yet shared), the ticket of
+// the last one when it has none: the gate sends the ticket in a
+// connection's first status and again only when it changes.
+func (c *Client) keepTicket(q *leveev1.QueueStatus) {
+	if q.GetTicket() == "" {
+		q.Ticket = c.queue.Load().GetTicket()
+	}
 }
 
 func (c *Client) deliver(f *leveev1.ServerFrame) {

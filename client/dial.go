@@ -22,13 +22,21 @@ import (
 // token names, and returns once the gate has sent its Welcome.
 //
 // While the gate's admission line is active the player first waits in it:
-// the gate pushes QueueStatus frames (place, ETA, release rate, a ticket)
-// at least every 2 s, which Dial passes to Options.OnQueue and keeps
-// (Client.Queue), then Admitted (Client.Waited), then the Welcome. ctx
-// bounds the whole of it, the wait in line included: on launch day give
-// Dial a deadline of many minutes (or none, and cancel it when the player
-// gives up), not the seconds a request takes. Options.Ticket resumes a
-// place kept from an earlier connection.
+// the gate pushes QueueStatus frames (place, ETA, release rate, a ticket),
+// which Dial passes to Options.OnQueue and keeps (Client.Queue), then
+// Admitted (Client.Waited), then the Welcome. The gate pushes a status
+// when the place or the ETA moved by about 10 %, or the mode or the rate
+// changed, and otherwise at a heartbeat: every -line-push (2 s) near the
+// front, up to 15 times that (30 s) far back, so statuses come seldom
+// while a long line stands still (gate.MaxStatusInterval bounds the gap);
+// a caller showing a live position may count down between them at the
+// release rate. The ticket comes in the first status of a connection
+// (and again if it changes); the SDK keeps it in every status it hands
+// on (OnQueue, Client.Queue, LineError). ctx bounds the whole of it, the
+// wait in line included: on launch day give Dial a deadline of many
+// minutes (or none, and cancel it when the player gives up), not the
+// seconds a request takes. Options.Ticket resumes a place kept from an
+// earlier connection.
 //
 // If the gate refuses the player it returns the gate's *Error (e.g.
 // UNAUTHORIZED, or SERVER_FULL while the line is closed for maintenance),

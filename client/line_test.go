@@ -47,12 +47,18 @@ func (tk *tickets) list() []string {
 
 // Dial waits through the line: every status reaches OnQueue in order, the
 // last is kept, Admitted gives Waited, and the player is in after the
-// Welcome.
+// Welcome. The gate sends the ticket in the first status only; every
+// status the SDK hands on carries it.
 func TestDialWaitsInLine(t *testing.T) {
 	g := newLineGate(t, clienttest.Waiting(3, 2, 1), clienttest.Game)
 	var seen []uint64
 	c := dial(t, g, "ann", client.Options{
-		OnQueue:    func(q *leveev1.QueueStatus) { seen = append(seen, q.GetPosition()) },
+		OnQueue: func(q *leveev1.QueueStatus) {
+			seen = append(seen, q.GetPosition())
+			if q.GetTicket() != "ticket-ann" {
+				t.Errorf("OnQueue at %d: ticket %q, want the first status's", q.GetPosition(), q.GetTicket())
+			}
+		},
 		OnAdmitted: func(a *leveev1.Admitted) { seen = append(seen, 1000+a.GetWaitedMs()/1000) },
 	})
 	if len(seen) != 4 || seen[0] != 3 || seen[1] != 2 || seen[2] != 1 || seen[3] != 1003 {
@@ -107,12 +113,14 @@ func TestDialLineWaitEndsWithCtx(t *testing.T) {
 }
 
 // A player dropped while waiting comes back with the ticket and keeps the
-// place; DialRetry does it by itself.
+// place; DialRetry does it by itself. The ticket came in the first status
+// only (the last one before the drop had none), as the gate sends it.
 func TestDialRetryResumesPlace(t *testing.T) {
 	var tk tickets
 	g := newLineGate(t, func(c *clienttest.Conn) bool {
 		if tk.add(c.Ticket) == 1 {
-			_ = c.Send(clienttest.Status(7, 9, 1, "T-7"))
+			_ = c.Send(clienttest.Status(8, 9, 1, "T-7"))
+			_ = c.Send(clienttest.Status(7, 9, 1, ""))
 			return false // dropped without a close frame
 		}
 		if c.Ticket != "T-7" {

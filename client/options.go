@@ -89,7 +89,9 @@ type Options struct {
 
 	// OnQueue, when set, is called with every QueueStatus the gate pushes
 	// while the player waits in its admission line (position, ETA, release
-	// rate, ticket), in the order they came, on the goroutine that called
+	// rate, ticket: the last one the gate sent on this connection, which
+	// it sends in the first status only), in the order they came (seldom
+	// far back in a standing line: see Dial), on the goroutine that called
 	// Dial (or DialRetry, Reconnect), before Dial returns. It should return
 	// quickly: while it runs, the connection's frames are not read.
 	OnQueue func(*leveev1.QueueStatus)

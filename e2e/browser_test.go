@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
+	"google.golang.org/protobuf/proto"
 
 	"levee/gate/waitpage"
 	"levee/internal/apperr"
@@ -32,12 +33,16 @@ import (
 // this test is about what a person sees. The fake gate's script, for one
 // player: 5 and 4 on the first connection, then a 1012 close (a gate
 // restart); the page reconnects with its ticket; 3 (held there until the
-// test has its screenshot), 2, 1, admitted, welcome. Real time, as a
+// test has its screenshot), 2, 1, admitted, welcome. As the real gate does,
+// only a connection's first status carries the ticket. Real time, as a
 // browser needs it: about 2 s plus the page's random 0-5 s reconnect delay.
+// Another player ("carl") is pushed one status far back in a moving line
+// and nothing more: the page counts it down.
 
 const (
-	browserTicket = "tkt-1"
-	pushEvery     = 300 * time.Millisecond
+	browserTicket      = "tkt-1"
+	pushEvery          = 300 * time.Millisecond
+	browserFarPosition = 5000
 )
 
 var browserSecret = []byte("browser-test-secret")
@@ -112,6 +117,15 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 		c.close(websocket.ClosePolicyViolation, "unauthorized")
 		return
 	}
+	if player == "carl" { // far back in a moving line; the next push is far off
+		if c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
+			Position: browserFarPosition, EtaMs: browserFarPosition * 10, ReleaseRate: 100,
+			LineLength: browserFarPosition + 50, Ticket: "tkt-carl", GraceMs: 60_000, Mode: "paced",
+		}}}) {
+			c.stay()
+		}
+		return
+	}
 	if player == "bob" { // the gate is full: SERVER_FULL with retry_after, then 1013
 		c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
 			Code: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, Message: "the server is full", RetryAfterMs: 30_000}}})
@@ -139,10 +153,11 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 
 // browserConn is one scripted connection; each step reports whether to go on.
 type browserConn struct {
-	ws    *websocket.Conn
-	codec wire.Codec
-	gone  chan struct{}
-	ctx   context.Context
+	ws       *websocket.Conn
+	codec    wire.Codec
+	gone     chan struct{}
+	ctx      context.Context
+	ticketed bool // a status with the ticket was sent: later ones leave it out
 }
 
 func (c *browserConn) send(f *leveev1.ServerFrame) bool {
@@ -157,7 +172,7 @@ func (c *browserConn) send(f *leveev1.ServerFrame) bool {
 // wait paces the script: it returns true after one push interval, or when
 // release is closed if release is not nil, and false once the player or the
 // test is gone. While it waits it repeats last every interval (the real
-// gate pushes at least every 2 s).
+// gate's heartbeat near the front of the line).
 func (c *browserConn) wait(release <-chan struct{}, last ...*leveev1.ServerFrame) bool {
 	tick := time.NewTicker(pushEvery)
 	defer tick.Stop()
@@ -191,13 +206,23 @@ func (c *browserConn) stay() {
 // after sends f after one push interval.
 func (c *browserConn) after(f *leveev1.ServerFrame) bool { return c.wait(nil) && c.send(f) }
 
-// queue pushes position pos, then waits one interval (or until release).
+// queue pushes position pos (with the ticket if it is the connection's
+// first status), then waits one interval (or until release).
 func (c *browserConn) queue(pos uint64, release <-chan struct{}) bool {
-	f := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
+	q := &leveev1.QueueStatus{
 		Position: pos, EtaMs: pos * uint64(pushEvery/time.Millisecond), ReleaseRate: 3.3,
-		LineLength: pos + 7, Ticket: browserTicket, GraceMs: 60_000, Mode: "paced",
-	}}}
-	return c.send(f) && c.wait(release, f)
+		LineLength: pos + 7, GraceMs: 60_000, Mode: "paced",
+	}
+	if !c.ticketed {
+		q.Ticket, c.ticketed = browserTicket, true
+	}
+	f := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: q}}
+	if !c.send(f) {
+		return false
+	}
+	again := proto.Clone(f).(*leveev1.ServerFrame)
+	again.GetQueue().Ticket = ""
+	return c.wait(release, again)
 }
 
 // close sends a close frame and waits (briefly) for the player's reply.
@@ -313,21 +338,28 @@ func (b *chromeBrowser) noErrors() {
 	}
 }
 
+// pageFor opens the waiting page in a new tab with a token for player.
+func (b *chromeBrowser) pageFor(g *browserGate, player string) context.Context {
+	b.t.Helper()
+	tok, err := token.Sign(browserSecret, player, time.Now().Add(time.Hour))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	page := b.tab()
+	if err := chromedp.Do(page, chromedp.Navigate(g.srv.URL+"/?token="+tok)); err != nil {
+		b.t.Fatalf("navigate: %v", err)
+	}
+	return page
+}
+
 const browserMainIs = `document.getElementById("app").dataset.state === %q`
 
 func TestBrowserWaitingPage(t *testing.T) {
 	bin := browserFindChromium(t)
 	g := startBrowserGate(t)
 	b := startChromium(t, bin)
-	tok, err := token.Sign(browserSecret, "alice", time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
 
-	page := b.tab()
-	if err := chromedp.Do(page, chromedp.Navigate(g.srv.URL+"/?token="+tok)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	page := b.pageFor(g, "alice")
 	// Position 3 comes after a 1012 close and a reconnect with the ticket;
 	// the gate holds the line there until the screenshot is taken.
 	s := b.waitFor(page, "position 3", fmt.Sprintf(browserMainIs, "waiting")+` && document.getElementById("app").dataset.position === "3"`)
@@ -367,6 +399,31 @@ func TestBrowserWaitingPage(t *testing.T) {
 		t.Errorf("tickets presented %q, want none and then %q (the reconnect keeps the place)", tickets, browserTicket)
 	}
 
+	// Far back in a moving line the gate pushes seldom: the page counts
+	// the place down at 90 % of the rate (100 a second) but never by the
+	// 10 % step at which the gate would have pushed (500 places).
+	far := b.pageFor(g, "carl")
+	s = b.waitFor(far, "the count-down", fmt.Sprintf(browserMainIs, "waiting")+` && Number(document.getElementById("app").dataset.position) < 4900`)
+	if p, _ := strconv.Atoi(s.Position); p <= browserFarPosition-browserFarPosition/10 || s.Seen != strconv.Itoa(browserFarPosition) {
+		t.Errorf("counting down from %d: shows %q (pushed %q), want above %d", browserFarPosition, s.Position, s.Seen, browserFarPosition-browserFarPosition/10)
+	}
+	est, err := chromedp.Run(far, chromedp.Evaluate[[]map[string]int](browserEstimates, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("estimate.js: %v", err)
+	}
+	for i, want := range []map[string]int{
+		{"position": 4910, "etaMs": 49100}, // 1 s at 90 of 100 a second
+		{"position": 4501, "etaMs": 45001}, // 30 s: the gate's step stops it
+		{"position": 3, "etaMs": 900},      // near the front the step is 1: as pushed
+		{"position": 1000, "etaMs": 0},     // a paused line does not move
+		{"position": 1, "etaMs": 1000},     // never below 1, nor 1 s
+	} {
+		if i >= len(est) || est[i]["position"] != want["position"] || est[i]["etaMs"] != want["etaMs"] {
+			t.Errorf("estimate case %d: %v, want %v", i, est, want)
+			break
+		}
+	}
+
 	// A bad token: the gate's error frame and 1008 close; no retry.
 	bad := b.tab()
 	if err := chromedp.Do(bad, chromedp.Navigate(g.srv.URL+"/?token=forged")); err != nil {
@@ -379,14 +436,7 @@ func TestBrowserWaitingPage(t *testing.T) {
 	}
 	// A full gate: the error's retry_after (30 s) and a 1013 close; the page
 	// counts down to its retry.
-	full := b.tab()
-	bob, err := token.Sign(browserSecret, "bob", time.Now().Add(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(full, chromedp.Navigate(g.srv.URL+"/?token="+bob)); err != nil {
-		t.Fatalf("navigate: %v", err)
-	}
+	full := b.pageFor(g, "bob")
 	s = b.waitFor(full, "the countdown", fmt.Sprintf(browserMainIs, "retrying"))
 	b.screenshot(full, "retrying")
 	if !strings.Contains(s.Text, "The server is full") || !strings.Contains(s.Text, "Trying again in 3") {
@@ -394,6 +444,15 @@ func TestBrowserWaitingPage(t *testing.T) {
 	}
 	b.noErrors()
 }
+
+// browserEstimates runs the page's estimate.js on cases checked above.
+const browserEstimates = `import("/waitpage/estimate.js").then(({ estimate }) => [
+  estimate({ position: 5000, etaMs: 50000, releaseRate: 100 }, 1000),
+  estimate({ position: 5000, etaMs: 50000, releaseRate: 100 }, 30000),
+  estimate({ position: 3, etaMs: 900, releaseRate: 3.3 }, 300),
+  estimate({ position: 1000, etaMs: 0, releaseRate: 0 }, 5000),
+  estimate({ position: 1, etaMs: 1500, releaseRate: 50 }, 60000),
+])`
 
 func browserPositions(t *testing.T, csv string) []int {
 	t.Helper()

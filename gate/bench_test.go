@@ -15,6 +15,7 @@ import (
 
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
+	"levee/queue"
 )
 
 // BenchmarkRequestRoundTrip measures one player's request through the gate
@@ -148,3 +149,67 @@ func (c *nullConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
 func (c *nullConn) SetDeadline(time.Time) error      { return nil }
 func (c *nullConn) SetReadDeadline(time.Time) error  { return nil }
 func (c *nullConn) SetWriteDeadline(time.Time) error { return nil }
+
+// benchWaiter is a waiting player's connection whose writes go nowhere
+// (a hijacked nullConn), for the push benchmarks.
+func benchWaiter(b *testing.B, g *testGate, subprotocol string) *conn {
+	b.Helper()
+	ws, err := g.upgrader.Upgrade(newHijackRecorder(), upgradeRequest(subprotocol), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	codec, _ := wire.ForSubprotocol(ws.Subprotocol())
+	c := &conn{s: g.Server, ws: ws, codec: codec, msgType: messageType(codec), playerID: "bench-player-0001", ticket: 42}
+	c.lineState.Store(lineWaiting)
+	return c
+}
+
+// BenchmarkStatusPush is the walker's work for one waiting player at one
+// walk: "due" pushes a status every time (the push rule's check, the
+// encoding, the write through gorilla into a connection that discards
+// it), "idle" looks at a player the rule has nothing for (most of a
+// standing line), "encode" is the encoding alone. Before the push rule
+// and the shared encoding, every player was pushed at every walk:
+// 2.3-2.8 µs and 20 allocs (protobuf), 5.5-6.0 µs and 43 allocs (JSON).
+// gorilla's pooled write buffer costs one 24-byte allocation per write
+// (it boxes the buffer to put it back in the sync.Pool).
+func BenchmarkStatusPush(b *testing.B) {
+	for _, sp := range []string{wire.ProtoSubprotocol, wire.JSONSubprotocol} {
+		g := startGate(b, func(c *Config) { c.LineMode = "paced" }, startFakeLogic(b))
+		info := g.line.pushInfo(queue.Stats{Mode: queue.Paced, Length: 16000, ConfiguredPerSecond: 100})
+		var enc statusEnc
+		enc.reset(info)
+		b.Run(sp+"/due", func(b *testing.B) {
+			c := benchWaiter(b, g, sp)
+			b.ReportAllocs()
+			var cur pushMark
+			for b.Loop() {
+				cur.gen++ // the line changed: pushed
+				if res, _ := c.pushStatus(int(cur.gen)%16000+1, time.Duration(cur.gen)*time.Millisecond, cur, &enc); res != pushSent {
+					b.Fatalf("result %d", res)
+				}
+			}
+		})
+		b.Run(sp+"/idle", func(b *testing.B) {
+			c := benchWaiter(b, g, sp)
+			c.pushed = markOf(5000, 50_000, 0, 0)
+			b.ReportAllocs()
+			for b.Loop() {
+				if res, _ := c.pushStatus(5000, 50*time.Second, pushMark{at: 1}, &enc); res != pushNotDue {
+					b.Fatalf("result %d", res)
+				}
+			}
+		})
+		b.Run(sp+"/encode", func(b *testing.B) {
+			codec, _ := wire.ForSubprotocol(sp)
+			b.ReportAllocs()
+			pos := 0
+			for b.Loop() {
+				pos++
+				if _, err := enc.frame(codec, pos%16000+1, uint64(pos)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

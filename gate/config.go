@@ -85,7 +85,7 @@ type Config struct {
 	LineInterval   time.Duration // -line-interval
 	LineMax        int           // -line-max: the longest the line may be; past it SERVER_FULL
 	LineGrace      time.Duration // -line-grace: how long a player who dropped keeps their place
-	LinePush       time.Duration // -line-push: how often every waiting player gets a QueueStatus
+	LinePush       time.Duration // -line-push: how often the walker looks at the waiting players: the fastest one is pushed a QueueStatus (see the push rule in the package doc)
 	LineRetryAfter time.Duration // -line-retry-after: retry_after given to newcomers while closed
 
 	// AdminToken (-admin-token, GATE_ADMIN_TOKEN) is the bearer token of the

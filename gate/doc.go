@@ -86,9 +86,9 @@
 //
 //	connect /ws?token=T[&ticket=K]
 //	  -> welcome                                 let in at once (open, empty line)
-//	  -> queue{position, eta_ms, release_rate,   in line: at once, then at least every
-//	           line_length, ticket, grace_ms,    -line-push (and at once after an
-//	           mode}                             operator's change)
+//	  -> queue{position, eta_ms, release_rate,   in line: at once (with the ticket), then
+//	           line_length, ticket, grace_ms,    when something the player would notice
+//	           mode}                             changes, or at a heartbeat (push rule)
 //	     ... requests -> error NOT_ADMITTED, retry_after = the ETA (100 ms..1 min;
 //	                     1 min when there is no ETA, 200 ms once released)
 //	  -> admitted{waited_ms} -> welcome          released; requests are served from
@@ -98,7 +98,22 @@
 // The ETA is the queue's (position / measured release rate; 0 when
 // unknown, i.e. queueing or closed); release_rate is the measured rate (the
 // configured one until measured, 0 when the line does not move); mode is
-// the queue's mode ("paced" in auto mode). If logic refuses the login of a
+// the queue's mode ("paced" in auto mode). The ticket comes in the first
+// status of a connection only (signed once); a later status leaves it
+// empty, which means unchanged.
+//
+// The push rule (pushrule.go): every -line-push the walker looks at every
+// waiting player and writes a status only to those for whom something
+// changed since the last one they were sent: the line's mode or release
+// rate (by 10 %; an operator's change is walked at once, so it reaches
+// everyone at once), their position (by 10 % of it, at least one place),
+// their ETA (by 10 % and at least 1 s), or their heartbeat is due: every
+// -line-push within the first 100 places, then growing with the position
+// to 15 × -line-push (30 s) from place 1,500 on (MaxStatusInterval bounds
+// the gap). Far back in a paced line a player is pushed about ten times on
+// the way to the front; near the front, at every walk. Clients may count
+// position and ETA down at release_rate between pushes (the waiting page
+// does). If logic refuses the login of a
 // released player, the player gets Admitted, the typed error and the close
 // code of a refused login (1013 for BUSY), and may come back with the
 // ticket (priority lane, below).
@@ -157,10 +172,15 @@
 // releases players every 100 ms (queue.AppendRelease, limited by the gate's
 // room: the free handshakes and connection slots, for the caps that are on)
 // and every -line-push walks the line once (queue.AppendPositions) and
-// writes each waiter one QueueStatus through its write path, with a write
-// deadline of at most 500 ms; a waiter whose connection is being written to
-// (a reply, say) is skipped for that round, and one whose write fails is
-// closed (it keeps its place for the grace period). A released player's
+// writes the waiters the push rule picks one QueueStatus each through their
+// write path, with a write deadline of at most 500 ms; the part of a status
+// that is the same for everyone is encoded once per walk and codec
+// (wire.StatusTemplate), so a push costs its write and no allocation of
+// its own, and a waiter with nothing to push costs a look at 12 bytes
+// (conn.pushed). A waiter whose connection is being written to (a reply,
+// say) is skipped for that round (and looked at again at the next), and
+// one whose write fails is closed (it keeps its place for the grace
+// period). A released player's
 // Admitted push and login run in a goroutine of their own, like a request;
 // the walker releases no more players than there is room for, so the
 // handshake cap bounds those goroutines. A waiting player does not count
@@ -236,6 +256,8 @@
 // second), gate_line_measured_rate, gate_line_wait_seconds (join to
 // admission, for players who waited; up to 30 min),
 // gate_line_refusals_total{reason}, gate_line_mode{mode} (1 for the current
-// one), gate_line_pushes_total{result}, gate_line_auto_changes_total{direction},
+// one), gate_line_pushes_total{result}, gate_line_push_reasons_total{reason}
+// (first, mode_rate, moved, eta, heartbeat: why the sent ones went),
+// gate_line_auto_changes_total{direction},
 // gate_line_auto_steps_total{verdict}.
 package gate

@@ -52,7 +52,13 @@ type line struct {
 	q     *queue.Queue
 	id    uint64 // names this line in ticket tokens
 	grace time.Duration
-	push  time.Duration
+	push  time.Duration // the walk interval: the fastest a waiting player is pushed
+	start time.Time     // tick 0 of the walker's ticks (pushMark.at)
+
+	// gen is the line's generation: the walker moves it on when the mode
+	// or the release rate changes (lineChanged against genInfo), and every
+	// waiting player pushed under an older one is pushed again.
+	gen atomic.Uint32 // pushMark keeps its low 16 bits
 
 	// mu orders joins, leaves and releases against waiters, so a ticket the
 	// queue counts as connected always has its connection here.
@@ -77,6 +83,8 @@ type line struct {
 	batch    []pushItem
 	admits   []admitItem
 	lastPush time.Time
+	genInfo  pushInfo  // the shared status when gen last moved on
+	enc      statusEnc // the walk's encodings
 
 	// For tests: the time of the last finished step, whether the walker's
 	// ticker exists, and pokes sent and handled.
@@ -114,6 +122,7 @@ func newLine(s *Server, now time.Time) (*line, error) {
 		id:      rand.Uint64(),
 		grace:   cfg.LineGrace,
 		push:    cfg.LinePush,
+		start:   now,
 		waiters: map[queue.TicketID]*conn{},
 		auto:    auto,
 		// Starting from the configured rate, inside the bounds.
@@ -127,8 +136,18 @@ func newLine(s *Server, now time.Time) (*line, error) {
 		return nil, fmt.Errorf("%w: admission line: %w", ErrInvalidConfig, err)
 	}
 	l.setModeName(mode, auto)
+	l.genInfo = l.pushInfo(l.q.Stats(now))
 	return l, nil
 }
+
+// tick is now in walker ticks since the line started, rounded, modulo
+// 2^16 as a pushMark keeps it.
+func (l *line) tick(now time.Time) uint16 {
+	return uint16((now.Sub(l.start) + lineTick/2) / lineTick)
+}
+
+// generation is the line's generation as a pushMark keeps it.
+func (l *line) generation() uint16 { return uint16(l.gen.Load()) }
 
 // modeName is the line's mode as operators name it ("auto" included).
 func (l *line) modeName() string { return l.modeNow.Load().(string) }
@@ -251,8 +270,9 @@ func (l *line) cancel(c *conn, now time.Time) {
 }
 
 // run is the walker: every lineTick it releases the players due (up to the
-// gate's free room) and, every push interval, pushes every waiting player
-// their standing. It is the only goroutine that releases or pushes.
+// gate's free room) and, every push interval, walks the waiting players
+// and pushes those the push rule picks their standing. It is the only
+// goroutine that releases or pushes (after a connection's first status).
 func (l *line) run(ctx context.Context) {
 	t := l.s.clock.NewTicker(lineTick)
 	defer t.Stop()
@@ -322,7 +342,9 @@ func (l *line) release(now time.Time) {
 	l.admits = l.admits[:0]
 }
 
-// walk pushes every waiting player their standing: one QueueStatus each.
+// walk looks at every waiting player and pushes their standing to those
+// the push rule picks (pushrule.go): one QueueStatus each, its shared part
+// encoded once per codec.
 func (l *line) walk(now time.Time, st queue.Stats) {
 	l.mu.Lock()
 	l.statuses = l.q.AppendPositions(l.statuses[:0], now)
@@ -337,14 +359,23 @@ func (l *line) walk(now time.Time, st queue.Stats) {
 	l.mu.Unlock()
 	clear(l.statuses) // do not keep player ids reachable
 	info := l.pushInfo(st)
+	if lineChanged(l.genInfo, info) {
+		l.genInfo = info
+		l.gen.Add(1)
+	}
+	l.enc.reset(info)
+	cur := pushMark{at: l.tick(now), gen: l.generation()}
 	for _, p := range l.batch {
-		l.s.m.line.pushes[p.c.pushStatus(p.pos, p.eta, &info)].Inc()
+		if res, why := p.c.pushStatus(p.pos, p.eta, cur, &l.enc); res != pushNotDue {
+			l.s.m.line.pushed(res, why)
+		}
 	}
 	clear(l.batch)
 	l.batch = l.batch[:0]
 }
 
-// pushInfo is the part of a QueueStatus that is the same for everyone.
+// pushInfo is the part of a QueueStatus that is the same for everyone (but
+// the ticket, which only a connection's first status carries).
 type pushInfo struct {
 	rate    float64
 	length  uint64

@@ -21,6 +21,7 @@ type lineMetrics struct {
 	refusals     map[string]prometheus.Counter
 	mode         *prometheus.GaugeVec
 	pushes       [numPushResults]prometheus.Counter
+	reasons      [numPushReasons]prometheus.Counter // [reasonNone] stays nil
 	autoChanges  *prometheus.CounterVec
 	autoSteps    *prometheus.CounterVec
 }
@@ -76,10 +77,21 @@ func newLineMetrics(reg prometheus.Registerer) *lineMetrics {
 	}
 	pushes := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "gate_line_pushes_total",
-		Help: "QueueStatus pushes to waiting players, by result (sent; skipped: another write to the player was in progress; failed: the socket was closed).",
+		Help: "QueueStatus pushes to waiting players, by result (sent; skipped: another write to the player was in progress, or it was closing; failed: the socket was closed).",
 	}, []string{"result"})
 	for i, r := range pushResults {
 		m.pushes[i] = pushes.WithLabelValues(r)
+	}
+	reasons := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "gate_line_push_reasons_total",
+		Help: "QueueStatus pushes sent to waiting players, by why (first: the connection's first, with the ticket; " +
+			"mode_rate: the line's mode or release rate changed; moved: the position moved by 10 % or more; " +
+			"eta: the ETA changed by 10 % and 1 s or more; heartbeat: nothing changed for a while). They add up to gate_line_pushes_total{result=\"sent\"}.",
+	}, []string{"reason"})
+	for i, r := range pushReasons {
+		if i != reasonNone {
+			m.reasons[i] = reasons.WithLabelValues(r)
+		}
 	}
 	for _, d := range []string{"up", "down"} {
 		m.autoChanges.WithLabelValues(d)
@@ -103,6 +115,14 @@ func (m *lineMetrics) observe(st queue.Stats) {
 	m.length.Set(float64(st.Length))
 	m.waiting.Set(float64(st.Length - st.Away))
 	m.measuredRate.Set(st.MeasuredPerSecond)
+}
+
+// pushed counts one push: its result and, once written, its reason.
+func (m *lineMetrics) pushed(result, reason int) {
+	m.pushes[result].Inc()
+	if result == pushSent && reason != reasonNone {
+		m.reasons[reason].Inc()
+	}
 }
 
 func (m *lineMetrics) autoVerdict(v string) { m.autoSteps.WithLabelValues(v).Inc() }

@@ -9,15 +9,20 @@ import (
 	"github.com/gorilla/websocket"
 
 	"levee/internal/apperr"
+	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 	"levee/queue"
 )
 
-// A waiting connection is an idle one that is pushed a QueueStatus every
-// push interval: it has its reader goroutine (which answers requests with
-// NOT_ADMITTED) and no other; the walker writes its pushes, through the
-// connection's write path, and a released player's login runs in a
-// goroutine of its own, as a request does.
+// A waiting connection is an idle one that is pushed a QueueStatus when
+// something it would notice changes (the push rule, pushrule.go): it has
+// its reader goroutine (which answers requests with NOT_ADMITTED) and no
+// other; the walker writes its pushes, through the connection's write
+// path, and a released player's login runs in a goroutine of its own, as a
+// request does. The first status of a connection carries the signed
+// ticket; later ones leave it empty (unchanged), so the ticket is signed
+// once per connection, and the walker encodes the part of a status that
+// is the same for everyone once per walk and codec (statusEnc).
 
 // maxPushWrite bounds how long the walker waits on one waiting player's
 // socket. A push that cannot be written in time closes the socket (the
@@ -25,51 +30,67 @@ import (
 // the walk this much once.
 const maxPushWrite = 500 * time.Millisecond
 
-// Results of one status push, counted by gate_line_pushes_total.
+// Results of one status push, counted by gate_line_pushes_total. A player
+// the push rule has nothing for is not counted.
 const (
 	pushSent    = iota // written
-	pushSkipped        // another write to this player was in progress, or it is closing
+	pushSkipped        // another write to this player was in progress (looked at again next walk), or it is closing
 	pushFailed         // the write failed; the socket is closed
 	numPushResults
+	pushNotDue = -1 // the push rule has nothing to push
 )
 
 var pushResults = [numPushResults]string{"sent", "skipped", "failed"}
 
-// pushStatus writes a waiting player's QueueStatus, unless a write to it is
-// in progress (the push is skipped: the next one comes a push interval
-// later).
-func (c *conn) pushStatus(pos int, eta time.Duration, info *pushInfo) int {
+// pushStatus writes a waiting player, now at pos with eta, its
+// QueueStatus if the push rule (cur: this walk's tick and the line's
+// generation) says so. A player another write is in progress to is
+// skipped; the next walk looks at it again. It returns the result
+// (pushNotDue or a push result) and, for a push, its reason.
+func (c *conn) pushStatus(pos int, eta time.Duration, cur pushMark, enc *statusEnc) (result, reason int) {
 	if !c.wmu.TryLock() {
-		return pushSkipped
+		return pushSkipped, reasonNone
 	}
 	defer c.wmu.Unlock()
-	if c.lineState.Load() != lineWaiting || c.isClosing() {
-		return pushSkipped
+	etaMs := etaMillis(eta)
+	mark := markOf(pos, etaMs, cur.at, cur.gen)
+	why := pushReason(c.pushed, mark, c.s.line.push)
+	if why == reasonNone {
+		return pushNotDue, reasonNone
 	}
-	data, err := c.encode(statusFrame(pos, eta, info, c.ticketToken()))
+	if c.lineState.Load() != lineWaiting || c.isClosing() {
+		return pushSkipped, why
+	}
+	data, err := enc.frame(c.codec, pos, etaMs)
+	if err != nil { // cannot happen: the shared part is a valid message
+		c.s.log.Error("encoding a status template", "err", err)
+		data, err = c.encode(statusFrame(pos, time.Duration(etaMs)*time.Millisecond, &enc.info, ""))
+	}
 	if err != nil {
-		return pushFailed
+		return pushFailed, why
 	}
 	if c.writeLocked(data, min(c.s.cfg.WriteTimeout, maxPushWrite)) != nil {
-		return pushFailed
+		return pushFailed, why
 	}
-	return pushSent
+	c.pushed = mark
+	return pushSent, why
 }
 
-// ticketToken signs the waiting player's ticket token (the same token each
-// time: same claims, same expiry); wmu must be held.
-func (c *conn) ticketToken() string {
-	return signTicket(c.s.secret, c.s.line.id, c.ticket, c.playerID, time.Unix(c.ticketExp, 0))
+// etaMillis is a QueueStatus's eta_ms: the ETA rounded up to the
+// millisecond, 0 when unknown.
+func etaMillis(eta time.Duration) uint64 {
+	if eta <= 0 {
+		return 0
+	}
+	return uint64(ceilMillis(eta) / time.Millisecond)
 }
 
+// statusFrame is a waiting player's QueueStatus; ticket is empty after
+// the connection's first status (an empty ticket means unchanged).
 func statusFrame(pos int, eta time.Duration, info *pushInfo, ticket string) *leveev1.ServerFrame {
-	etaMs := uint64(0)
-	if eta > 0 {
-		etaMs = uint64(ceilMillis(eta) / time.Millisecond)
-	}
 	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
 		Position:    uint64(pos),
-		EtaMs:       etaMs,
+		EtaMs:       etaMillis(eta),
 		ReleaseRate: info.rate,
 		LineLength:  info.length,
 		Ticket:      ticket,
@@ -78,22 +99,68 @@ func statusFrame(pos int, eta time.Duration, info *pushInfo, ticket string) *lev
 	}}}
 }
 
+// sharedStatus is the part of statusFrame that is the same for every
+// player of a walk: everything but position, eta_ms and the ticket.
+func sharedStatus(info *pushInfo) *leveev1.QueueStatus {
+	return statusFrame(0, 0, info, "").GetQueue()
+}
+
+// statusEnc encodes the pushes of one walk: the shared part once per
+// codec (on its first use in the walk), then per player only position and
+// eta_ms, into one buffer the walker reuses (a write copies it out before
+// the next push).
+type statusEnc struct {
+	info  pushInfo
+	tmpl  [2]wire.StatusTemplate // by codec: protobuf, JSON
+	ready [2]bool
+	buf   []byte
+}
+
+// reset starts a walk whose shared part is info.
+func (e *statusEnc) reset(info pushInfo) {
+	e.info = info
+	e.ready = [2]bool{}
+}
+
+// frame is the status at pos with etaMs in codec, valid until the next
+// call: the same frame, once decoded, as statusFrame without a ticket.
+func (e *statusEnc) frame(codec wire.Codec, pos int, etaMs uint64) ([]byte, error) {
+	i := 0
+	if codec.JSON {
+		i = 1
+	}
+	if !e.ready[i] {
+		t, err := codec.StatusTemplate(sharedStatus(&e.info))
+		if err != nil {
+			return nil, err
+		}
+		e.tmpl[i], e.ready[i] = t, true
+	}
+	e.buf = e.tmpl[i].Append(e.buf[:0], uint64(pos), etaMs)
+	return e.buf, nil
+}
+
 func admittedFrame(waited time.Duration) *leveev1.ServerFrame {
 	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Admitted{Admitted: &leveev1.Admitted{WaitedMs: uint64(max(waited, 0).Milliseconds())}}}
 }
 
 // startWaiting finishes the start of a player who joined the line: the
-// first QueueStatus (written while the handler still holds wmu, so that
-// nothing, an Admitted included, goes out before it), then the reader.
-// The handshake hs ends here: a waiting player is not starting any more,
-// and the handshake cap must not count the line.
+// first QueueStatus, with the ticket token (signed here, once: exp is its
+// expiry, unix seconds), written while the handler still holds wmu, so
+// that nothing, an Admitted or a push included, goes out before it; then
+// the reader. The handshake hs ends here: a waiting player is not starting
+// any more, and the handshake cap must not count the line.
 func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
-	c.ticketExp = exp
-	info := c.s.line.pushInfo(c.s.line.q.Stats(c.s.clock.Now()))
-	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, c.ticketToken()))
+	l := c.s.line
+	now := c.s.clock.Now()
+	gen := l.generation() // before the stats: a change after it is pushed again
+	info := l.pushInfo(l.q.Stats(now))
+	tok := signTicket(c.s.secret, l.id, c.ticket, c.playerID, time.Unix(exp, 0))
+	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, tok))
 	if err == nil {
 		err = c.writeLocked(data, c.s.cfg.WriteTimeout)
 	}
+	c.pushed = markOf(st.Position, etaMillis(st.ETA), l.tick(now), gen)
 	c.wmu.Unlock()
 	hs.End()
 	if err != nil {
@@ -102,7 +169,7 @@ func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 		c.finish()
 		return
 	}
-	c.s.m.line.pushes[pushSent].Inc()
+	c.s.m.line.pushed(pushSent, reasonFirst)
 	go func() {
 		defer c.finish()
 		c.prepareReads()

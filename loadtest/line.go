@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"levee/client"
+	"levee/gate"
 	"levee/internal/token"
 	leveev1 "levee/proto/leveev1"
 )
@@ -43,8 +44,10 @@ type LineConfig struct {
 	// two releases count as surely inverted (the release times come from
 	// the gate's waited_ms, so 0 is sound).
 	OrderSlack time.Duration
-	// MaxStatusGap: the longest a waiting bot may go without a QueueStatus
-	// (the gate promises one at least every 2 s).
+	// MaxStatusGap: the longest a waiting bot may go without a QueueStatus.
+	// The gate pushes on change, else at a heartbeat that is -line-push
+	// near the front and up to 15 times that far back in a standing line
+	// (gate.MaxStatusInterval: 32 s at the default 2 s).
 	MaxStatusGap time.Duration
 
 	Admin *Admin // the gate's admin API; nil: none (no Start, no Change)
@@ -61,7 +64,8 @@ type LineConfig struct {
 }
 
 // DefaultLine is 3,000 bots, 64 handshakes at a time, a 5-minute bound,
-// 1 s windows, ±20 % pace tolerance, no order slack, 3 s status gap.
+// 1 s windows, ±20 % pace tolerance, no order slack, a 33 s status gap
+// (the gate's longest at its default -line-push, and 1 s for delivery).
 func DefaultLine() LineConfig {
 	return LineConfig{
 		Bots:          3000,
@@ -71,7 +75,7 @@ func DefaultLine() LineConfig {
 		Settle:        time.Second,
 		PaceTolerance: 0.2,
 		OrderSlack:    0,
-		MaxStatusGap:  3 * time.Second,
+		MaxStatusGap:  gate.MaxStatusInterval(gate.DefaultConfig().LinePush) + time.Second,
 	}
 }
 

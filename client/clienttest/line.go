@@ -11,7 +11,8 @@ const LineGrace = 60 * time.Second
 
 // Status is a QueueStatus push: place pos in a paced line of length
 // length, releasing rate players per second (the ETA is pos/rate), with
-// ticket and a grace of LineGrace.
+// ticket and a grace of LineGrace. A gate sends the ticket in a
+// connection's first status only: give "" for the later ones.
 func Status(pos, length uint64, rate float64, ticket string) *leveev1.ServerFrame {
 	var eta uint64
 	if rate > 0 {
@@ -30,18 +31,21 @@ func Admit(waited time.Duration) *leveev1.ServerFrame {
 }
 
 // Waiting is a Line that walks each player down the given positions (one
-// status each, ticket "ticket-<player>", 1 player/s), then admits them
-// (Admitted with waited_ms 1000 × the first position) and lets them in.
+// status each, 1 player/s, the ticket "ticket-<player>" in the first only,
+// as a gate sends it), then admits them (Admitted with waited_ms 1000 ×
+// the first position) and lets them in.
 func Waiting(positions ...uint64) Line {
 	return func(c *Conn) bool {
 		var length uint64
 		for _, p := range positions {
 			length = max(length, p)
 		}
+		ticket := "ticket-" + c.Player
 		for _, p := range positions {
-			if c.Send(Status(p, length, 1, "ticket-"+c.Player)) != nil {
+			if c.Send(Status(p, length, 1, ticket)) != nil {
 				return false
 			}
+			ticket = "" // unchanged
 		}
 		var waited time.Duration
 		if len(positions) > 0 {

@@ -7,8 +7,15 @@
 // The page is opened as /?token=<player token>[&ticket=<line ticket>]. It
 // keeps its state in data attributes of its <main> element for tests and
 // tools: data-state (connecting, waiting, retrying, admitted, error),
-// data-position and data-positions-seen (the distinct positions shown, in
-// order, comma-separated).
+// data-position (the place shown) and data-positions-seen (the distinct
+// places the gate pushed, in order, comma-separated).
+//
+// The gate pushes a status when something changes and otherwise at a
+// heartbeat (up to 30 s far back in the line); between pushes the page
+// counts the last one down at the release rate it shows, never below 1
+// and never past the step at which the gate would have pushed
+// (static/estimate.js). The ticket comes in a connection's first status
+// only; the page keeps the last one it was given.
 package waitpage
 
 import (

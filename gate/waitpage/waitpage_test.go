@@ -38,6 +38,7 @@ func TestServesPageAndAssets(t *testing.T) {
 		{AssetPrefix + "format.js", "text/javascript; charset=utf-8", "export function"},
 		{AssetPrefix + "session.js", "text/javascript; charset=utf-8", "sessionStorage"},
 		{AssetPrefix + "view.js", "text/javascript; charset=utf-8", "positionsSeen"},
+		{AssetPrefix + "estimate.js", "text/javascript; charset=utf-8", "export function estimate"},
 		{AssetPrefix + "style.css", "text/css; charset=utf-8", "progress"},
 	}
 	for _, c := range cases {

@@ -1091,17 +1091,26 @@ func (x *SimulateReply) GetResultHash() uint64 {
 	return 0
 }
 
-// QueueStatus is pushed to a player waiting in the gate's admission line, at
-// least every 2 seconds while they wait.
+// QueueStatus is pushed to a player waiting in the gate's admission line: at
+// once when they join, then when something they would notice changed (the
+// position by 10 %, the ETA by 10 % and at least 1 s, the mode, the release
+// rate by 10 %), and otherwise at a heartbeat that grows with the distance
+// from the front: every -line-push (2 s) within the first 100 places, up to
+// 15 times that (30 s) from place 1,500 on. A client that shows a live
+// position may count position and eta_ms down at release_rate between
+// pushes; the next push is the truth.
 type QueueStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Position      uint64                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`                           // 1 means next in line
-	EtaMs         uint64                 `protobuf:"varint,2,opt,name=eta_ms,json=etaMs,proto3" json:"eta_ms,omitempty"`                    // estimated wait from the measured release rate; 0 when unknown
-	ReleaseRate   float64                `protobuf:"fixed64,3,opt,name=release_rate,json=releaseRate,proto3" json:"release_rate,omitempty"` // players let in per second, as measured
-	LineLength    uint64                 `protobuf:"varint,4,opt,name=line_length,json=lineLength,proto3" json:"line_length,omitempty"`     // players waiting in this gate's line
-	Ticket        string                 `protobuf:"bytes,5,opt,name=ticket,proto3" json:"ticket,omitempty"`                                // reconnect with ?ticket=<this> within grace_ms to keep your place
-	GraceMs       uint32                 `protobuf:"varint,6,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
-	Mode          string                 `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"` // "queueing" (line held), "paced" (moving), "closed" (maintenance)
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Position    uint64                 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`                           // 1 means next in line
+	EtaMs       uint64                 `protobuf:"varint,2,opt,name=eta_ms,json=etaMs,proto3" json:"eta_ms,omitempty"`                    // estimated wait from the measured release rate; 0 when unknown
+	ReleaseRate float64                `protobuf:"fixed64,3,opt,name=release_rate,json=releaseRate,proto3" json:"release_rate,omitempty"` // players let in per second, as measured
+	LineLength  uint64                 `protobuf:"varint,4,opt,name=line_length,json=lineLength,proto3" json:"line_length,omitempty"`     // players waiting in this gate's line
+	// The place's ticket: reconnect with ?ticket=<it> within grace_ms to keep
+	// your place. Sent in the first QueueStatus of a connection and again
+	// whenever it changes; an empty ticket means unchanged: keep the last one.
+	Ticket        string `protobuf:"bytes,5,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	GraceMs       uint32 `protobuf:"varint,6,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	Mode          string `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"` // "queueing" (line held), "paced" (moving), "closed" (maintenance)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

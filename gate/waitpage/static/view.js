@@ -21,7 +21,8 @@ function setProgress(percent) {
   p.textContent = `${percent}%`;
 }
 
-// waiting shows a QueueStatus. progress is 0..100; seen the positions so far.
+// waiting shows a QueueStatus (the last push, counted down to now).
+// progress is 0..100; seen the positions pushed so far.
 export function waiting(q, progress, seen) {
   setState("waiting");
   main.dataset.position = String(q.position);
