@@ -117,7 +117,21 @@ func newClient(conn *websocket.Conn, opts Options) *Client {
 	}
 	c.nextID.Store(firstRequestID() - 1)
 	conn.SetReadLimit(maxServerFrame)
+	conn.SetPingHandler(c.answerPing)
 	return c
+}
+
+// answerPing answers the gate's keepalive ping within the write timeout.
+// gorilla's default handler allows 1 s, and a pong write that times out
+// breaks the connection for good: a client starved of CPU for a second
+// (launch day on a busy machine) would drop itself while the gate was
+// willing to wait -pong-timeout.
+func (c *Client) answerPing(data string) error {
+	err := c.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.opts.WriteTimeout))
+	if errors.Is(err, websocket.ErrCloseSent) {
+		return nil
+	}
+	return err
 }
 
 // preBuffer is how many pushes before the Welcome the reader may be ahead

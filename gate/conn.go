@@ -43,7 +43,7 @@ type conn struct {
 	ended  bool               // under dmu: finish has run
 
 	wmu      sync.Mutex // serializes data frames
-	dmu      sync.Mutex // orders closing against the pong handler's deadline extension
+	dmu      sync.Mutex // guards closing, cancel and ended
 	closing  bool       // under dmu: the server has sent or is sending a close frame
 	inflight atomic.Int32
 
@@ -51,7 +51,7 @@ type conn struct {
 	// place in line (set before the reader starts); pushed, under wmu, is
 	// what the last QueueStatus said, for the walker's push rule (the
 	// ticket token goes out in the first status only, so it is not kept).
-	// pushed is 12 bytes; the struct is 216 (208 with ticketExp before).
+	// pushed is 12 bytes.
 	lineState atomic.Uint32
 	pushed    pushMark
 	ticket    queue.TicketID
