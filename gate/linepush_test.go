@@ -74,23 +74,35 @@ func TestStandingLinePushesOnlyHeartbeats(t *testing.T) {
 		pos   uint64
 		every int // walks between heartbeats
 	}{{"near", near, 1, 1}, {"mid", mid, 300, 3}, {"far", far, 2000, 15}}
+	// The first heartbeat comes anywhere in its interval (heartbeatPhase
+	// spreads a surge's players), then one every interval: over 30 s, 15,
+	// 5 and 1, each exactly its interval after the one before.
 	id := uint64(0)
+	beats := make([][]int, len(players)) // the walks at which each was pushed
 	for walk := 1; walk <= 15; walk++ {
 		g.advance(t, 2*time.Second)
-		for _, p := range players {
+		for i, p := range players {
 			id++
 			got := p.c.statusesBefore(id)
-			want := 0
-			if walk%p.every == 0 {
-				want = 1
-			}
-			if len(got) != want {
-				t.Fatalf("%s at %d s: %d statuses, want %d (a heartbeat every %d s)", p.name, 2*walk, len(got), want, 2*p.every)
+			if len(got) > 1 {
+				t.Fatalf("%s at %d s: %d statuses in one walk", p.name, 2*walk, len(got))
 			}
 			for _, q := range got {
 				if q.GetPosition() != p.pos || q.GetTicket() != "" || q.GetMode() != "queueing" || q.GetLineLength() != 2000 {
 					t.Fatalf("%s's heartbeat: %v, want place %d of 2000 and no ticket (unchanged)", p.name, q, p.pos)
 				}
+				beats[i] = append(beats[i], walk)
+			}
+		}
+	}
+	for i, p := range players {
+		b := beats[i]
+		if len(b) != 15/p.every || b[0] > p.every {
+			t.Fatalf("%s: heartbeats at walks %v, want %d, the first by walk %d", p.name, b, 15/p.every, p.every)
+		}
+		for j := 1; j < len(b); j++ {
+			if b[j]-b[j-1] != p.every {
+				t.Fatalf("%s: heartbeats at walks %v, want one every %d walks", p.name, b, p.every)
 			}
 		}
 	}
@@ -111,6 +123,7 @@ func TestPacedLinePushesAsPlacesMove(t *testing.T) {
 	if st.GetPosition() != 51 || bst.GetPosition() != 1000 || bst.GetEtaMs() != 100_000 {
 		t.Fatalf("first statuses %v and %v, want places 51 and 1000 (ETA 100 s)", st, bst)
 	}
+	g.unphase(t, "back") // this test is about moves: its heartbeat (20 s) stays out of the way
 	g.advance(t, 2*time.Second) // 20 released
 	if q := front.recvStatus(); q.GetPosition() != 31 || q.GetTicket() != "" {
 		t.Fatalf("front at 2 s: %v, want place 31", q)
@@ -270,4 +283,19 @@ func TestSDKKeepsTheTicketAndResumesThePlace(t *testing.T) {
 	if st := g.stats(); st.Joined != 2 {
 		t.Fatalf("joined %d, want 2: the reconnect took its old place", st.Joined)
 	}
+}
+
+// unphase takes the heartbeat phase (heartbeatPhase) out of a waiting
+// player's last push, as if its first status had not been back-dated.
+func (g *testGate) unphase(t *testing.T, player string) {
+	t.Helper()
+	for _, c := range g.snapshot(nil) {
+		if c.playerID == player {
+			c.wmu.Lock()
+			c.pushed.at = g.line.tick(g.clock.Now())
+			c.wmu.Unlock()
+			return
+		}
+	}
+	t.Fatalf("no connection of %s", player)
 }

@@ -3,6 +3,8 @@ package gate
 import (
 	"math"
 	"time"
+
+	"levee/queue"
 )
 
 // The push rule: the walker looks at every waiting player every -line-push
@@ -21,7 +23,9 @@ import (
 //   - heartbeat: nothing else for heartbeat(position): every push interval
 //     within the first heartbeatNear (100) places, then in proportion to
 //     the position, up to heartbeatMaxFactor (15) push intervals (30 s at
-//     the default 2 s) from place 1,500 on.
+//     the default 2 s) from place 1,500 on. A connection's first
+//     heartbeat comes at a point of its interval that depends on its
+//     ticket (heartbeatPhase), so a surge's players do not beat together.
 //
 // So a player near the front of a moving line is pushed at every walk,
 // one far back in a standing line every 30 s, and an operator's change of
@@ -102,6 +106,20 @@ func pushReason(last, cur pushMark, every time.Duration) int {
 func heartbeat(pos uint32, every time.Duration) time.Duration {
 	p := min(max(pos, heartbeatNear), heartbeatNear*heartbeatMaxFactor)
 	return every * time.Duration(p) / heartbeatNear
+}
+
+// heartbeatPhase is how many walker ticks a new player's first status is
+// back-dated by, in [0, heartbeat(pos, every)), spread evenly over the
+// tickets (a multiplicative hash of the ticket id): the first heartbeat
+// comes anywhere in its interval, so the heartbeats of a surge's players
+// are spread over the interval instead of coming as one wave.
+func heartbeatPhase(id queue.TicketID, pos int, every time.Duration) uint16 {
+	ticks := uint64(heartbeat(uint32(min(max(pos, 0), math.MaxUint32)), every) / lineTick)
+	if ticks == 0 {
+		return 0
+	}
+	h := uint64(id) * 0x9E3779B97F4A7C15 // Fibonacci hashing: consecutive ids land far apart
+	return uint16((h >> 32) * ticks >> 32)
 }
 
 // MaxStatusInterval is the longest a player waiting in the admission line

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"levee/queue"
 )
 
 func TestPushReason(t *testing.T) {
@@ -103,5 +105,29 @@ func TestLineChanged(t *testing.T) {
 	stopped := pushInfo{mode: "queueing"}
 	if lineChanged(stopped, stopped) || !lineChanged(stopped, pushInfo{mode: "queueing", rate: 0.01}) {
 		t.Error("a line at rate 0: unchanged at 0, changed by any rate")
+	}
+}
+
+// The first heartbeats of players who joined together are spread over the
+// heartbeat interval, not one wave.
+func TestHeartbeatPhaseSpreads(t *testing.T) {
+	const every = 2 * time.Second
+	const pos = 5000 // far back: a 30 s heartbeat, 300 walker ticks
+	ticks := int(heartbeat(pos, every) / lineTick)
+	var deciles [10]int
+	for id := range queue.TicketID(3000) {
+		ph := int(heartbeatPhase(id+1, pos, every))
+		if ph < 0 || ph >= ticks {
+			t.Fatalf("ticket %d: phase %d outside [0, %d)", id+1, ph, ticks)
+		}
+		deciles[ph*10/ticks]++
+	}
+	for i, n := range deciles {
+		if n < 200 || n > 400 { // 300 each when even
+			t.Fatalf("decile %d of the interval holds %d of 3000 first heartbeats: %v", i, n, deciles)
+		}
+	}
+	if got := heartbeatPhase(7, 10, every); got >= uint16(every/lineTick) {
+		t.Fatalf("near the front: phase %d, want under one push interval", got)
 	}
 }

@@ -160,7 +160,10 @@ func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 	if err == nil {
 		err = c.writeLocked(data, c.s.cfg.WriteTimeout)
 	}
-	c.pushed = markOf(st.Position, etaMillis(st.ETA), l.tick(now), gen)
+	// Back-dated by a share of the heartbeat that depends on the ticket,
+	// so players who joined together in a surge do not all get their
+	// heartbeats in the same walk ever after.
+	c.pushed = markOf(st.Position, etaMillis(st.ETA), l.tick(now)-heartbeatPhase(c.ticket, st.Position, l.push), gen)
 	c.wmu.Unlock()
 	hs.End()
 	if err != nil {
