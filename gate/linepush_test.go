@@ -123,7 +123,7 @@ func TestPacedLinePushesAsPlacesMove(t *testing.T) {
 	if st.GetPosition() != 51 || bst.GetPosition() != 1000 || bst.GetEtaMs() != 100_000 {
 		t.Fatalf("first statuses %v and %v, want places 51 and 1000 (ETA 100 s)", st, bst)
 	}
-	g.unphase(t, "back") // this test is about moves: its heartbeat (20 s) stays out of the way
+	g.unphase(t, "back")        // this test is about moves: its heartbeat (20 s) stays out of the way
 	g.advance(t, 2*time.Second) // 20 released
 	if q := front.recvStatus(); q.GetPosition() != 31 || q.GetTicket() != "" {
 		t.Fatalf("front at 2 s: %v, want place 31", q)
