@@ -27,7 +27,7 @@ import (
 // Admitted (Client.Waited), then the Welcome. The gate pushes a status
 // when the place or the ETA moved by about 10 %, or the mode or the rate
 // changed, and otherwise at a heartbeat: every -line-push (2 s) near the
-// front, up to 15 times that (30 s) far back, so statuses come seldom
+// front, up to 30 times that (60 s) far back, so statuses come seldom
 // while a long line stands still (gate.MaxStatusInterval bounds the gap);
 // a caller showing a live position may count down between them at the
 // release rate. The ticket comes in the first status of a connection

@@ -109,7 +109,7 @@
 // everyone at once), their position (by 10 % of it, at least one place),
 // their ETA (by 10 % and at least 1 s), or their heartbeat is due: every
 // -line-push within the first 100 places, then growing with the position
-// to 15 × -line-push (30 s) from place 1,500 on (MaxStatusInterval bounds
+// to 30 × -line-push (60 s) from place 3,000 on (MaxStatusInterval bounds
 // the gap). Far back in a paced line a player is pushed about ten times on
 // the way to the front; near the front, at every walk. Clients may count
 // position and ETA down at release_rate between pushes (the waiting page

@@ -57,7 +57,7 @@ func reasonCount(g *testGate, reason int) float64 {
 
 // In a standing line every player is looked at every push interval, but a
 // player far back is pushed only at its heartbeat: 2 s at the front, 6 s
-// at place 300, 30 s at place 2,000; nothing else, as nothing changes.
+// at place 300, 40 s at place 2,000; nothing else, as nothing changes.
 func TestStandingLinePushesOnlyHeartbeats(t *testing.T) {
 	g := lineGate(t, "queueing", 1, time.Second, func(c *Config) { c.LinePush = 2 * time.Second })
 	near, _ := g.join(t, "near", "")
@@ -73,13 +73,13 @@ func TestStandingLinePushesOnlyHeartbeats(t *testing.T) {
 		c     *client
 		pos   uint64
 		every int // walks between heartbeats
-	}{{"near", near, 1, 1}, {"mid", mid, 300, 3}, {"far", far, 2000, 15}}
+	}{{"near", near, 1, 1}, {"mid", mid, 300, 3}, {"far", far, 2000, 20}}
 	// The first heartbeat comes anywhere in its interval (heartbeatPhase
-	// spreads a surge's players), then one every interval: over 30 s, 15,
-	// 5 and 1, each exactly its interval after the one before.
+	// spreads a surge's players), then one every interval: over 120 s, 60,
+	// 20 and 3, each exactly its interval after the one before.
 	id := uint64(0)
 	beats := make([][]int, len(players)) // the walks at which each was pushed
-	for walk := 1; walk <= 15; walk++ {
+	for walk := 1; walk <= 60; walk++ {
 		g.advance(t, 2*time.Second)
 		for i, p := range players {
 			id++
@@ -97,8 +97,8 @@ func TestStandingLinePushesOnlyHeartbeats(t *testing.T) {
 	}
 	for i, p := range players {
 		b := beats[i]
-		if len(b) != 15/p.every || b[0] > p.every {
-			t.Fatalf("%s: heartbeats at walks %v, want %d, the first by walk %d", p.name, b, 15/p.every, p.every)
+		if len(b) != 60/p.every || b[0] > p.every {
+			t.Fatalf("%s: heartbeats at walks %v, want %d, the first by walk %d", p.name, b, 60/p.every, p.every)
 		}
 		for j := 1; j < len(b); j++ {
 			if b[j]-b[j-1] != p.every {
@@ -106,9 +106,9 @@ func TestStandingLinePushesOnlyHeartbeats(t *testing.T) {
 			}
 		}
 	}
-	// 15 + 5 + 1 heartbeats to 3 players in a line of 2,000, in 30 s.
-	if h, f, sent := reasonCount(g, reasonHeartbeat), reasonCount(g, reasonFirst), testutil.ToFloat64(g.m.line.pushes[pushSent]); h != 21 || f != 3 || sent != 24 {
-		t.Fatalf("pushes: heartbeat %v, first %v, sent %v; want 21, 3, 24", h, f, sent)
+	// 60 + 20 + 3 heartbeats to 3 players in a line of 2,000, in 120 s.
+	if h, f, sent := reasonCount(g, reasonHeartbeat), reasonCount(g, reasonFirst), testutil.ToFloat64(g.m.line.pushes[pushSent]); h != 83 || f != 3 || sent != 86 {
+		t.Fatalf("pushes: heartbeat %v, first %v, sent %v; want 83, 3, 86", h, f, sent)
 	}
 }
 

@@ -22,13 +22,13 @@ import (
 //     unknown;
 //   - heartbeat: nothing else for heartbeat(position): every push interval
 //     within the first heartbeatNear (100) places, then in proportion to
-//     the position, up to heartbeatMaxFactor (15) push intervals (30 s at
-//     the default 2 s) from place 1,500 on. A connection's first
+//     the position, up to heartbeatMaxFactor (30) push intervals (60 s at
+//     the default 2 s) from place 3,000 on. A connection's first
 //     heartbeat comes at a point of its interval that depends on its
 //     ticket (heartbeatPhase), so a surge's players do not beat together.
 //
 // So a player near the front of a moving line is pushed at every walk,
-// one far back in a standing line every 30 s, and an operator's change of
+// one far back in a standing line every 60 s, and an operator's change of
 // mode or rate reaches everyone at once. In a paced line a player's
 // position and ETA both fall by about 10 % in a tenth of their remaining
 // wait, so a player is pushed about ten times on the way to the front, and
@@ -39,7 +39,7 @@ const (
 	minETAChange       = time.Second
 	rateShare          = 10
 	heartbeatNear      = 100
-	heartbeatMaxFactor = 15
+	heartbeatMaxFactor = 30
 )
 
 // Why a waiting player is pushed a status, counted (for the pushes
@@ -60,7 +60,7 @@ var pushReasons = [numPushReasons]string{"", "first", "mode_rate", "moved", "eta
 // kept on every waiting connection (conn.pushed), in 12 bytes. at and gen
 // wrap around; the rule compares them by difference and equality, which
 // holds as long as a player is pushed at least every 109 minutes (the
-// heartbeat is at most 15 × the push interval, at most 15 min) and misses
+// heartbeat is at most 30 × the push interval, at most 30 min) and misses
 // fewer than 65,536 changes of the line between two pushes.
 type pushMark struct {
 	pos uint32 // position (saturated)
@@ -124,7 +124,7 @@ func heartbeatPhase(id queue.TicketID, pos int, every time.Duration) uint16 {
 
 // MaxStatusInterval is the longest a player waiting in the admission line
 // of a gate with -line-push push goes without a QueueStatus: the heartbeat
-// far back in a standing line (15 × push), and one walk more for a push
+// far back in a standing line (30 × push), and one walk more for a push
 // skipped because another write to the player was in progress. Tools that
 // watch the pushes (the load tool's line scenario) judge gaps against it.
 func MaxStatusInterval(push time.Duration) time.Duration {

@@ -38,17 +38,17 @@ func TestPushReason(t *testing.T) {
 		{"short eta, under 1 s", last(100, 5_000), pushMark{pos: 100, eta: 4_001, at: at(0), gen: 7}, reasonNone},
 		{"short eta, 1 s", last(100, 5_000), pushMark{pos: 100, eta: 4_000, at: at(0), gen: 7}, reasonETA},
 
-		// Heartbeat: every walk near the front, 15 walks (30 s) far back.
+		// Heartbeat: every walk near the front, 30 walks (60 s) far back.
 		{"front, a walk later", last(1, 0), pushMark{pos: 1, at: at(1), gen: 7}, reasonHeartbeat},
 		{"front, half a walk later", last(1, 0), pushMark{pos: 1, at: at(0) + walk/2, gen: 7}, reasonHeartbeat},
 		{"front, just under half a walk", last(1, 0), pushMark{pos: 1, at: at(0) + walk/2 - 1, gen: 7}, reasonNone},
 		{"at 100, a walk later", last(100, 0), pushMark{pos: 100, at: at(1), gen: 7}, reasonHeartbeat},
 		{"at 300, two walks", last(300, 0), pushMark{pos: 300, at: at(2), gen: 7}, reasonNone},
 		{"at 300, three walks", last(300, 0), pushMark{pos: 300, at: at(3), gen: 7}, reasonHeartbeat},
-		{"far back, 14 walks", last(50_000, 0), pushMark{pos: 50_000, at: at(14), gen: 7}, reasonNone},
-		{"far back, 15 walks", last(50_000, 0), pushMark{pos: 50_000, at: at(15), gen: 7}, reasonHeartbeat},
-		{"tick counter wrapped", pushMark{pos: 50_000, at: math.MaxUint16 - 10}, pushMark{pos: 50_000, at: 15*walk - 11}, reasonHeartbeat},
-		{"tick counter wrapped, early", pushMark{pos: 50_000, at: math.MaxUint16 - 10}, pushMark{pos: 50_000, at: 14*walk - 11}, reasonNone},
+		{"far back, 29 walks", last(50_000, 0), pushMark{pos: 50_000, at: at(29), gen: 7}, reasonNone},
+		{"far back, 30 walks", last(50_000, 0), pushMark{pos: 50_000, at: at(30), gen: 7}, reasonHeartbeat},
+		{"tick counter wrapped", pushMark{pos: 50_000, at: math.MaxUint16 - 10}, pushMark{pos: 50_000, at: 30*walk - 11}, reasonHeartbeat},
+		{"tick counter wrapped, early", pushMark{pos: 50_000, at: math.MaxUint16 - 10}, pushMark{pos: 50_000, at: 29*walk - 11}, reasonNone},
 
 		// A paced line far back: small steps of position and ETA are not pushed.
 		{"paced, far back, a walk later", last(5000, 50_000), pushMark{pos: 4800, eta: 48_000, at: at(1), gen: 7}, reasonNone},
@@ -70,15 +70,16 @@ func TestHeartbeat(t *testing.T) {
 		{150, 2 * time.Second, 3 * time.Second},
 		{1000, 2 * time.Second, 20 * time.Second},
 		{1500, 2 * time.Second, 30 * time.Second},
-		{math.MaxUint32, 2 * time.Second, 30 * time.Second},
+		{3000, 2 * time.Second, 60 * time.Second},
+		{math.MaxUint32, 2 * time.Second, 60 * time.Second},
 		{1500, 500 * time.Millisecond, 7500 * time.Millisecond},
 	} {
 		if got := heartbeat(tc.pos, tc.every); got != tc.want {
 			t.Errorf("heartbeat(%d, %v) = %v, want %v", tc.pos, tc.every, got, tc.want)
 		}
 	}
-	if got := MaxStatusInterval(2 * time.Second); got != 32*time.Second {
-		t.Errorf("MaxStatusInterval(2s) = %v, want 32s", got)
+	if got := MaxStatusInterval(2 * time.Second); got != 62*time.Second {
+		t.Errorf("MaxStatusInterval(2s) = %v, want 62s", got)
 	}
 }
 
@@ -112,7 +113,7 @@ func TestLineChanged(t *testing.T) {
 // heartbeat interval, not one wave.
 func TestHeartbeatPhaseSpreads(t *testing.T) {
 	const every = 2 * time.Second
-	const pos = 5000 // far back: a 30 s heartbeat, 300 walker ticks
+	const pos = 5000 // far back: a 60 s heartbeat, 600 walker ticks
 	ticks := int(heartbeat(pos, every) / lineTick)
 	var deciles [10]int
 	for id := range queue.TicketID(3000) {

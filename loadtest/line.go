@@ -46,8 +46,8 @@ type LineConfig struct {
 	OrderSlack time.Duration
 	// MaxStatusGap: the longest a waiting bot may go without a QueueStatus.
 	// The gate pushes on change, else at a heartbeat that is -line-push
-	// near the front and up to 15 times that far back in a standing line
-	// (gate.MaxStatusInterval: 32 s at the default 2 s).
+	// near the front and up to 30 times that far back in a standing line
+	// (gate.MaxStatusInterval: 62 s at the default 2 s).
 	MaxStatusGap time.Duration
 
 	Admin *Admin // the gate's admin API; nil: none (no Start, no Change)
@@ -64,7 +64,7 @@ type LineConfig struct {
 }
 
 // DefaultLine is 3,000 bots, 64 handshakes at a time, a 5-minute bound,
-// 1 s windows, ±20 % pace tolerance, no order slack, a 33 s status gap
+// 1 s windows, ±20 % pace tolerance, no order slack, a 63 s status gap
 // (the gate's longest at its default -line-push, and 1 s for delivery).
 func DefaultLine() LineConfig {
 	return LineConfig{

@@ -110,7 +110,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.DurationVar(&cfg.LineInterval, "line-interval", cfg.LineInterval, "the interval of -line-rate")
 			fs.IntVar(&cfg.LineMax, "line-max", cfg.LineMax, "the longest the line may be; newcomers past it get SERVER_FULL")
 			fs.DurationVar(&cfg.LineGrace, "line-grace", cfg.LineGrace, "how long a player who dropped out of the line keeps their place (reconnect with ?ticket=)")
-			fs.DurationVar(&cfg.LinePush, "line-push", cfg.LinePush, "how often the waiting players are looked at: each is sent a status when its place or ETA moved by 10 % or the mode or rate changed, else at a heartbeat of this near the front, up to 15 times this far back")
+			fs.DurationVar(&cfg.LinePush, "line-push", cfg.LinePush, "how often the waiting players are looked at: each is sent a status when its place or ETA moved by 10 % or the mode or rate changed, else at a heartbeat of this near the front, up to 30 times this far back")
 			fs.DurationVar(&cfg.LineRetryAfter, "line-retry-after", cfg.LineRetryAfter, "retry_after told to newcomers while the line is closed")
 			fs.StringVar(&cfg.AdminToken, "admin-token", cfg.AdminToken, "bearer token of the admin API (/admin/line on -ops-addr); empty: the API is off (404). Prefer GATE_ADMIN_TOKEN to keep it out of ps")
 			fs.Float64Var(&cfg.AutoMinRate, "auto-min-rate", cfg.AutoMinRate, "auto mode: the lowest release rate, players per second")

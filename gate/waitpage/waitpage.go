@@ -11,7 +11,7 @@
 // places the gate pushed, in order, comma-separated).
 //
 // The gate pushes a status when something changes and otherwise at a
-// heartbeat (up to 30 s far back in the line); between pushes the page
+// heartbeat (up to 60 s far back in the line); between pushes the page
 // counts the last one down at the release rate it shows, never below 1
 // and never past the step at which the gate would have pushed
 // (static/estimate.js). The ticket comes in a connection's first status

@@ -1096,7 +1096,7 @@ func (x *SimulateReply) GetResultHash() uint64 {
 // position by 10 %, the ETA by 10 % and at least 1 s, the mode, the release
 // rate by 10 %), and otherwise at a heartbeat that grows with the distance
 // from the front: every -line-push (2 s) within the first 100 places, up to
-// 15 times that (30 s) from place 1,500 on. A client that shows a live
+// 30 times that (60 s) from place 3,000 on. A client that shows a live
 // position may count position and eta_ms down at release_rate between
 // pushes; the next push is the truth.
 type QueueStatus struct {

@@ -4,7 +4,7 @@
 // out zero values, hence the Number(... ?? 0) everywhere.
 //
 // The gate pushes a status when something changes and otherwise seldom
-// (every 2 s near the front, up to every 30 s far back; there is no
+// (every 2 s near the front, up to every 60 s far back; there is no
 // "stale" timeout here: a quiet connection is a line that is not moving,
 // and a dead one closes). Between pushes the page counts the last one down
 // at the release rate (estimate.js). The ticket comes in the connection's

@@ -3,7 +3,7 @@
 // The gate pushes a waiting player's status only when something they would
 // notice changed (the place moved by 10 %, the ETA by 10 % and 1 s, the
 // mode or the rate) and otherwise at a heartbeat that is 2 s near the
-// front and up to 30 s far back. So that the page still shows a live
+// front and up to 60 s far back. So that the page still shows a live
 // place, it counts the last push down between pushes:
 //
 //   - the place falls at RATE_SHARE (90 %) of the release rate shown, a
