@@ -33,7 +33,7 @@
 # keeps it (summary.txt), the load processes' reports (load-N.json/.txt),
 # every /metrics read (snap-*/) and the logs in a directory it prints. It
 # exits 1 when a player was dropped or did not get into line, or a step
-# failed. About 2-2.5 minutes at 80,000 on 2 cores. It stops every process
+# failed. About 1.5-2.5 minutes at 80,000 on 2 cores. It stops every process
 # it started, also on failure or Ctrl-C.
 #
 # Loopback only. One process may hold at most 20,000 open files: 16,000
