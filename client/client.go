@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,13 +123,16 @@ func newClient(conn *websocket.Conn, opts Options) *Client {
 }
 
 // answerPing answers the gate's keepalive ping within the write timeout.
-// gorilla's default handler allows 1 s, and a pong write that times out
+// gorilla's default handler allows 1 s, and a socket write that times out
 // breaks the connection for good: a client starved of CPU for a second
 // (launch day on a busy machine) would drop itself while the gate was
-// willing to wait -pong-timeout.
+// willing to wait -pong-timeout. Like gorilla's handler it ignores a
+// timeout (also the one of waiting for another write to finish): the
+// reads go on, and a connection that is really broken fails its next write.
 func (c *Client) answerPing(data string) error {
 	err := c.conn.WriteControl(websocket.PongMessage, []byte(data), time.Now().Add(c.opts.WriteTimeout))
-	if errors.Is(err, websocket.ErrCloseSent) {
+	var ne net.Error
+	if errors.Is(err, websocket.ErrCloseSent) || errors.As(err, &ne) && ne.Timeout() {
 		return nil
 	}
 	return err

@@ -46,7 +46,7 @@ func raceEnabled() bool {
 // bots' side (one got its place before the other began its handshake),
 // against release times bounded with the gate's own waited_ms, so that the
 // order in which the Admitted pushes reach the bots does not count. The
-// timing (pace, a status at least every 8.5 s: the heartbeat far back at a
+// timing (pace, a status at least every 16 s: the heartbeat far back at a
 // 500 ms -line-push) is the subtest "timing", skipped with the reason when
 // the test process itself was starved of CPU for more than maxStall (the
 // order and the losses are always judged).

@@ -217,6 +217,14 @@ func (c Config) Validate() error {
 			return bad("-%s: must be > 0, got %s", d.flag, d.v)
 		}
 	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"ping-interval", c.PingInterval}, {"pong-timeout", c.PongTimeout}} {
+		if d.v > maxKeepaliveFlag {
+			return bad("-%s: must be at most %s, got %s", d.flag, maxKeepaliveFlag, d.v)
+		}
+	}
 	if c.MaxInFlight <= 0 {
 		return bad("-max-inflight: must be > 0, got %d", c.MaxInFlight)
 	}
@@ -245,11 +253,12 @@ func (c Config) Validate() error {
 
 // Bounds on the line's knobs the queue package does not bound itself.
 const (
-	minLinePush     = 100 * time.Millisecond
-	maxLinePush     = time.Minute
-	minAutoInterval = 100 * time.Millisecond
-	maxAutoInterval = time.Hour
-	maxAutoUp       = 10
+	minLinePush      = 100 * time.Millisecond
+	maxLinePush      = time.Minute
+	maxKeepaliveFlag = time.Hour // -ping-interval and -pong-timeout
+	minAutoInterval  = 100 * time.Millisecond
+	maxAutoInterval  = time.Hour
+	maxAutoUp        = 10
 )
 
 // validateLine checks the admission line's and auto mode's fields.

@@ -123,3 +123,19 @@ func TestNewWarnsAboutTheDevSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A keepalive flag past an hour is refused: ping interval + pong timeout
+// must not overflow into a negative deadline that drops everyone.
+func TestKeepaliveFlagsBounded(t *testing.T) {
+	for flag, mod := range map[string]func(*Config){
+		"-ping-interval": func(c *Config) { c.PingInterval = 2 * time.Hour },
+		"-pong-timeout":  func(c *Config) { c.PongTimeout = time.Duration(1<<63 - 1) },
+	} {
+		c := DefaultConfig()
+		c.LogicAddrs = []string{"127.0.0.1:9000"}
+		mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s out of bounds: %v, want an error naming it", flag, err)
+		}
+	}
+}

@@ -72,8 +72,9 @@ func newKeepalive(pingInterval, pongTimeout time.Duration) *keepalive {
 }
 
 // aliveNow is the liveness time now (Unix ns): the clock minus the
-// lateness excused so far. It only ever moves forward, since no more is
-// excused than the time that passed.
+// lateness excused so far. No more is excused than the time that passed,
+// so it moves forward unless the wall clock itself steps back; visit
+// clamps a connection's times to now when it does.
 func (s *Server) aliveNow() int64 {
 	return s.clock.Now().UnixNano() - s.ka.excused.Load()
 }
@@ -148,6 +149,15 @@ func (c *conn) visit(ping bool) {
 		return
 	}
 	now := c.s.aliveNow()
+	// After the wall clock stepped back, times noted before the step lie
+	// ahead of now: bring them back to now (it costs the player at most one
+	// deadline), so a ping sent now is not taken as answered by them.
+	if c.lastSeen.Load() > now {
+		c.lastSeen.Store(now)
+	}
+	if c.pingedAt.Load() > now {
+		c.pingedAt.Store(now)
+	}
 	if silent(c.lastSeen.Load(), c.pingedAt.Load(), now, c.s.ka.limit) {
 		if unreadBytes(c.ws.NetConn()) > 0 {
 			// The player did answer: its bytes wait in the socket for a
@@ -155,6 +165,9 @@ func (c *conn) visit(ping bool) {
 			c.s.m.keepalive.unread.Inc()
 			c.lastSeen.Store(now)
 			return
+		}
+		if !c.markClosing() {
+			return // closing already: counted once, left to its close
 		}
 		c.s.m.keepalive.drops.Inc()
 		c.s.log.Debug("dropping a silent player", "player", c.playerID,
@@ -169,8 +182,16 @@ func (c *conn) visit(ping bool) {
 
 // ping sends a keepalive ping; a socket that cannot take one is closed. A
 // ping sent after the player's last sign of life starts its deadline, from
-// now (just before the write: nothing can answer it sooner).
+// now (just before the write: nothing can answer it sooner). A player
+// being written to (a reply, a status) is skipped this round rather than
+// waited for, so one slow socket does not hold up the round: it is pinged
+// at its next turn, and a write that cannot finish closes it anyway.
 func (c *conn) ping(now int64) {
+	if !c.wmu.TryLock() {
+		c.s.m.keepalive.pings[pingSkipped].Inc()
+		return
+	}
+	defer c.wmu.Unlock()
 	if c.pingedAt.Load() <= c.lastSeen.Load() {
 		c.pingedAt.Store(now)
 	}

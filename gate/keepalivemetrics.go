@@ -9,10 +9,11 @@ import (
 const (
 	pingSent   = iota // written
 	pingFailed        // the write failed; the socket is closed
+	pingSkipped       // another write to the player was in progress; pinged next turn
 	numPingResults
 )
 
-var pingResults = [numPingResults]string{"sent", "failed"}
+var pingResults = [numPingResults]string{"sent", "failed", "skipped"}
 
 // keepaliveLagBuckets are gate_keepalive_lag_seconds' buckets: 1 ms to
 // about 65 s.
@@ -51,7 +52,7 @@ func newKeepaliveMetrics(reg prometheus.Registerer) *keepaliveMetrics {
 	}
 	pings := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "gate_keepalive_pings_total",
-		Help: "Keepalive pings, by result (sent; failed: the write failed and the socket was closed).",
+		Help: "Keepalive pings, by result (sent; failed: the write failed and the socket was closed; skipped: another write to the player was in progress, pinged at its next turn).",
 	}, []string{"result"})
 	for i, r := range pingResults {
 		m.pings[i] = pings.WithLabelValues(r)

@@ -11,9 +11,10 @@
 //     rather than runs ahead of it;
 //   - never below 1, and never by a whole "moved" step of the gate (10 %
 //     of the pushed place, at least 1): had the place fallen that far, the
-//     gate would have pushed it, so the next push never says less than
-//     the page shows (near the front the step is 1 and the page shows the
-//     pushed place as it is: pushes come every 2 s there);
+//     gate would have pushed it, so the page is less than one step off
+//     the line: a push may set the shown place back up, by less than a
+//     step (near the front the step is 1 and the page shows the pushed
+//     place as it is: pushes come every 2 s there);
 //   - the ETA falls at the same pace (0.9 s a second), likewise never by a
 //     whole step of the gate (10 %, at least 1 s) and never below 1 s
 //     while it is known;
