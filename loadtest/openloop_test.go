@@ -86,7 +86,13 @@ type dispatchHarness struct {
 
 func startDispatch(t *testing.T, rate float64, d time.Duration, issue func(i int) bool) *dispatchHarness {
 	t.Helper()
-	h := &dispatchHarness{t: t, clk: clock.NewFake(t0), done: make(chan DispatchStats, 1)}
+	return startDispatchOn(t, clock.NewFake(t0), rate, d, issue)
+}
+
+// startDispatchOn is startDispatch on clk, which must stand at t0.
+func startDispatchOn(t *testing.T, clk *clock.Fake, rate float64, d time.Duration, issue func(i int) bool) *dispatchHarness {
+	t.Helper()
+	h := &dispatchHarness{t: t, clk: clk, done: make(chan DispatchStats, 1)}
 	if issue == nil {
 		issue = func(int) bool { h.issued.Add(1); return true }
 	}

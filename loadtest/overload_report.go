@@ -204,8 +204,8 @@ func (r *OverloadReport) Evaluate(cfg OverloadConfig) {
 		if p.Mode == "open" {
 			d := p.Dispatch
 			if d.Unsent > 0 || d.Late > d.Planned/100 {
-				warn("%s: the load tool fell behind its schedule: %d of %d requests dispatched late (max lag %s), %d never sent; it shares %d CPUs with the cluster",
-					p.Name, d.Late, d.Planned, ms(d.MaxLag), d.Unsent, r.NumCPU)
+				warn("%s: the load tool fell behind its schedule: %d of %d requests dispatched late (max lag %s), %d never sent; it shares %d CPUs with the cluster; p99 of served from the due time %s (from the send %s)",
+					p.Name, d.Late, d.Planned, ms(d.MaxLag), d.Unsent, r.NumCPU, ms(p.LatencyFromDue.P99), ms(p.Latency.P99))
 			}
 			if p.SemaphoreWaits > 0 {
 				warn("%s: %d times the dispatcher waited for a free slot (%d requests in flight)", p.Name, p.SemaphoreWaits, p.MaxOutstanding)
@@ -289,6 +289,7 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 			p.Sent, p.Served, p.Goodput, ms(p.Latency.P50), ms(p.Latency.P99), Sum(p.Overload), Sum(p.Failed), Sum(p.Lost), late, unsent)
 	}
 	tw.Flush()
+	r.writeLatencies(&b)
 
 	b.WriteString("\n")
 	kv := func(k, format string, args ...any) { fmt.Fprintf(&b, "%-26s %s\n", k, fmt.Sprintf(format, args...)) }
@@ -300,18 +301,20 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 			if !st.Held {
 				held = "did not hold"
 			}
-			kv(fmt.Sprintf("  step %d (%.2f x C0)", i+1, st.Factor), "offered %.1f/s, served %.1f/s (%.0f %%), p99 %s: %s",
-				st.Rate, st.Served, st.ServedRatio*100, ms(st.P99), held)
+			kv(fmt.Sprintf("  step %d (%.2f x C0)", i+1, st.Factor), "offered %.1f/s, served %.1f/s (%.0f %%), p99 %s (from due %s): %s",
+				st.Rate, st.Served, st.ServedRatio*100, ms(st.P99), ms(st.P99FromDue), held)
 		}
 	}
 	if p := r.BaselinePhase; p != nil {
-		kv("baseline", "goodput %.1f/s, served p50 %s p99 %s", p.Goodput, ms(p.Latency.P50), ms(p.Latency.P99))
+		kv("baseline", "goodput %.1f/s, served p50 %s p99 %s (from due: p50 %s p99 %s)", p.Goodput,
+			ms(p.Latency.P50), ms(p.Latency.P99), ms(p.LatencyFromDue.P50), ms(p.LatencyFromDue.P99))
 		kv("baseline by criticality", "critical p99 %s, default p99 %s", ms(p.Critical.Latency.P99), ms(p.Default.Latency.P99))
 	}
 	if p := r.OverloadPhase; p != nil {
 		kv("overload offered", "%.1f/s (target %.1f/s)", p.OfferedRate, p.TargetRate)
 		kv("overload goodput", "%.1f/s = %.2f x C", p.Goodput, r.GoodputRatio)
 		kv("overload p99 served", "%s = %.2f x baseline p99; answered p99 %s", ms(p.Latency.P99), r.P99Ratio, ms(p.AnsweredLatency.P99))
+		kv("overload p99 from due", "served %s, answered %s", ms(p.LatencyFromDue.P99), ms(p.AnsweredLatencyFromDue.P99))
 		kv("overload outcomes", "ok %d, business %d%s, refused %d%s, failed %d%s, lost %d%s", p.OK,
 			Sum(p.Business), paren(p.Business), Sum(p.Overload), paren(p.Overload), Sum(p.Failed), paren(p.Failed),
 			Sum(p.Lost), paren(p.Lost))
@@ -347,6 +350,26 @@ func (r *OverloadReport) WriteTable(w io.Writer) error {
 	writeCriteria(&b, r.Criteria, r.Warnings, 48)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeLatencies writes each phase's served latencies from the send and,
+// for the open loops, from the due time.
+func (r *OverloadReport) writeLatencies(b *strings.Builder) {
+	b.WriteString("\nlatency of served requests, from the send (reply - when it was written) and from the due time\n" +
+		"(reply - when the open-loop schedule said to send it: a load tool that falls behind cannot hide the cluster's slowness;\n" +
+		"the closed-loop capacity phase has no schedule)\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tsend p50\tp90\tp99\tmax\tdue p50\tp90\tp99\tmax\t")
+	cols := func(l Latency) string {
+		if l.Count == 0 {
+			return "-\t-\t-\t-"
+		}
+		return ms(l.P50) + "\t" + ms(l.P90) + "\t" + ms(l.P99) + "\t" + ms(l.Max)
+	}
+	for _, p := range r.AllPhases() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", p.Name, cols(p.Latency), cols(p.LatencyFromDue))
+	}
+	tw.Flush()
 }
 
 func (r *OverloadReport) factorLabel(phase string) string {

@@ -9,14 +9,22 @@ import (
 	"time"
 )
 
+// phase is a phase that served every request it sent; an open one's
+// latencies from the due time are 7 ms more than from the send.
 func phase(name, mode string, served int, goodput float64, p99 time.Duration) *PhaseReport {
-	return &PhaseReport{
+	p := &PhaseReport{
 		Name: name, Mode: mode, Duration: 10 * time.Second,
 		Sent: served, Answered: served, OK: served, Served: served, Goodput: goodput,
 		Business: map[string]int{}, Overload: map[string]int{}, Failed: map[string]int{}, Lost: map[string]int{},
-		Latency:  Latency{Count: served, P50: p99 / 2, P99: p99},
+		Latency:  Latency{Count: served, P50: p99 / 2, P90: p99 * 3 / 4, P99: p99, Max: p99 * 2},
 		Dispatch: DispatchStats{Planned: served, Issued: served},
 	}
+	if mode == "open" {
+		late := 7 * time.Millisecond
+		l := p.Latency
+		p.LatencyFromDue = Latency{Count: l.Count, P50: l.P50 + late, P90: l.P90 + late, P99: l.P99 + late, Max: l.Max + late}
+	}
+	return p
 }
 
 // A run that held: C 100/s, overload goodput 95/s, p99 2.5 × baseline,
@@ -130,7 +138,7 @@ func TestEvaluateWarnsWithoutFailing(t *testing.T) {
 		t.Fatalf("failed: %+v", r.Criteria)
 	}
 	all := strings.Join(r.Warnings, "\n")
-	for _, want := range []string{"fell behind", "5000 of 20000", "1000 never sent", "shares 2 CPUs", "free slot",
+	for _, want := range []string{"fell behind", "5000 of 20000", "p99 of served from the due time 57.0ms (from the send 50.0ms)", "1000 never sent", "shares 2 CPUs", "free slot",
 		"INTERNAL 1", "-max-rate", "no sample from battle-1", "other processes used 0.70 cores of the machine during the overload phase"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("warnings lack %q:\n%s", want, all)
@@ -150,6 +158,7 @@ func TestOverloadReportOutput(t *testing.T) {
 		{Factor: 1.25, Rate: 100, Served: 100, ServedRatio: 1, P99: 60 * time.Millisecond, Held: true},
 		{Factor: 1.5, Rate: 120, Served: 110, ServedRatio: 0.92, P99: 400 * time.Millisecond}} {
 		st.Phase = phase("search"+strconv.Itoa(i+1), "open", int(st.Served*3), st.Served, st.P99)
+		st.P99FromDue = st.Phase.LatencyFromDue.P99
 		r.CapacitySteps = append(r.CapacitySteps, st)
 		r.Replies += uint64(st.Phase.Answered)
 	}
@@ -161,10 +170,24 @@ func TestOverloadReportOutput(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"capacity C", "100.0 served/s", "open, 10 x C", "closed,", "0.95 x C", "2.50 x baseline",
 		"BUSY 18100", "gate", "48.0MiB", "pass  overload goodput >= 0.90 x C", "closed loop C0 80.0/s",
-		"capacity search", "step 3 (1.50 x C0) did not hold", "offered 100.0/s, served 100.0/s (100 %), p99 60.0ms: held",
-		"offered 120.0/s, served 110.0/s (92 %), p99 400.0ms: did not hold", "open, 1.25 x C0", "pass  every request got exactly one reply"} {
+		"capacity search", "step 3 (1.50 x C0) did not hold", "offered 100.0/s, served 100.0/s (100 %), p99 60.0ms (from due 67.0ms): held",
+		"offered 120.0/s, served 110.0/s (92 %), p99 400.0ms (from due 407.0ms): did not hold", "open, 1.25 x C0", "pass  every request got exactly one reply",
+		// Latency from the send and from the due time, each phase; the
+		// closed loop has no due time.
+		"from the due time", "phase  send p50", "due p50",
+		"(from due: p50 17.0ms p99 27.0ms)", "overload p99 from due      served 57.0ms"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{
+		"capacity 15.0ms 22.5ms 30.0ms 60.0ms - - - -",
+		"search3 200.0ms 300.0ms 400.0ms 800.0ms 207.0ms 307.0ms 407.0ms 807.0ms",
+		"baseline 10.0ms 15.0ms 20.0ms 40.0ms 17.0ms 22.0ms 27.0ms 47.0ms",
+		"overload 25.0ms 37.5ms 50.0ms 100.0ms 32.0ms 44.5ms 57.0ms 107.0ms",
+	} {
+		if !hasLine(out, want) {
+			t.Errorf("latency table lacks %q:\n%s", want, out)
 		}
 	}
 	b.Reset()
@@ -175,8 +198,30 @@ func TestOverloadReportOutput(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
+	// The figures from the send keep their names; those from the due time
+	// are beside them, and left out of the closed loop.
+	for _, key := range []string{`"latency_served": {`, `"latency_answered": {`, `"p99_served_ns": 400000000`,
+		`"latency_served_from_due": {`, `"p99_served_from_due_ns": 407000000`} {
+		if !strings.Contains(b.String(), key) {
+			t.Errorf("json lacks %s", key)
+		}
+	}
+	if back.OverloadPhase.LatencyFromDue.P99 != 57*time.Millisecond || back.OverloadPhase.Latency.P99 != 50*time.Millisecond ||
+		back.CapacityPhase.LatencyFromDue.Count != 0 || back.CapacitySteps[2].P99FromDue != 407*time.Millisecond {
+		t.Errorf("round trip from due: overload %+v, capacity %+v", back.OverloadPhase.LatencyFromDue, back.CapacityPhase.LatencyFromDue)
+	}
 	if !back.Passed || back.Capacity != 100 || back.OverloadPhase.Overload["BUSY"] != 18100 || back.GoodputRatio != 0.95 ||
 		len(back.CapacitySteps) != 3 || back.CapacitySteps[1].Served != 100 || !back.CapacitySteps[1].Held || back.CapacityClosed != 80 {
 		t.Fatalf("round trip: %+v", back)
 	}
+}
+
+// hasLine reports whether a line of out has the fields of want.
+func hasLine(out, want string) bool {
+	for line := range strings.Lines(out) {
+		if strings.Join(strings.Fields(line), " ") == want {
+			return true
+		}
+	}
+	return false
 }

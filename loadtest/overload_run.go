@@ -195,7 +195,7 @@ func (o *overloadRun) closedLoop(ctx context.Context, name string, k int, d time
 				if i >= budget {
 					return
 				}
-				if ra := o.request(ctx, t, name, int(i)); ra > 0 {
+				if ra := o.request(ctx, t, name, int(i), time.Time{}); ra > 0 {
 					o.pause(pctx, min(ra, maxPoliteWait))
 				}
 			}
@@ -235,9 +235,10 @@ func (o *overloadRun) openLoop(ctx context.Context, name string, rate float64, d
 				return false
 			}
 		}
+		due := Due(start, i, rate)
 		wg.Go(func() {
 			defer func() { <-sem }()
-			o.request(ctx, t, name, i)
+			o.request(ctx, t, name, i, due)
 		})
 		return true
 	}
@@ -250,7 +251,8 @@ func (o *overloadRun) openLoop(ctx context.Context, name string, rate float64, d
 	p.Drained = max(o.clk.Now().Sub(end), 0)
 	t.fill(p)
 	o.r.log.Info("phase done", "phase", name, "rate", rate, "sent", p.Sent, "unsent", st.Unsent, "late", st.Late,
-		"served", p.Served, "goodput", p.Goodput, "p99_ms", p.Latency.P99.Seconds()*1000)
+		"served", p.Served, "goodput", p.Goodput, "p99_ms", p.Latency.P99.Seconds()*1000,
+		"p99_from_due_ms", p.LatencyFromDue.P99.Seconds()*1000)
 	return p
 }
 
@@ -265,27 +267,30 @@ func (o *overloadRun) pause(ctx context.Context, d time.Duration) {
 }
 
 // request sends request i of a phase on the next live connection and
-// records its one outcome. It returns the retry delay the cluster asked for
-// when it refused the request for load, else 0.
-func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int) time.Duration {
+// records its one outcome and its times on the run's clock: due is when
+// the open-loop schedule said to send it (zero in a closed loop). It
+// returns the retry delay the cluster asked for when it refused the request
+// for load, else 0.
+func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int, due time.Time) time.Duration {
 	crit := critical(i, o.cfg.CriticalFraction)
 	t.begin(crit)
 	c := o.pool.pick()
 	if c == nil {
-		t.end(crit, Outcome{ClassLost, LostNoConn}, 0, time.Now())
+		now := o.clk.Now()
+		t.end(crit, Outcome{ClassLost, LostNoConn}, stamp{due, now, now})
 		return 0
 	}
 	f := o.frame(phase, i, crit)
 	rctx, cancel := context.WithTimeout(ctx, o.wait())
-	start := time.Now()
+	s := stamp{due: due, sent: o.clk.Now()}
 	reply, err := c.Do(rctx, f)
-	now := time.Now()
+	s.done = o.clk.Now()
 	cancel()
 	if err == nil {
 		err = checkReply(reply, crit)
 	}
 	out := Classify(err)
-	t.end(crit, out, now.Sub(start), now)
+	t.end(crit, out, s)
 	if out.Class == ClassOverload {
 		return client.RetryAfter(err)
 	}

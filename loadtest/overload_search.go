@@ -26,7 +26,8 @@ type CapacityStep struct {
 	Served      float64       `json:"served_per_s"`
 	ServedRatio float64       `json:"served_ratio"`
 	P99         time.Duration `json:"p99_served_ns"`
-	Held        bool          `json:"held"` // ServedRatio ≥ the minimum and P99 within the SLO
+	P99FromDue  time.Duration `json:"p99_served_from_due_ns"` // reported only: Held judges P99, from the send
+	Held        bool          `json:"held"`                   // ServedRatio ≥ the minimum and P99 within the SLO
 	Phase       *PhaseReport  `json:"phase"`
 }
 
@@ -120,13 +121,15 @@ func (o *overloadRun) searchCapacity(ctx context.Context, c0 float64) (float64, 
 		}
 		k := len(steps)
 		p := o.openLoop(ctx, fmt.Sprintf("%s%d", PhaseSearch, k+1), rate, o.cfg.CapacityStepTime)
-		st := CapacityStep{Factor: rate / c0, Rate: rate, Served: p.Goodput, P99: p.Latency.P99, Phase: p}
+		st := CapacityStep{Factor: rate / c0, Rate: rate, Served: p.Goodput, P99: p.Latency.P99,
+			P99FromDue: p.LatencyFromDue.P99, Phase: p}
 		if n := p.Dispatch.Planned; n > 0 {
 			st.ServedRatio = float64(p.Served) / float64(n)
 		}
 		st.Held = s.held(st)
 		steps = append(steps, st)
 		o.r.log.Info("capacity step", "step", k+1, "rate", rate, "served_per_s", st.Served,
-			"served_ratio", st.ServedRatio, "p99_ms", st.P99.Seconds()*1000, "held", st.Held)
+			"served_ratio", st.ServedRatio, "p99_ms", st.P99.Seconds()*1000,
+			"p99_from_due_ms", st.P99FromDue.Seconds()*1000, "held", st.Held)
 	}
 }

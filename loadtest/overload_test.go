@@ -126,6 +126,23 @@ func checkPhases(t *testing.T, rep *OverloadReport, cfg OverloadConfig) {
 		if p.Mode == "open" && p.Dispatch.Issued+p.Dispatch.Unsent != p.Dispatch.Planned {
 			t.Errorf("%s: dispatch %+v", p.Name, p.Dispatch)
 		}
+		// Every open-loop request is sent at or after its due time, so
+		// each order statistic from the due time is at least the one from
+		// the send; a closed loop has no due time.
+		for _, l := range [][2]Latency{{p.Latency, p.LatencyFromDue}, {p.AnsweredLatency, p.AnsweredLatencyFromDue},
+			{p.Critical.Latency, p.Critical.LatencyFromDue}, {p.Default.Latency, p.Default.LatencyFromDue}} {
+			send, due := l[0], l[1]
+			if p.Mode != "open" {
+				if due.Count != 0 {
+					t.Errorf("%s: closed loop with latency from due %+v", p.Name, due)
+				}
+				continue
+			}
+			if due.Count != send.Count || due.Mean < send.Mean || due.P50 < send.P50 || due.P90 < send.P90 ||
+				due.P99 < send.P99 || due.Max < send.Max {
+				t.Errorf("%s: from send %+v, from due %+v", p.Name, send, due)
+			}
+		}
 		answered += p.Answered
 		sent += p.Sent
 	}

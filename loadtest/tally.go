@@ -10,9 +10,10 @@ import (
 // scenario critical requests are purchases and default ones battles, so
 // their latencies tell the cheap work from the expensive.
 type CritCounts struct {
-	Sent    int     `json:"sent"`
-	Served  int     `json:"served"`
-	Latency Latency `json:"latency_served"`
+	Sent           int     `json:"sent"`
+	Served         int     `json:"served"`
+	Latency        Latency `json:"latency_served"`
+	LatencyFromDue Latency `json:"latency_served_from_due,omitzero"` // open loop only
 }
 
 // PhaseReport is what one phase of the overload scenario did. Served means
@@ -48,9 +49,41 @@ type PhaseReport struct {
 	// the window.
 	Goodput float64 `json:"goodput_per_s"`
 	// Latency is of served requests; Answered of every answered one,
-	// refusals included (how fast a "no" is).
+	// refusals included (how fast a "no" is). Both are from the send: the
+	// reply's time minus the time the request was written.
 	Latency         Latency `json:"latency_served"`
 	AnsweredLatency Latency `json:"latency_answered"`
+	// The FromDue figures are of the same requests, from their due time in
+	// the open-loop schedule (the reply's time minus Due(start, i, rate)):
+	// a load tool that falls behind, sending late, adds its lateness here
+	// rather than hiding it (coordinated omission). Closed loops have no
+	// schedule and leave them out.
+	LatencyFromDue         Latency `json:"latency_served_from_due,omitzero"`
+	AnsweredLatencyFromDue Latency `json:"latency_answered_from_due,omitzero"`
+}
+
+// stamp is when one request fell due (zero in a closed loop: no schedule),
+// was sent, and ended.
+type stamp struct{ due, sent, done time.Time }
+
+// latencies are a group of requests' latencies from the send and, for those
+// with a due time, from it.
+type latencies struct{ send, due []time.Duration }
+
+func newLatencies(n int) latencies {
+	return latencies{send: make([]time.Duration, 0, n), due: make([]time.Duration, 0, n)}
+}
+
+func (l *latencies) add(s stamp) {
+	l.send = append(l.send, s.done.Sub(s.sent))
+	if !s.due.IsZero() {
+		l.due = append(l.due, s.done.Sub(s.due))
+	}
+}
+
+// summarize sorts the latencies in place and summarises them.
+func (l *latencies) summarize() (fromSend, fromDue Latency) {
+	return Summarize(l.send), Summarize(l.due)
 }
 
 // tally records one phase's requests. Call begin before sending and end
@@ -70,10 +103,10 @@ type tally struct {
 	failed      map[string]int
 	lost        map[string]int
 	crit, def   CritCounts
-	servedLat   []time.Duration
-	answeredLat []time.Duration
-	critLat     []time.Duration // served critical requests' latencies
-	defLat      []time.Duration // served default requests' latencies
+	servedLat   latencies
+	answeredLat latencies
+	critLat     latencies // served critical requests'
+	defLat      latencies // served default requests'
 }
 
 func newTally(windowEnd time.Time, expect int) *tally {
@@ -84,8 +117,8 @@ func newTally(windowEnd time.Time, expect int) *tally {
 		overload:    map[string]int{},
 		failed:      map[string]int{},
 		lost:        map[string]int{},
-		servedLat:   make([]time.Duration, 0, expect),
-		answeredLat: make([]time.Duration, 0, expect),
+		servedLat:   newLatencies(expect),
+		answeredLat: newLatencies(expect),
 	}
 }
 
@@ -102,9 +135,9 @@ func (t *tally) begin(critical bool) {
 	}
 }
 
-// end records the outcome of a request that began; at is when it ended,
-// lat how long it took.
-func (t *tally) end(critical bool, o Outcome, lat time.Duration, at time.Time) {
+// end records the outcome of a request that began and its times (a lost
+// request's are not used: it has no latency).
+func (t *tally) end(critical bool, o Outcome, s stamp) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.outstanding--
@@ -113,7 +146,7 @@ func (t *tally) end(critical bool, o Outcome, lat time.Duration, at time.Time) {
 		return
 	}
 	t.answered++
-	t.answeredLat = append(t.answeredLat, lat)
+	t.answeredLat.add(s)
 	switch o.Class {
 	case ClassOK:
 		t.ok++
@@ -127,17 +160,17 @@ func (t *tally) end(critical bool, o Outcome, lat time.Duration, at time.Time) {
 		return
 	}
 	t.served++
-	if at.Before(t.windowEnd) {
+	if s.done.Before(t.windowEnd) {
 		t.inWindow++
 	}
 	if critical {
 		t.crit.Served++
-		t.critLat = append(t.critLat, lat)
+		t.critLat.add(s)
 	} else {
 		t.def.Served++
-		t.defLat = append(t.defLat, lat)
+		t.defLat.add(s)
 	}
-	t.servedLat = append(t.servedLat, lat)
+	t.servedLat.add(s)
 }
 
 func (t *tally) counts() (sent, answered, outstanding int) {
@@ -160,8 +193,8 @@ func (t *tally) fill(p *PhaseReport) {
 		p.OfferedRate = float64(t.sent) / s
 		p.Goodput = float64(t.inWindow) / s
 	}
-	p.Latency = Summarize(t.servedLat)
-	p.Critical.Latency = Summarize(t.critLat)
-	p.Default.Latency = Summarize(t.defLat)
-	p.AnsweredLatency = Summarize(t.answeredLat)
+	p.Latency, p.LatencyFromDue = t.servedLat.summarize()
+	p.Critical.Latency, p.Critical.LatencyFromDue = t.critLat.summarize()
+	p.Default.Latency, p.Default.LatencyFromDue = t.defLat.summarize()
+	p.AnsweredLatency, p.AnsweredLatencyFromDue = t.answeredLat.summarize()
 }

@@ -135,7 +135,11 @@ func TestRunOverload(t *testing.T) {
 	if code := run([]string{"compare", "protected=" + out, "unprotected=" + out}, env(nil), &stdout, &stderr); code != 0 {
 		t.Fatalf("compare: exit %d: %s", code, stderr.String())
 	}
-	for _, want := range []string{"protected", "unprotected", "capacity C (served/s)", "overload goodput / C", "verdict"} {
+	if l := rep.OverloadPhase.LatencyFromDue; l.Count != rep.OverloadPhase.Latency.Count || l.P99 < rep.OverloadPhase.Latency.P99 {
+		t.Errorf("overload latency from due %+v, from send %+v", l, rep.OverloadPhase.Latency)
+	}
+	for _, want := range []string{"protected", "unprotected", "capacity C (served/s)", "overload goodput / C", "verdict",
+		"overload p99 served, from send / from due", "baseline p99 served, from send / from due"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("comparison lacks %q:\n%s", want, stdout.String())
 		}
