@@ -7,9 +7,9 @@ import (
 
 // Results of one keepalive ping, counted by gate_keepalive_pings_total.
 const (
-	pingSent   = iota // written
-	pingFailed        // the write failed; the socket is closed
-	pingSkipped       // another write to the player was in progress; pinged next turn
+	pingSent    = iota // written
+	pingFailed         // the write failed; the socket is closed
+	pingSkipped        // another write to the player was in progress; pinged next turn
 	numPingResults
 )
 
