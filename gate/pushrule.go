@@ -72,8 +72,11 @@ type pushMark struct {
 // markOf packs a status: position, eta_ms, the walker tick and the line's
 // generation.
 func markOf(pos int, etaMs uint64, at, gen uint16) pushMark {
-	return pushMark{pos: uint32(min(max(pos, 0), math.MaxUint32)), eta: uint32(min(etaMs, math.MaxUint32)), at: at, gen: gen}
+	return pushMark{pos: positionMark(pos), eta: uint32(min(etaMs, math.MaxUint32)), at: at, gen: gen}
 }
+
+// positionMark is a position as a pushMark keeps it: saturated to uint32.
+func positionMark(pos int) uint32 { return uint32(min(max(pos, 0), math.MaxUint32)) }
 
 // pushReason is the push rule: why a player who was last pushed last, and
 // whose status is now cur (cur.at the walk's tick, cur.gen the line's
@@ -114,7 +117,7 @@ func heartbeat(pos uint32, every time.Duration) time.Duration {
 // comes anywhere in its interval, so the heartbeats of a surge's players
 // are spread over the interval instead of coming as one wave.
 func heartbeatPhase(id queue.TicketID, pos int, every time.Duration) uint16 {
-	ticks := uint64(heartbeat(uint32(min(max(pos, 0), math.MaxUint32)), every) / lineTick)
+	ticks := uint64(heartbeat(positionMark(pos), every) / lineTick)
 	if ticks == 0 {
 		return 0
 	}
