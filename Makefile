@@ -1,4 +1,4 @@
-# Levee. `make demo` runs a local cluster and a smoke load; `make test` runs the tests.
+# Levee. `make demo` replays a scaled launch day on a local cluster; `make test` runs the tests.
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build demo overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images
+.PHONY: all build demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images
 
 all: build
 
@@ -18,6 +18,11 @@ build:
 
 demo: build
 	./scripts/demo.sh
+
+# Before and after: the same scaled launch day with protection off, then on,
+# side by side (about 10 minutes; see scripts/launch-compare.sh).
+launch-compare: build
+	LAUNCH_BUILD=0 ./scripts/launch-compare.sh
 
 # The issue-3 overload test: capacity C, then 0.8 x C, then 10 x C, with
 # protection on and then off (about 2-3 minutes; see scripts/overload.sh).

@@ -118,27 +118,39 @@ func NewRunner(cfg RunnerConfig, logger *slog.Logger) (*Runner, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	nd := &net.Dialer{Timeout: cfg.DialTimeout}
-	if !cfg.AllowNonlocal {
-		nd.Control = loopbackOnly
-	}
-	if cfg.SourceAddr != "" {
-		ip, _ := parseSourceAddr(cfg.SourceAddr) // checked by Validate
-		nd.LocalAddr = &net.TCPAddr{IP: ip.AsSlice()}
-		// The port is then chosen at connect, per destination, instead of
-		// at bind among the ports free on the address.
-		nd.Control = withBindNoPort(nd.Control)
+	dialer, err := NewDialer(cfg.DialTimeout, cfg.SourceAddr, cfg.AllowNonlocal)
+	if err != nil {
+		return nil, err
 	}
 	return &Runner{
 		cfg:      cfg,
 		log:      logger,
 		resolver: net.DefaultResolver,
-		dialer: &websocket.Dialer{
-			NetDialContext:   nd.DialContext,
-			HandshakeTimeout: cfg.DialTimeout,
-			// No Proxy: bots talk to the target directly.
-		},
+		dialer:   dialer,
 	}, nil
+}
+
+// NewDialer is the bots' WebSocket dialer: timeout bounds the TCP connect
+// and the handshake; sourceAddr ("" for the system's choice) is the
+// loopback address connections come from, with the port picked at connect
+// (see withBindNoPort); unless allowNonlocal, only loopback destinations
+// may be dialled. No proxy: bots talk to the target directly.
+func NewDialer(timeout time.Duration, sourceAddr string, allowNonlocal bool) (*websocket.Dialer, error) {
+	nd := &net.Dialer{Timeout: timeout}
+	if !allowNonlocal {
+		nd.Control = loopbackOnly
+	}
+	if sourceAddr != "" {
+		ip, err := parseSourceAddr(sourceAddr)
+		if err != nil {
+			return nil, err
+		}
+		nd.LocalAddr = &net.TCPAddr{IP: ip.AsSlice()}
+		// The port is then chosen at connect, per destination, instead of
+		// at bind among the ports free on the address.
+		nd.Control = withBindNoPort(nd.Control)
+	}
+	return &websocket.Dialer{NetDialContext: nd.DialContext, HandshakeTimeout: timeout}, nil
 }
 
 // Run plays sc and reports. It returns an error only when the run could not

@@ -57,9 +57,41 @@ const (
 )
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "compare" {
-		return compare(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "run":
+			return runScenario(args[1:], getenv, stdout, stderr)
+		case "report":
+			return reportCmd(args[1:], stdout, stderr)
+		case "compare":
+			if isRunFiles(args[1:]) {
+				return compareRuns(args[1:], stdout, stderr)
+			}
+			return compare(args[1:], stdout, stderr)
+		case "scenarios":
+			return listScenarios(stdout)
+		case "worker":
+			return workerCmd(stderr)
+		}
 	}
+	return legacy(args, getenv, stdout, stderr, 1)
+}
+
+// isRunFiles tells the run files (.ndjson) of compare from the older
+// LABEL=overload-report.json form.
+func isRunFiles(args []string) bool {
+	for _, a := range args {
+		if strings.HasSuffix(a, ".ndjson") {
+			return true
+		}
+	}
+	return false
+}
+
+// legacy runs the flag-driven scenarios (-scenario smoke, overload, line,
+// hold); failCode is the exit code of a run whose criteria failed (1, or
+// 99 when run as a preset by `loadtest run`).
+func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer, failCode int) int {
 	rc := loadtest.DefaultRunnerConfig()
 	rc.RequestTimeout = 0
 	sm := loadtest.DefaultSmoke()
@@ -309,7 +341,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			fmt.Fprintln(stdout, "(-expect-hold=false: reported, not failed)")
 			return 0
 		}
-		return 1
+		return failCode
 	}
 	fmt.Fprintln(stdout, "\nPASS")
 	return 0

@@ -1,0 +1,451 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"levee/client"
+	"levee/client/backoff"
+	"levee/internal/clock"
+	"levee/internal/token"
+	"levee/loadtest"
+	"levee/loadtest/arrival"
+	"levee/loadtest/record"
+	leveev1 "levee/proto/leveev1"
+)
+
+// tick is how often the driver's controller compares the players present
+// with the curve.
+const tick = 50 * time.Millisecond
+
+// naivePause is the naive client's only pause between attempts: "at once",
+// but not a busy loop that would take the load tool's CPU instead of the
+// server's.
+const naivePause = 50 * time.Millisecond
+
+// driverConfig is one process's share of a run.
+type driverConfig struct {
+	plan   *plan
+	gates  []string // player n dials gates[n % len(gates)]
+	secret []byte
+	runID  string
+	seed   uint64
+	index  int // this process's share: players n with n % count == index
+	count  int
+	cap    int // at most this many players present in this process at once
+	dialer *websocket.Dialer
+	clock  clock.Clock
+	log    *slog.Logger
+}
+
+// driver runs one process's players: it makes them arrive as the curve
+// says (open model: whether or not the server keeps up), plays each one's
+// session, and records everything in rec.
+type driver struct {
+	cfg   driverConfig
+	p     *plan
+	rec   *record.Recorder
+	start time.Time
+
+	mu      sync.Mutex
+	present []*player // in arrival order
+	next    int       // arrivals so far (this process)
+	capped  int64     // arrivals not started: the process's cap was reached
+	reqs    atomic.Int64
+	wg      sync.WaitGroup
+	budget  *backoff.Budget
+	// playFn is a player's life (play; tests put a stand-in).
+	playFn func(reqCtx, live context.Context, pl *player)
+	entries []entry // every player's arrival and admission (fairness)
+	peak    int     // most players present at once
+}
+
+// player is one simulated player's state shared with the controller.
+type player struct {
+	n    int
+	id   string
+	quit chan struct{} // closed by the controller when the curve falls
+	once sync.Once
+}
+
+func (pl *player) leave() { pl.once.Do(func() { close(pl.quit) }) }
+
+func newDriver(cfg driverConfig, rec *record.Recorder, start time.Time) *driver {
+	if cfg.clock == nil {
+		cfg.clock = clock.Real{}
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.count < 1 {
+		cfg.count = 1
+	}
+	d := &driver{cfg: cfg, p: cfg.plan, rec: rec, start: start}
+	d.playFn = d.play
+	if !cfg.plan.naive {
+		// One retry budget for the whole process, as one game client
+		// process would share it among its connections.
+		d.budget = backoff.NewBudget(backoff.DefaultBudgetConfig())
+	}
+	return d
+}
+
+// share is how many of the first total players are this process's.
+func (d *driver) share(total int) int {
+	if total <= d.cfg.index {
+		return 0
+	}
+	return (total-d.cfg.index-1)/d.cfg.count + 1
+}
+
+// Run plays the run until the plan's end, then waits for the players to
+// finish (requests in flight get their reply or time out). Cancelling ctx
+// interrupts: requests in flight are given up and counted as lost.
+func (d *driver) Run(ctx context.Context) {
+	end := d.start.Add(d.p.end)
+	live, stopLive := context.WithDeadline(ctx, end)
+	defer stopLive()
+	t := d.cfg.clock.NewTicker(tick)
+	defer t.Stop()
+	for live.Err() == nil {
+		d.control(ctx, live, d.cfg.clock.Now().Sub(d.start))
+		select {
+		case <-live.Done():
+		case <-t.C():
+		}
+	}
+	d.mu.Lock()
+	for _, pl := range d.present {
+		pl.leave()
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+// control makes players arrive or leave so that this process follows its
+// share of the curve at elapsed.
+func (d *driver) control(reqCtx, live context.Context, elapsed time.Duration) {
+	c := d.p.curve
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var due int
+	if c.Kind() == arrival.Rate {
+		due = d.share(int(math.Floor(c.Arrivals(elapsed)))) - d.next
+	} else {
+		want := d.share(int(math.Floor(c.At(elapsed))))
+		due = want - len(d.present)
+		for due < 0 && len(d.present) > 0 {
+			// The curve falls: the longest-present players leave.
+			d.present[0].leave()
+			d.present = d.present[1:]
+			due++
+		}
+	}
+	for range max(due, 0) {
+		if len(d.present) >= d.cfg.cap {
+			d.capped++
+			d.next++
+			continue
+		}
+		n := d.cfg.index + d.next*d.cfg.count
+		d.next++
+		pl := &player{n: n, id: fmt.Sprintf("p-%s-%d", d.cfg.runID, n), quit: make(chan struct{})}
+		d.present = append(d.present, pl)
+		d.peak = max(d.peak, len(d.present))
+		d.wg.Go(func() {
+			d.playFn(reqCtx, live, pl)
+			d.mu.Lock()
+			for i, q := range d.present {
+				if q == pl {
+					d.present = append(d.present[:i], d.present[i+1:]...)
+					break
+				}
+			}
+			d.mu.Unlock()
+		})
+	}
+}
+
+// play is one player's life: arrive, get in (waiting in line if the gate
+// says so), play a session of actions, maybe drop once and come back with
+// the ticket, leave.
+func (d *driver) play(reqCtx, live context.Context, pl *player) {
+	rec := d.rec
+	rec.Add("arrived", 1)
+	e := entry{Gate: pl.n % len(d.cfg.gates), Arrived: d.cfg.clock.Now().Sub(d.start).Milliseconds(), Admitted: -1}
+	defer func() {
+		d.mu.Lock()
+		d.entries = append(d.entries, e)
+		d.mu.Unlock()
+	}()
+	rnd := mrand.New(mrand.NewPCG(d.cfg.seed, uint64(pl.n)))
+	// The player's own life: until the run's end, its session's end or the
+	// controller's leave.
+	life, endLife := context.WithCancel(live)
+	defer endLife()
+	go func() {
+		select {
+		case <-pl.quit:
+			endLife()
+		case <-life.Done():
+		}
+	}()
+	var sessionEnd time.Time // set once admitted
+	dropAt := time.Duration(-1)
+	if rnd.Float64() < d.p.reconnect {
+		// It drops once, at a random moment of its first minute or so
+		// (scenario time), waiting or playing.
+		dropAt = time.Duration(rnd.Float64() * float64(max(d.p.think*2, time.Second)))
+	}
+	url := d.cfg.gates[pl.n%len(d.cfg.gates)]
+	exp := d.start.Add(d.p.end + d.p.drain + 10*time.Minute)
+	tok, err := token.Sign(d.cfg.secret, pl.id, exp)
+	if err != nil {
+		rec.Add("dial_failures", 1)
+		return
+	}
+	var ticket string
+	admitted := false
+	var cause error
+	for attempt := 0; life.Err() == nil; attempt++ {
+		waiting := false
+		opts := d.options(pl, rnd)
+		opts.Ticket = ticket
+		opts.OnQueue = func(q *leveev1.QueueStatus) {
+			if t := q.GetTicket(); t != "" {
+				ticket = t
+			}
+			if !waiting {
+				waiting = true
+				rec.Add("waiting", 1)
+			}
+		}
+		dctx, cancelDial := context.WithCancel(life)
+		var dropTimer clock.Timer
+		if dropAt >= 0 && !admitted {
+			dropTimer = d.cfg.clock.NewTimer(dropAt)
+			go func() {
+				select {
+				case <-dropTimer.C():
+					cancelDial()
+				case <-dctx.Done():
+				}
+			}()
+		}
+		c, err := d.connect(dctx, url, tok, opts, attempt, cause)
+		if dropTimer != nil {
+			dropTimer.Stop()
+		}
+		dropped := dctx.Err() != nil && life.Err() == nil
+		cancelDial()
+		if waiting {
+			rec.Add("waiting", -1)
+		}
+		if err != nil {
+			if dropped {
+				// It dropped while in line: it comes back with its ticket.
+				dropAt = -1
+				rec.Add("reconnects", 1)
+				if le := client.AsLineError(err); le != nil && le.Status.GetTicket() != "" {
+					ticket = le.Status.GetTicket()
+				}
+				cause = err
+				continue
+			}
+			if life.Err() == nil {
+				rec.Add("dial_failures", 1)
+			}
+			return
+		}
+		if !admitted {
+			admitted = true
+			e.Admitted = d.cfg.clock.Now().Sub(d.start).Milliseconds()
+			rec.Add("admitted", 1)
+			rec.Observe("wait", c.Waited())
+			if d.p.session > 0 {
+				sessionEnd = d.cfg.clock.Now().Add(time.Duration(rnd.ExpFloat64() * float64(d.p.session)))
+			}
+		}
+		rec.Add("connected", 1)
+		why := d.session(reqCtx, life, pl, c, rnd, sessionEnd, &dropAt)
+		rec.Add("connected", -1)
+		if q := c.Queue(); q != nil && q.GetTicket() != "" {
+			ticket = q.GetTicket()
+		}
+		cause = c.Err()
+		c.Close()
+		rec.Add("retries", int64(c.Stats().Retries))
+		if why == endDone || life.Err() != nil {
+			break
+		}
+		rec.Add("reconnects", 1)
+	}
+	rec.Add("left", 1)
+}
+
+// Why a session ended.
+const (
+	endDone    = iota // its time was up (or the run ended)
+	endDropped        // the scenario made it drop once
+	endLost           // the connection ended under it
+)
+
+// session plays actions on c until the session ends; it reports why.
+func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Client, rnd *mrand.Rand, sessionEnd time.Time, dropAt *time.Duration) int {
+	clk := d.cfg.clock
+	var dropT time.Time
+	if *dropAt >= 0 {
+		dropT = clk.Now().Add(*dropAt)
+	}
+	next := clk.Now().Add(d.thinkTime(rnd) / 2) // first action soon after arrival
+	seq := 0
+	for {
+		if !sessionEnd.IsZero() && !next.Before(sessionEnd) {
+			return endDone
+		}
+		if !dropT.IsZero() && !next.Before(dropT) {
+			*dropAt = -1
+			return endDropped
+		}
+		if wait := next.Sub(clk.Now()); wait > 0 {
+			t := clk.NewTimer(wait)
+			select {
+			case <-t.C():
+			case <-life.Done():
+				t.Stop()
+				return endDone
+			case <-c.Done():
+				t.Stop()
+				return endLost
+			}
+		}
+		if life.Err() != nil {
+			return endDone
+		}
+		select {
+		case <-c.Done():
+			return endLost
+		default:
+		}
+		if d.reqs.Add(1) > d.p.maxReqs {
+			return endDone
+		}
+		due := next
+		a := d.p.pick(rnd.Float64())
+		seq++
+		d.request(reqCtx, c, pl, a, seq, due)
+		next = due.Add(d.thinkTime(rnd))
+		if now := clk.Now(); next.Before(now) {
+			// A reply slower than the think time: the next action is
+			// due now, not in the past (the player waited for it).
+			next = now
+		}
+	}
+}
+
+func (d *driver) thinkTime(rnd *mrand.Rand) time.Duration {
+	t := float64(d.p.think)
+	if d.p.jitter > 0 {
+		t *= 1 + d.p.jitter*(2*rnd.Float64()-1)
+	}
+	return time.Duration(max(t, float64(time.Millisecond)))
+}
+
+// request makes one action's request and records it; the naive client
+// tries again at once on a refusal (up to 3 more attempts).
+func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a *act, seq int, due time.Time) {
+	attempts := 1
+	if d.p.naive {
+		attempts = 4
+	}
+	battleID := fmt.Sprintf("%s-b%d", pl.id, seq)
+	for i := range attempts {
+		d.rec.Begin()
+		sent := d.cfg.clock.Now()
+		ctx, cancel := context.WithTimeout(client.WithCriticality(reqCtx, a.crit), d.p.timeout)
+		var err error
+		switch a.do {
+		case doPurchase:
+			_, err = c.BuyItem(ctx, a.item, 1)
+		case doBattle:
+			_, err = c.StartBattle(ctx, battleID, a.units, a.ticks)
+		default:
+			_, err = c.GetProfile(ctx, "")
+		}
+		cancel()
+		o := loadtest.Classify(err)
+		s := record.Sample{Op: a.do, Crit: a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
+			Sent: sent, Done: d.cfg.clock.Now()}
+		if i == 0 {
+			s.Due = due
+		}
+		d.rec.End(s)
+		if i > 0 {
+			d.rec.Add("naive_retries", 1)
+		}
+		if o.Class != loadtest.ClassOverload || !d.p.naive {
+			return
+		}
+	}
+}
+
+// connect gets the player in: with the SDK, DialRetry (its backoff, its
+// spread) or Reconnect after a drop; naive, Dial again at once until ctx
+// ends.
+func (d *driver) connect(ctx context.Context, url, tok string, opts client.Options, attempt int, cause error) (*client.Client, error) {
+	if !d.p.naive {
+		if attempt == 0 {
+			return client.DialRetry(ctx, url, client.StaticToken(tok), opts)
+		}
+		return client.Reconnect(ctx, url, client.StaticToken(tok), opts, cause)
+	}
+	for {
+		c, err := client.Dial(ctx, url, tok, opts)
+		if err == nil || ctx.Err() != nil {
+			return c, err
+		}
+		if le := client.AsLineError(err); le != nil && le.Status.GetTicket() != "" {
+			opts.Ticket = le.Status.GetTicket()
+		}
+		if code := client.Code(err); code == leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED || code == leveev1.ErrorCode_ERROR_CODE_FORBIDDEN {
+			return nil, err
+		}
+		d.rec.Add("naive_redials", 1)
+		t := d.cfg.clock.NewTimer(naivePause)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return nil, errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+// options are the SDK options of the plan's client policy.
+func (d *driver) options(pl *player, rnd *mrand.Rand) client.Options {
+	o := client.Options{
+		JSON:   rnd.Float64() < d.p.json,
+		Dialer: d.cfg.dialer,
+		Logger: d.cfg.log,
+		Clock:  d.cfg.clock,
+	}
+	if d.p.naive {
+		o.NoRetry, o.NoPacing = true, true
+		return o
+	}
+	o.Budget = d.budget
+	o.Retry = backoff.Policy{Base: d.p.retryBase, Cap: d.p.retryCap, MaxAttempts: d.p.attempts}
+	if d.p.pace > 0 {
+		o.Pacer.Rate = d.p.pace
+	}
+	return o
+}

@@ -1,0 +1,171 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"levee/loadtest/arrival"
+	"levee/loadtest/scenario"
+	leveev1 "levee/proto/leveev1"
+)
+
+// plan is a scenario resolved for one run, in wall time: what the drivers
+// and the operator timeline need, and nothing of YAML.
+type plan struct {
+	name       string
+	curve      arrival.Curve // wall time, scaled
+	end        time.Duration // no arrival and no new request after it (wall)
+	drain      time.Duration // replies still awaited after end (wall)
+	acts       []act         // cumulative weights
+	think      time.Duration // wall
+	jitter     float64
+	session    time.Duration // mean, wall; 0: till the end
+	reconnect  float64
+	json       float64
+	naive      bool
+	timeout    time.Duration // per request (wall, not scaled)
+	retryBase  time.Duration
+	retryCap   time.Duration
+	attempts   int
+	pace       float64
+	maxReqs    int64
+	timeline   []step
+	scale      float64
+	speed      float64
+	t0         time.Duration // wall time of T+0
+	peak       float64       // players present at the peak (scaled)
+	thresholds []string
+}
+
+// act is one kind of player action with its share of the mix.
+type act struct {
+	do     string // profile, purchase, battle
+	cum    float64
+	item   string
+	units  uint32
+	ticks  uint32
+	crit   leveev1.Criticality
+	critNm string
+}
+
+// step is one operator action, in wall time.
+type step struct {
+	at       time.Duration
+	label    string // "T+5:00" or "1:30"
+	mode     string
+	rate     int
+	interval time.Duration
+	conds    []string
+	sc       scenario.Action
+	note     string
+}
+
+// Action names a player may do.
+const (
+	doProfile  = "profile"
+	doPurchase = "purchase"
+	doBattle   = "battle"
+)
+
+func newPlan(sc *scenario.Scenario) (*plan, error) {
+	if sc.Engine != "" && sc.Engine != "players" {
+		return nil, fmt.Errorf("scenario %s: engine %q is not the players engine", sc.Name, sc.Engine)
+	}
+	p := &plan{
+		name:      sc.Name,
+		curve:     sc.WallCurve(),
+		end:       sc.WallDuration(),
+		drain:     time.Duration(sc.Run.Drain),
+		think:     sc.Wall(time.Duration(sc.Players.Think)),
+		jitter:    sc.Players.ThinkJitter,
+		session:   sc.Wall(time.Duration(sc.Players.Session)),
+		reconnect: sc.Players.Reconnect,
+		json:      sc.Players.JSON,
+		naive:     sc.Client.Policy == "naive",
+		timeout:   time.Duration(sc.Client.RequestTimeout),
+		retryBase: time.Duration(sc.Client.Retry.Base),
+		retryCap:  time.Duration(sc.Client.Retry.Cap),
+		attempts:  sc.Client.Retry.Attempts,
+		pace:      sc.Client.Pace,
+		maxReqs:   int64(sc.Run.MaxRequests),
+		scale:     sc.Scale,
+		speed:     sc.Speed,
+		t0:        sc.Wall(time.Duration(sc.T0)),
+		peak:      sc.WallCurve().Peak(),
+	}
+	for _, t := range sc.Thresholds {
+		p.thresholds = append(p.thresholds, t)
+	}
+	if p.timeout <= 0 {
+		p.timeout = 5 * time.Second
+	}
+	if p.maxReqs <= 0 {
+		p.maxReqs = 10_000_000
+	}
+	total := 0.0
+	for _, a := range sc.Players.Actions {
+		total += a.Weight
+	}
+	if total <= 0 {
+		return nil, fmt.Errorf("scenario %s: players.actions: no action with a weight", sc.Name)
+	}
+	cum := 0.0
+	for _, a := range sc.Players.Actions {
+		cum += a.Weight / total
+		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, critNm: a.Criticality}
+		switch a.Criticality {
+		case "critical":
+			x.crit = leveev1.Criticality_CRITICALITY_CRITICAL
+		case "sheddable":
+			x.crit = leveev1.Criticality_CRITICALITY_SHEDDABLE
+		default:
+			x.crit, x.critNm = leveev1.Criticality_CRITICALITY_DEFAULT, "default"
+		}
+		p.acts = append(p.acts, x)
+	}
+	p.acts[len(p.acts)-1].cum = 1
+	for _, a := range sc.Timeline {
+		s := step{at: sc.Wall(a.Offset), sc: a, note: a.Note, conds: a.If}
+		s.label = p.label(s.at)
+		if a.Line != nil {
+			s.mode = a.Line.Mode
+			if a.Line.Rate > 0 {
+				s.rate = max(1, int(math.Round(float64(a.Line.Rate)*sc.Scale)))
+			}
+			s.interval = sc.Wall(time.Duration(a.Line.Interval))
+		}
+		p.timeline = append(p.timeline, s)
+	}
+	return p, nil
+}
+
+// label names a wall offset in scenario time: "T-5:00" when the scenario
+// has a T0 (t0 > 0 or a timeline), else "m:ss".
+func (p *plan) label(wall time.Duration) string {
+	st := time.Duration(float64(wall) * p.speed)
+	if p.t0 <= 0 {
+		return mmss(st)
+	}
+	rel := st - time.Duration(float64(p.t0)*p.speed)
+	sign := "+"
+	if rel < 0 {
+		sign, rel = "-", -rel
+	}
+	return "T" + sign + mmss(rel)
+}
+
+func mmss(d time.Duration) string {
+	s := int(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}
+
+// pick returns the action for a uniform draw u in [0, 1).
+func (p *plan) pick(u float64) *act {
+	for i := range p.acts {
+		if u < p.acts[i].cum {
+			return &p.acts[i]
+		}
+	}
+	return &p.acts[len(p.acts)-1]
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"levee/loadtest"
+	"levee/loadtest/record"
+	"levee/loadtest/report"
+	"levee/loadtest/threshold"
+)
+
+// timeline plays the operator's actions: at each step's time it checks the
+// step's conditions on the last minute (scenario time) of points, then
+// changes every gate's line through the admin API, off the caller's
+// goroutine; poll returns the events of the steps that have finished.
+type timeline struct {
+	p      *plan
+	admins []loadtest.Admin
+	next   int
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	done   []report.Event
+}
+
+func newTimeline(p *plan, urls []string, token string, _ bool) *timeline {
+	t := &timeline{p: p}
+	for _, u := range urls {
+		t.admins = append(t.admins, loadtest.Admin{URL: u, Token: token})
+	}
+	return t
+}
+
+// poll starts the steps due by elapsed and returns the finished ones.
+func (t *timeline) poll(ctx context.Context, elapsed time.Duration, points []record.Point) []report.Event {
+	for t.next < len(t.p.timeline) && t.p.timeline[t.next].at <= elapsed {
+		s := t.p.timeline[t.next]
+		t.next++
+		at := s.at.Seconds()
+		what := s.label + " " + describe(s)
+		if s.note != "" {
+			what += " (" + s.note + ")"
+		}
+		if why := t.unmet(s, points); why != "" {
+			t.add(report.Event{T: at, What: what + ": skipped, " + why})
+			continue
+		}
+		if len(t.admins) == 0 {
+			t.add(report.Event{T: at, What: what + ": skipped, no admin URL given"})
+			continue
+		}
+		t.wg.Go(func() {
+			t.add(report.Event{T: at, What: what + t.apply(ctx, s)})
+		})
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.done
+	t.done = nil
+	return out
+}
+
+// finish waits for the steps in progress and returns their events.
+func (t *timeline) finish() []report.Event {
+	t.wg.Wait()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.done
+	t.done = nil
+	return out
+}
+
+func (t *timeline) add(e report.Event) {
+	t.mu.Lock()
+	t.done = append(t.done, e)
+	t.mu.Unlock()
+}
+
+// unmet evaluates the step's conditions on the last minute of scenario
+// time; "" when they all hold.
+func (t *timeline) unmet(s step, points []record.Point) string {
+	if len(s.sc.Conds) == 0 {
+		return ""
+	}
+	window := int(60/t.p.speed + 0.5)
+	from := max(0, len(points)-max(window, 1))
+	last := &report.Run{Points: points[from:]}
+	last.Summary = report.Summarize(last.Points)
+	var failed []string
+	for _, c := range s.sc.Conds {
+		if r := c.Eval(last.Facts()); !r.Passed {
+			failed = append(failed, fmt.Sprintf("%s (was %s)", c.String(), valueOf(r)))
+		}
+	}
+	if len(failed) == 0 {
+		return ""
+	}
+	return "not healthy: " + strings.Join(failed, ", ")
+}
+
+func valueOf(r threshold.Result) string {
+	if r.Detail != "" {
+		return r.Detail
+	}
+	return fmt.Sprintf("%.4g", r.Value)
+}
+
+// apply sends the step's change to every gate; it returns "" or what
+// failed.
+func (t *timeline) apply(ctx context.Context, s step) string {
+	set := loadtest.LineSetting{Mode: s.mode, Rate: s.rate, Interval: s.interval}
+	var errs []string
+	for _, a := range t.admins {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := a.Set(actx, set); err != nil {
+			errs = append(errs, err.Error())
+		}
+		cancel()
+	}
+	if len(errs) > 0 {
+		return fmt.Sprintf(": failed on %d of %d gates: %s", len(errs), len(t.admins), errs[0])
+	}
+	return fmt.Sprintf(" (%d gates)", len(t.admins))
+}
