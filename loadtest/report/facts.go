@@ -1,0 +1,174 @@
+package report
+
+import (
+	"math"
+
+	"levee/loadtest/record"
+	"levee/loadtest/threshold"
+)
+
+// Facts are the run's figures by the names of threshold.Scalars and
+// threshold.SeriesNames:
+//
+//   - counts (sent, ok, business, refused, failed, lost_replies, arrived,
+//     admitted, left, dial_failures, reconnects, order_inversions) are
+//     totals, zero when nothing was counted; answered is ok + business +
+//     refused + failed;
+//   - error_rate = (failed + lost) / sent, refused_rate = refused / sent
+//     (missing when nothing was sent);
+//   - goodput = ok replies per wall second over the run; capacity =
+//     Meta.Capacity (missing when 0); duration = wall seconds covered;
+//   - connected = the most players connected at once; max_wait = the
+//     longest wait in line in seconds (0 when players were admitted
+//     without a recorded wait; missing when nobody was);
+//   - series have one entry per point (per wall second), NaN when the
+//     second has no sample: connected and waiting (levels), admitted (per
+//     second), rps (sent per second), goodput (ok per second), p99 (of
+//     "lat", seconds), the server levels by their names, and cpu = the max
+//     of cpu_gate, cpu_logic and cpu_battle that second (cores).
+//
+// Quantile is of all served requests' latency from send, in seconds.
+func (r *Run) Facts() threshold.Facts {
+	f := &facts{r: r, sum: r.Summary}
+	if f.sum.Counters == nil { // a Run built in memory, not summarized yet
+		f.sum = Summarize(r.Points)
+	}
+	return f
+}
+
+type facts struct {
+	r   *Run
+	sum Summary
+	lat *record.Hist // merged lazily
+}
+
+var _ threshold.Facts = (*facts)(nil)
+
+// counterFacts maps scalar names to the counter they total.
+var counterFacts = map[string]string{
+	"sent": "sent", "ok": "ok", "business": "business", "refused": "refused", "failed": "failed",
+	"lost_replies": "lost", "arrived": "arrived", "admitted": "admitted", "left": "left",
+	"dial_failures": "dial_failures", "reconnects": "reconnects", "order_inversions": "order_inversions",
+}
+
+func (f *facts) Value(name string) (float64, bool) {
+	c := f.sum.Counters
+	if k, ok := counterFacts[name]; ok {
+		return float64(c[k]), true
+	}
+	sent := float64(c["sent"])
+	elapsed := f.sum.Elapsed
+	switch name {
+	case "answered":
+		return float64(c["ok"] + c["business"] + c["refused"] + c["failed"]), true
+	case "error_rate":
+		if sent == 0 {
+			return 0, false
+		}
+		return float64(c["failed"]+c["lost"]) / sent, true
+	case "refused_rate":
+		if sent == 0 {
+			return 0, false
+		}
+		return float64(c["refused"]) / sent, true
+	case "goodput":
+		if elapsed == 0 {
+			return 0, false
+		}
+		return float64(c["ok"]) / elapsed, true
+	case "capacity":
+		return f.r.Meta.Capacity, f.r.Meta.Capacity > 0
+	case "duration":
+		return elapsed, len(f.r.Points) > 0
+	case "connected":
+		v, ok := f.sum.Peak["connected"]
+		return v, ok
+	case "max_wait":
+		if f.sum.Wait.Count > 0 {
+			return f.sum.Wait.Max, true
+		}
+		return 0, c["admitted"] > 0
+	}
+	return 0, false
+}
+
+// levelSeries are series read straight from the points' levels.
+var levelSeries = map[string]bool{
+	"connected": true, "waiting": true, "logic_queue_depth": true, "battle_p99": true,
+	"gate_connections": true, "gate_waiting": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
+	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true,
+}
+
+var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}
+
+func (f *facts) Series(name string) ([]float64, bool) {
+	return series(f.r.Points, name)
+}
+
+// series is the per-second series name over points (see Facts).
+func series(points []record.Point, name string) ([]float64, bool) {
+	out := make([]float64, len(points))
+	var one func(p record.Point) float64
+	switch {
+	case levelSeries[name]:
+		one = func(p record.Point) float64 {
+			if v, ok := p.Levels[name]; ok {
+				return v
+			}
+			return math.NaN()
+		}
+	case name == "cpu":
+		one = func(p record.Point) float64 {
+			m := math.NaN()
+			for _, k := range cpuTiers {
+				if v, ok := p.Levels[k]; ok && !(v <= m) {
+					m = v
+				}
+			}
+			return m
+		}
+	case name == "rps":
+		one = func(p record.Point) float64 { return float64(p.Counters["sent"]) }
+	case name == "goodput":
+		one = func(p record.Point) float64 { return float64(p.Counters["ok"]) }
+	case name == "admitted":
+		one = func(p record.Point) float64 { return float64(p.Counters["admitted"]) }
+	case name == "p99":
+		one = func(p record.Point) float64 {
+			h := p.Hists[record.HistLat]
+			if h.Count() == 0 {
+				return math.NaN()
+			}
+			return h.Quantile(0.99).Seconds()
+		}
+	default:
+		return nil, false
+	}
+	for i, p := range points {
+		out[i] = one(p)
+	}
+	return out, true
+}
+
+func (f *facts) Quantile(q float64) (float64, bool) {
+	if f.lat == nil {
+		f.lat = record.NewHist()
+		for _, p := range f.r.Points {
+			f.lat.Merge(p.Hists[record.HistLat])
+		}
+	}
+	if f.lat.Count() == 0 || !(q > 0 && q <= 1) {
+		return 0, false
+	}
+	return f.lat.Quantile(q).Seconds(), true
+}
+
+// Evaluate judges the run on ts; passed when every one passes.
+func Evaluate(r *Run, ts []threshold.Threshold) ([]Criterion, bool) {
+	rs, passed := threshold.EvalAll(ts, r.Facts())
+	cs := make([]Criterion, len(rs))
+	for i, x := range rs {
+		cs[i] = Criterion{Threshold: x.Threshold, Passed: x.Passed, Value: x.Value, Limit: x.Limit, Detail: x.Detail}
+	}
+	return cs, passed
+}
