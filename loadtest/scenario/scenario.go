@@ -155,8 +155,8 @@ var Criticalities = []string{"critical", "default", "sheddable"}
 type Client struct {
 	Policy         string   `yaml:"policy"`          // sdk (default) | naive
 	RequestTimeout Duration `yaml:"request_timeout"` // wall time; default 5s
-	Retry          Retry    `yaml:"retry"`           // sdk: 0 = SDK defaults
-	Pace           float64  `yaml:"pace"`            // sdk: pacer rate/s; 0 = SDK default
+	Retry          Retry    `yaml:"retry"`           // sdk: 0 = SDK defaults; wall time
+	Pace           float64  `yaml:"pace"`            // sdk: pacer rate per wall second; 0 = SDK default
 }
 
 // Retry is the SDK's retry backoff; zero fields take the SDK's defaults.

@@ -261,3 +261,19 @@ func TestErrorsAreErrors(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+func TestAliases(t *testing.T) {
+	in := "t0: &t 5m\n" + minimal + "run: {duration: *t}\ntimeline:\n  - {at: &z T-5m, line: {mode: queueing}}\n  - {at: *z, line: {mode: open}}\n"
+	s, err := Parse("a.yaml", []byte(in), []string{"timeline[1].at=T-1m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The override replaces the alias, not the anchored value it shared.
+	if s.Run.Duration != Duration(5*time.Minute) || s.Timeline[0].At != "T-5m" || s.Timeline[1].Offset != 4*time.Minute {
+		t.Fatalf("%+v %+v", s.Run, s.Timeline)
+	}
+	_, err = Parse("a.yaml", []byte("engine: smoke\nsettings:\n  bots: \"1\"\n  bots: \"2\"\n"), nil, nil)
+	if err == nil || err.Error() != "a.yaml:4: settings.bots: given twice (also on line 3)" {
+		t.Fatalf("%v", err)
+	}
+}
