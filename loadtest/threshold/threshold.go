@@ -1,219 +1,500 @@
-// Package threshold is a PLACEHOLDER for helper A's package of the same
-// name: just enough of the issue-10 contract (the exported names and a
-// tiny parser for "p(N) OP value[unit]", "NAME OP value",
-// "AGG(series) OP value" and "NAME OP [k *] NAME") for loadtest/report to
-// compile and be tested. The integrator replaces it at merge; add nothing
-// here.
+// Package threshold parses and evaluates pass/fail criteria of a load
+// test, in a k6-like syntax: LHS OP RHS, OP one of < <= > >= == !=.
+//
+//	p(99) < 500ms                  the 99th percentile of served latency
+//	error_rate < 0.01              a scalar figure of the run
+//	max(logic_queue_depth) < 500   an aggregate of a per-second series
+//	admitted == arrived            two figures
+//	goodput >= 0.9 * capacity      a multiple of a figure
+//
+// LHS is p(N) (N in (0, 100]: the latency quantile of served requests, in
+// seconds), a scalar name (Scalars), or AGG(series) with AGG one of max,
+// min, avg, last over a per-second series (SeriesNames). RHS is a number
+// with an optional unit (ms, s, m, h, us: seconds; %: a hundredth), or
+// [NUMBER *] followed by a scalar, AGG(series) or p(N).
+//
+// The figures (implemented by the run report, loadtest/report):
+//
+// Scalars: sent, answered, ok, business, refused, failed, lost_replies
+// (requests of the run by outcome: answered = ok + business + refused +
+// failed; lost_replies: sent but never answered); error_rate = (failed +
+// lost) / sent; refused_rate = refused / sent; arrived, connected,
+// admitted, left, dial_failures, reconnects (players); goodput = ok
+// replies per wall second over the run; capacity = the scenario's
+// capacity: figure (requests/s, x scale); duration (seconds); max_wait =
+// the longest wait in the admission line (seconds); order_inversions =
+// players admitted before one who joined the line earlier.
+//
+// Series (one value per wall second; NaN = no sample that second, skipped):
+// connected, waiting, admitted, rps, goodput, p99 (seconds),
+// logic_queue_depth, battle_p99 (seconds), gate_connections,
+// gate_waiting, cpu (the max over tiers of cores used, 1.0 = one core),
+// cpu_gate, cpu_logic, cpu_battle, rss_gate_mb, rss_logic_mb,
+// rss_battle_mb.
 package threshold
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// Scalars are the scalar figure names.
+// Scalars are the names of the run's single figures.
 var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed", "lost_replies", "error_rate",
 	"refused_rate", "arrived", "connected", "admitted", "left", "dial_failures", "reconnects", "goodput",
 	"capacity", "duration", "max_wait", "order_inversions"}
 
-// SeriesNames are the per-second series names.
+// SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
 	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}
 
-// Facts are the figures a threshold reads.
+// Aggregates are the functions over a series.
+var Aggregates = []string{"max", "min", "avg", "last"}
+
+// seconds are the figures measured in seconds (shown as durations).
+var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true}
+
+// ErrSyntax is wrapped by every Parse error.
+var ErrSyntax = errors.New("threshold")
+
+// Facts are a run's figures.
 type Facts interface {
+	// Value is a scalar (a name of Scalars).
 	Value(name string) (float64, bool)
+	// Series is a per-second series (a name of SeriesNames); NaN entries
+	// are seconds without a sample, skipped.
 	Series(name string) ([]float64, bool)
+	// Quantile is the served latency quantile in seconds, q in (0, 1].
 	Quantile(q float64) (float64, bool)
 }
 
-// Result is one threshold's outcome.
+// Result is one threshold's outcome. Value is the left side, Limit the
+// right side (both 0 when a figure is missing).
 type Result struct {
-	Threshold    string
-	Passed       bool
-	Value, Limit float64
-	Detail       string
+	Threshold string
+	Passed    bool
+	Value     float64
+	Limit     float64
+	Detail    string // e.g. "p(99) = 612ms, want < 500ms" or "no figure for max(cpu)"
 }
 
-type term struct {
-	kind byte // 'n' number, 'v' scalar, 'a' aggregate, 'p' quantile
-	k    float64
-	name string
-	agg  string
-}
-
-// Threshold is a parsed "LHS OP RHS".
+// Threshold is a parsed criterion. The zero Threshold is not valid.
 type Threshold struct {
-	src      string
-	lhs, rhs term
-	op       string
+	lhs operand
+	op  string
+	rhs operand
+}
+
+// operand is [factor *] ref, or a literal number (ref.kind 0).
+type operand struct {
+	factor  float64
+	literal string // the number as written, with its unit ("500ms")
+	ref     ref
+}
+
+type refKind uint8
+
+const (
+	refNone refKind = iota
+	refScalar
+	refAgg
+	refQuantile
+)
+
+// ref is a figure: a scalar, AGG(series) or p(N).
+type ref struct {
+	kind refKind
+	name string  // scalar or series name
+	agg  string  // refAgg
+	q    float64 // refQuantile: N/100
+	n    string  // refQuantile: N as written
+}
+
+func (r ref) String() string {
+	switch r.kind {
+	case refScalar:
+		return r.name
+	case refAgg:
+		return r.agg + "(" + r.name + ")"
+	case refQuantile:
+		return "p(" + r.n + ")"
+	}
+	return ""
+}
+
+func (o operand) String() string {
+	switch {
+	case o.ref.kind == refNone:
+		return o.literal
+	case o.literal != "":
+		return o.literal + " * " + o.ref.String()
+	}
+	return o.ref.String()
+}
+
+// inSeconds says whether the operand's figure is a time in seconds.
+func (o operand) inSeconds() bool {
+	return o.ref.kind == refQuantile || seconds[o.ref.name]
+}
+
+// String is the threshold in a canonical spacing, numbers as written.
+func (t Threshold) String() string {
+	if t.op == "" {
+		return ""
+	}
+	return t.lhs.String() + " " + t.op + " " + t.rhs.String()
+}
+
+// Names are the figures it reads: scalar and series names, and "p(N)" for
+// a latency quantile.
+func (t Threshold) Names() []string {
+	var out []string
+	for _, o := range []operand{t.lhs, t.rhs} {
+		var n string
+		switch o.ref.kind {
+		case refScalar, refAgg:
+			n = o.ref.name
+		case refQuantile:
+			n = o.ref.String()
+		default:
+			continue
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 var ops = []string{"<=", ">=", "==", "!=", "<", ">"}
 
-// Parse parses a threshold.
+// Parse reads a threshold; errors name what is wrong and, for an unknown
+// figure, list the known ones.
 func Parse(s string) (Threshold, error) {
-	for _, op := range ops {
-		if i := strings.Index(s, op); i > 0 {
-			l, err := parseTerm(strings.TrimSpace(s[:i]), true)
-			if err != nil {
-				return Threshold{}, fmt.Errorf("threshold %q: %w", s, err)
-			}
-			r, err := parseTerm(strings.TrimSpace(s[i+len(op):]), false)
-			if err != nil {
-				return Threshold{}, fmt.Errorf("threshold %q: %w", s, err)
-			}
-			return Threshold{src: strings.TrimSpace(s), lhs: l, rhs: r, op: op}, nil
-		}
+	p := &parser{src: s}
+	t, err := p.threshold()
+	if err != nil {
+		return Threshold{}, fmt.Errorf("%w: %q: %v", ErrSyntax, strings.TrimSpace(s), err)
 	}
-	return Threshold{}, fmt.Errorf("threshold %q: no comparison operator", s)
+	return t, nil
 }
 
-func parseTerm(s string, lhs bool) (term, error) {
-	if strings.HasPrefix(s, "p(") && strings.HasSuffix(s, ")") && lhs {
-		n, err := strconv.ParseFloat(s[2:len(s)-1], 64)
-		if err != nil || n <= 0 || n > 100 {
-			return term{}, fmt.Errorf("bad quantile %q", s)
-		}
-		return term{kind: 'p', k: n / 100}, nil
+type parser struct {
+	src string
+	pos int
+}
+
+func (p *parser) skip() {
+	for p.pos < len(p.src) && (p.src[p.pos] == ' ' || p.src[p.pos] == '\t') {
+		p.pos++
 	}
-	if i := strings.Index(s, "("); i > 0 && strings.HasSuffix(s, ")") {
-		agg, name := s[:i], s[i+1:len(s)-1]
-		if !slices.Contains([]string{"max", "min", "avg", "last"}, agg) || !slices.Contains(SeriesNames, name) {
-			return term{}, fmt.Errorf("unknown aggregate or series %q", s)
-		}
-		return term{kind: 'a', agg: agg, name: name}, nil
+}
+
+func (p *parser) rest() string { return p.src[p.pos:] }
+
+func (p *parser) threshold() (Threshold, error) {
+	p.skip()
+	if p.pos == len(p.src) {
+		return Threshold{}, errors.New("empty; want e.g. \"p(99) < 500ms\"")
 	}
-	k := 1.0
-	if i := strings.Index(s, "*"); i > 0 {
-		v, err := strconv.ParseFloat(strings.TrimSpace(s[:i]), 64)
-		if err != nil {
-			return term{}, fmt.Errorf("bad factor %q", s)
-		}
-		k, s = v, strings.TrimSpace(s[i+1:])
+	lhs, err := p.ref()
+	if err != nil {
+		return Threshold{}, err
 	}
-	if slices.Contains(Scalars, s) {
-		return term{kind: 'v', k: k, name: s}, nil
-	}
-	if lhs {
-		return term{}, fmt.Errorf("unknown name %q (known: %s)", s, strings.Join(Scalars, ", "))
-	}
-	mult := 1.0
-	for _, u := range []struct {
-		suf string
-		m   float64
-	}{{"ms", 1e-3}, {"s", 1}, {"m", 60}, {"%", 0.01}} {
-		if strings.HasSuffix(s, u.suf) {
-			s, mult = strings.TrimSuffix(s, u.suf), u.m
+	p.skip()
+	var op string
+	for _, o := range ops {
+		if strings.HasPrefix(p.rest(), o) {
+			op = o
 			break
 		}
 	}
-	v, err := strconv.ParseFloat(s, 64)
+	if op == "" {
+		if p.pos == len(p.src) {
+			return Threshold{}, fmt.Errorf("no comparison after %s; want one of < <= > >= == !=", lhs)
+		}
+		return Threshold{}, fmt.Errorf("want a comparison (< <= > >= == !=) after %s, got %q", lhs, p.rest())
+	}
+	p.pos += len(op)
+	p.skip()
+	rhs, err := p.rhs()
 	if err != nil {
-		return term{}, fmt.Errorf("bad value %q", s)
+		return Threshold{}, err
 	}
-	return term{kind: 'n', k: v * mult}, nil
+	p.skip()
+	if p.pos != len(p.src) {
+		return Threshold{}, fmt.Errorf("unexpected %q at the end", p.rest())
+	}
+	return Threshold{lhs: operand{factor: 1, ref: lhs}, op: op, rhs: rhs}, nil
 }
 
-// String is the threshold as written.
-func (t Threshold) String() string { return t.src }
-
-// Names are the figures it reads.
-func (t Threshold) Names() []string {
-	var ns []string
-	for _, x := range []term{t.lhs, t.rhs} {
-		switch x.kind {
-		case 'v', 'a':
-			ns = append(ns, x.name)
-		case 'p':
-			ns = append(ns, "p")
-		}
+// rhs is NUMBER[unit], or [NUMBER *] ref.
+func (p *parser) rhs() (operand, error) {
+	if p.pos == len(p.src) {
+		return operand{}, errors.New("nothing after the comparison; want a number or a figure")
 	}
-	return ns
+	if c := p.src[p.pos]; (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '+' {
+		lit, v, unit, err := p.number()
+		if err != nil {
+			return operand{}, err
+		}
+		p.skip()
+		if !strings.HasPrefix(p.rest(), "*") {
+			return operand{factor: v, literal: lit}, nil
+		}
+		if unit != "" {
+			return operand{}, fmt.Errorf("a factor has no unit, got %q", lit)
+		}
+		p.pos++
+		p.skip()
+		r, err := p.ref()
+		if err != nil {
+			return operand{}, err
+		}
+		return operand{factor: v, literal: lit, ref: r}, nil
+	}
+	r, err := p.ref()
+	if err != nil {
+		return operand{}, err
+	}
+	return operand{factor: 1, ref: r}, nil
 }
 
-func (x term) eval(f Facts) (float64, string) {
-	switch x.kind {
-	case 'n':
-		return x.k, ""
-	case 'p':
-		v, ok := f.Quantile(x.k)
-		if !ok {
-			return 0, "latency"
+var units = map[string]float64{"": 1, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "m": 60, "h": 3600, "%": 0.01}
+
+// number is a decimal number with an optional unit.
+func (p *parser) number() (lit string, v float64, unit string, err error) {
+	start := p.pos
+	i := p.pos
+	if i < len(p.src) && (p.src[i] == '-' || p.src[i] == '+') {
+		i++
+	}
+	digits := 0
+	for i < len(p.src) && (p.src[i] >= '0' && p.src[i] <= '9' || p.src[i] == '.') {
+		i++
+		digits++
+	}
+	if i < len(p.src) && (p.src[i] == 'e' || p.src[i] == 'E') && i+1 < len(p.src) {
+		j := i + 1
+		if p.src[j] == '-' || p.src[j] == '+' {
+			j++
 		}
-		return v, ""
-	case 'v':
-		v, ok := f.Value(x.name)
-		if !ok {
-			return 0, x.name
-		}
-		return x.k * v, ""
-	}
-	s, ok := f.Series(x.name)
-	var vs []float64
-	for _, v := range s {
-		if !math.IsNaN(v) {
-			vs = append(vs, v)
+		if j < len(p.src) && p.src[j] >= '0' && p.src[j] <= '9' {
+			for i = j; i < len(p.src) && p.src[i] >= '0' && p.src[i] <= '9'; i++ {
+			}
 		}
 	}
-	if !ok || len(vs) == 0 {
-		return 0, x.name
+	num := p.src[start:i]
+	u := i
+	for u < len(p.src) && (isLetter(p.src[u]) || p.src[u] == '%' || p.src[u] >= 0x80) {
+		u++
 	}
-	switch x.agg {
-	case "max":
-		return slices.Max(vs), ""
-	case "min":
-		return slices.Min(vs), ""
-	case "last":
-		return vs[len(vs)-1], ""
+	lit, unit = p.src[start:u], p.src[i:u]
+	p.pos = u
+	f, perr := strconv.ParseFloat(num, 64)
+	if digits == 0 || perr != nil || math.IsInf(f, 0) {
+		return "", 0, "", fmt.Errorf("%q is not a number", lit)
 	}
-	sum := 0.0
-	for _, v := range vs {
-		sum += v
+	m, ok := units[unit]
+	if !ok {
+		return "", 0, "", fmt.Errorf("unknown unit %q in %q; want ms, s, m, h, us or %%", unit, lit)
 	}
-	return sum / float64(len(vs)), ""
+	switch {
+	case m < 1:
+		v = f / (1 / m) // 500ms = 500/1000 exactly, not 500 x 0.001
+	default:
+		v = f * m
+	}
+	return lit, v, unit, nil
 }
 
-// Eval evaluates t on f.
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }
+
+func isNameChar(c byte) bool { return isLetter(c) || c >= '0' && c <= '9' }
+
+// ref is p(N), AGG(series) or a scalar name.
+func (p *parser) ref() (ref, error) {
+	start := p.pos
+	for p.pos < len(p.src) && isNameChar(p.src[p.pos]) {
+		p.pos++
+	}
+	name := p.src[start:p.pos]
+	if name == "" {
+		return ref{}, fmt.Errorf("want a figure (e.g. p(99), error_rate, max(cpu)), got %q", p.rest())
+	}
+	p.skip()
+	if !strings.HasPrefix(p.rest(), "(") {
+		switch {
+		case slices.Contains(Scalars, name):
+			return ref{kind: refScalar, name: name}, nil
+		case slices.Contains(SeriesNames, name):
+			return ref{}, fmt.Errorf("%s is a per-second series: use max(%s), min(%s), avg(%s) or last(%s)", name, name, name, name, name)
+		}
+		return ref{}, fmt.Errorf("unknown figure %q; the figures are p(N), %s and AGG(series) with AGG one of %s over %s",
+			name, strings.Join(Scalars, ", "), strings.Join(Aggregates, ", "), strings.Join(SeriesNames, ", "))
+	}
+	p.pos++
+	p.skip()
+	var r ref
+	switch {
+	case name == "p":
+		lit, v, unit, err := p.number()
+		if err != nil {
+			return ref{}, fmt.Errorf("p(N): %v", err)
+		}
+		if unit != "" || !(v > 0 && v <= 100) {
+			return ref{}, fmt.Errorf("p(N): N must be a number in (0, 100], got %q", lit)
+		}
+		r = ref{kind: refQuantile, q: v / 100, n: lit}
+	case slices.Contains(Aggregates, name):
+		s := p.pos
+		for p.pos < len(p.src) && isNameChar(p.src[p.pos]) {
+			p.pos++
+		}
+		series := p.src[s:p.pos]
+		if !slices.Contains(SeriesNames, series) {
+			return ref{}, fmt.Errorf("unknown series %q in %s(); the series are %s", series, name, strings.Join(SeriesNames, ", "))
+		}
+		r = ref{kind: refAgg, agg: name, name: series}
+	default:
+		return ref{}, fmt.Errorf("unknown function %q; want p(N) or one of %s", name, strings.Join(Aggregates, ", "))
+	}
+	p.skip()
+	if !strings.HasPrefix(p.rest(), ")") {
+		return ref{}, fmt.Errorf("want ) after %s(", name)
+	}
+	p.pos++
+	return r, nil
+}
+
+// value reads a figure; ok false when it is missing (or not finite).
+func (r ref) value(f Facts) (float64, bool) {
+	var v float64
+	var ok bool
+	switch r.kind {
+	case refScalar:
+		v, ok = f.Value(r.name)
+	case refQuantile:
+		v, ok = f.Quantile(r.q)
+	case refAgg:
+		var xs []float64
+		xs, ok = f.Series(r.name)
+		if ok {
+			v, ok = aggregate(r.agg, xs)
+		}
+	}
+	return v, ok && !math.IsNaN(v) && !math.IsInf(v, 0)
+}
+
+// aggregate applies agg to the samples of xs (NaN entries skipped); ok
+// false without any.
+func aggregate(agg string, xs []float64) (float64, bool) {
+	var n int
+	var acc float64
+	for _, x := range xs {
+		if math.IsNaN(x) {
+			continue
+		}
+		switch {
+		case n == 0:
+			acc = x
+		case agg == "max":
+			acc = math.Max(acc, x)
+		case agg == "min":
+			acc = math.Min(acc, x)
+		case agg == "avg":
+			acc += x
+		case agg == "last":
+			acc = x
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, false
+	}
+	if agg == "avg" {
+		acc /= float64(n)
+	}
+	return acc, true
+}
+
+func (o operand) value(f Facts) (float64, bool) {
+	if o.ref.kind == refNone {
+		return o.factor, true
+	}
+	v, ok := o.ref.value(f)
+	return o.factor * v, ok
+}
+
+// Eval evaluates the threshold on f. A missing figure fails, Detail
+// "no figure for X".
 func (t Threshold) Eval(f Facts) Result {
-	r := Result{Threshold: t.src}
-	var miss string
-	if r.Value, miss = t.lhs.eval(f); miss == "" {
-		r.Limit, miss = t.rhs.eval(f)
+	res := Result{Threshold: t.String()}
+	if t.op == "" {
+		res.Detail = "not a parsed threshold"
+		return res
 	}
-	if miss != "" {
-		r.Detail = "no figure for " + miss
-		return r
+	lv, ok := t.lhs.value(f)
+	if !ok {
+		res.Detail = "no figure for " + t.lhs.ref.String()
+		return res
 	}
+	rv, ok := t.rhs.value(f)
+	if !ok {
+		res.Detail = "no figure for " + t.rhs.ref.String()
+		return res
+	}
+	res.Value, res.Limit = lv, rv
 	switch t.op {
 	case "<":
-		r.Passed = r.Value < r.Limit
+		res.Passed = lv < rv
 	case "<=":
-		r.Passed = r.Value <= r.Limit
+		res.Passed = lv <= rv
 	case ">":
-		r.Passed = r.Value > r.Limit
+		res.Passed = lv > rv
 	case ">=":
-		r.Passed = r.Value >= r.Limit
+		res.Passed = lv >= rv
 	case "==":
-		r.Passed = r.Value == r.Limit
+		res.Passed = lv == rv
 	case "!=":
-		r.Passed = r.Value != r.Limit
+		res.Passed = lv != rv
 	}
-	return r
+	secs := t.lhs.inSeconds()
+	limit := format(rv, secs && (t.rhs.ref.kind == refNone || t.rhs.inSeconds()))
+	if t.rhs.ref.kind != refNone {
+		limit += " (" + t.rhs.String() + ")"
+	}
+	res.Detail = fmt.Sprintf("%s = %s, want %s %s", t.lhs.ref, format(lv, secs), t.op, limit)
+	return res
 }
 
-// EvalAll evaluates every threshold; passed when all pass.
-func EvalAll(ts []Threshold, f Facts) ([]Result, bool) {
-	rs := make([]Result, 0, len(ts))
-	passed := true
-	for _, t := range ts {
-		r := t.Eval(f)
-		passed = passed && r.Passed
-		rs = append(rs, r)
+// format shows a figure: seconds as a duration, others as a number.
+func format(v float64, secs bool) string {
+	if secs && math.Abs(v) < 1e9 {
+		d := time.Duration(math.Round(v * 1e9))
+		switch {
+		case d >= 10*time.Second:
+			d = d.Round(time.Millisecond)
+		case d >= time.Millisecond:
+			d = d.Round(time.Microsecond)
+		}
+		return d.String()
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+// EvalAll evaluates every threshold; passed is true when all passed.
+func EvalAll(ts []Threshold, f Facts) (rs []Result, passed bool) {
+	passed = true
+	rs = make([]Result, len(ts))
+	for i, t := range ts {
+		rs[i] = t.Eval(f)
+		passed = passed && rs[i].Passed
 	}
 	return rs, passed
 }

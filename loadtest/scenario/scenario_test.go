@@ -1,0 +1,279 @@
+package scenario
+
+import (
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"levee/loadtest/arrival"
+)
+
+// files is a fake file system for csv/prometheus paths.
+func files(m map[string]string) func(string) ([]byte, error) {
+	return func(p string) ([]byte, error) {
+		if s, ok := m[p]; ok {
+			return []byte(s), nil
+		}
+		return nil, &os.PathError{Op: "open", Path: p, Err: os.ErrNotExist}
+	}
+}
+
+const minimal = `arrivals:
+  phases:
+    - {duration: 1m, players: 100}
+players:
+  actions:
+    - {do: profile, weight: 1}
+`
+
+func TestDefaults(t *testing.T) {
+	s, err := Parse("dir/min.yaml", []byte(minimal), nil, files(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Scenario{Version: 1, Name: "min", Engine: "players", Scale: 1, Speed: 1}
+	if s.Version != want.Version || s.Name != want.Name || s.Engine != want.Engine || s.Scale != 1 || s.Speed != 1 || s.File != "dir/min.yaml" {
+		t.Fatalf("%+v", s)
+	}
+	if s.Client.Policy != "sdk" || s.Client.RequestTimeout != Duration(5*time.Second) {
+		t.Fatalf("client %+v", s.Client)
+	}
+	// run.duration = max(curve end 1m, no actions) + 1m; drain = 5s + 2s.
+	if s.Run != (Run{Duration: Duration(2 * time.Minute), Drain: Duration(7 * time.Second), MaxRequests: 10_000_000}) {
+		t.Fatalf("run %+v", s.Run)
+	}
+	if a := s.Players.Actions[0]; a.Criticality != "default" || a.Item != "" || a.Units != 0 {
+		t.Fatalf("profile %+v", a)
+	}
+	if s.Curve.Kind() != arrival.Players || s.Curve.At(30*time.Second) != 50 {
+		t.Fatalf("curve %v", s.Curve.Points())
+	}
+	if s.WorkerCount() != 1 {
+		t.Fatalf("workers %d", s.WorkerCount())
+	}
+	// An empty file is a scenario without arrivals.
+	if _, err := Parse("e.yaml", nil, nil, nil); err == nil || err.Error() != "e.yaml: arrivals: required: give one of phases, csv or prometheus" {
+		t.Fatalf("empty: %v", err)
+	}
+}
+
+func TestActionDefaults(t *testing.T) {
+	in := minimal + `    - {do: purchase, weight: 2}
+    - {do: battle, weight: 3}
+    - {do: purchase, weight: 1, item: sword, criticality: sheddable}
+    - {do: battle, weight: 1, units: 8, ticks: 200, criticality: critical}
+timeline:
+  - {at: 30s, line: {mode: open}}
+  - {at: 3m, line: {rate: 5}}
+`
+	s, err := Parse("a.yaml", []byte(in), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := s.Players.Actions
+	want := []Act{
+		{Do: "profile", Weight: 1, Criticality: "default"},
+		{Do: "purchase", Weight: 2, Item: "potion", Criticality: "critical"},
+		{Do: "battle", Weight: 3, Units: 4, Ticks: 50, Criticality: "default"},
+		{Do: "purchase", Weight: 1, Item: "sword", Criticality: "sheddable"},
+		{Do: "battle", Weight: 1, Units: 8, Ticks: 200, Criticality: "critical"},
+	}
+	for i := range want {
+		if acts[i] != want[i] {
+			t.Errorf("actions[%d] = %+v, want %+v", i, acts[i], want[i])
+		}
+	}
+	// The last action (3m) is after the curve's end (1m): duration 3m + 1m.
+	if s.Run.Duration != Duration(4*time.Minute) || s.Timeline[0].Offset != 30*time.Second {
+		t.Fatalf("run %+v timeline %+v", s.Run, s.Timeline)
+	}
+}
+
+func TestLaunchPreset(t *testing.T) {
+	s, err := Load("launch", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.File != "preset:launch" || s.Name != "launch" || s.T0 != Duration(5*time.Minute) || s.Engine != "players" {
+		t.Fatalf("%+v", s)
+	}
+	// 200 -> 5,000 -> 30,000 -> 80,000 over 10 min: 80,000 at T+5.
+	for _, at := range []struct {
+		t time.Duration
+		v float64
+	}{{0, 200}, {2 * time.Minute, 5000}, {5 * time.Minute, 30000}, {10 * time.Minute, 80000}} {
+		if got := s.Curve.At(at.t); got != at.v {
+			t.Errorf("At(%v) = %v, want %v", at.t, got, at.v)
+		}
+	}
+	offs := []time.Duration{0, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute}
+	modes := []string{"queueing", "paced", "paced", "open"}
+	if len(s.Timeline) != 4 {
+		t.Fatalf("timeline %+v", s.Timeline)
+	}
+	for i, a := range s.Timeline {
+		if a.Offset != offs[i] || a.Line.Mode != modes[i] {
+			t.Errorf("timeline[%d] = %+v", i, a)
+		}
+	}
+	if len(s.Timeline[2].Conds) != 2 || s.Timeline[2].Conds[1].String() != "p(99) < 500ms" {
+		t.Fatalf("if: %+v", s.Timeline[2].Conds)
+	}
+	if len(s.Checks) != 5 || s.Checks[4].String() != "admitted == arrived" {
+		t.Fatalf("checks %v", s.Checks)
+	}
+	if s.Run.Duration != Duration(21*time.Minute) || s.WorkerCount() != 6 {
+		t.Fatalf("run %+v workers %d", s.Run, s.WorkerCount())
+	}
+	// At scale 0.1 and speed 10: 8,000 players, 10 min -> 1 min, 126 s of wall time.
+	small, err := Load("launch", []string{"scale=0.1", "speed=10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := small.WallCurve()
+	if w.Peak() != 8000 || w.End() != time.Minute || small.WallDuration() != 126*time.Second || small.WorkerCount() != 1 {
+		t.Fatalf("small: peak %v end %v wall %v workers %d", w.Peak(), w.End(), small.WallDuration(), small.WorkerCount())
+	}
+	if l := small.WallLine(*small.Timeline[1].Line); l.Rate != 100 || l.Interval != Duration(time.Second) || l.Mode != "paced" {
+		t.Fatalf("wall line %+v", l)
+	}
+	if l := small.WallLine(LineChange{Rate: 3}); l.Rate != 1 {
+		t.Fatalf("a scaled rate is at least 1: %+v", l)
+	}
+}
+
+func TestPresets(t *testing.T) {
+	ps := Presets()
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+		if p.Description == "" {
+			t.Errorf("%s: no description", p.Name)
+		}
+		s, err := Load(p.Name, nil)
+		if err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+			continue
+		}
+		if s.Name != p.Name || s.File != "preset:"+p.Name {
+			t.Errorf("%s: name %q file %q", p.Name, s.Name, s.File)
+		}
+		if s.Engine != "players" && s.Engine != p.Name {
+			t.Errorf("%s: engine %s", p.Name, s.Engine)
+		}
+		if s.Engine != "players" && len(s.Settings) == 0 {
+			t.Errorf("%s: no settings", p.Name)
+		}
+	}
+	if strings.Join(names, " ") != "hold launch line overload smoke" {
+		t.Fatalf("presets %v", names)
+	}
+	smoke, _ := Load("smoke", []string{"settings.bots=50"})
+	if smoke.Settings["bots"] != "50" || smoke.Settings["ramp"] != "5s" {
+		t.Fatalf("smoke settings %v", smoke.Settings)
+	}
+}
+
+// TestLegacyFlagsAreFlags checks every settings name against
+// cmd/loadtest's flag definitions.
+func TestLegacyFlagsAreFlags(t *testing.T) {
+	src, err := os.ReadFile("../../cmd/loadtest/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, names := range LegacyFlags {
+		for _, n := range names {
+			if !strings.Contains(string(src), `"`+n+`", `) {
+				t.Errorf("%s: %q is not a flag of cmd/loadtest", e, n)
+			}
+		}
+	}
+	if len(LegacyFlags) != 4 {
+		t.Fatalf("engines %v", LegacyFlags)
+	}
+}
+
+func TestExamples(t *testing.T) {
+	for _, name := range []string{"replay-csv", "replay-prometheus", "ramp-rate"} {
+		s, err := Load("../scenarios/examples/"+name+".yaml", nil)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		switch name {
+		case "replay-csv", "replay-prometheus":
+			if s.Curve.End() != 20*time.Minute || math.Abs(s.Curve.At(10*time.Minute)-80000) > 3200 {
+				t.Errorf("%s: end %v, At(10m) %v", name, s.Curve.End(), s.Curve.At(10*time.Minute))
+			}
+			small, err := Load("../scenarios/examples/"+name+".yaml", []string{"scale=0.05", "speed=4"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := small.WallCurve()
+			if w.End() != 5*time.Minute || math.Abs(w.At(150*time.Second)-s.Curve.At(10*time.Minute)*0.05) > 1e-6 {
+				t.Errorf("%s: scaled end %v", name, w.End())
+			}
+		case "ramp-rate":
+			// 0 -> 50/s over 2m (3,000), 50/s for 5m (15,000), 50 -> 0 over 1m (1,500).
+			if s.Curve.Kind() != arrival.Rate || s.Curve.Arrivals(8*time.Minute) != 19500 || s.PeakPlayers() != 19500 {
+				t.Errorf("%s: arrivals %v", name, s.Curve.Arrivals(8*time.Minute))
+			}
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	s, err := Load("launch", []string{
+		"scale=0.1", "players.think=2s", "arrivals.phases[1].players=500", "thresholds[0]=p(99) < 1s",
+		"seed=42", "client.retry.base=50ms", "timeline[2].if[0]=max(cpu) < 0.9", "name = small launch",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Scale != 0.1 || s.Players.Think != Duration(2*time.Second) || s.Curve.At(5*time.Minute) != 500 ||
+		s.Checks[0].String() != "p(99) < 1s" || s.Seed != 42 || s.Client.Retry.Base != Duration(50*time.Millisecond) ||
+		s.Timeline[2].Conds[0].String() != "max(cpu) < 0.9" || s.Name != "small launch" {
+		t.Fatalf("%+v", s)
+	}
+	// A missing mapping is created.
+	in := "engine: overload\n"
+	o, err := Parse("o.yaml", []byte(in), []string{"settings.conns=50", "settings.expect-hold=false"}, nil)
+	if err != nil || o.Settings["conns"] != "50" || o.Settings["expect-hold"] != "false" {
+		t.Fatalf("%v %v", o, err)
+	}
+}
+
+func TestErrorsAreErrors(t *testing.T) {
+	_, err := Parse("x.yaml", []byte("scale: 20\n"+minimal), nil, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.File != "x.yaml" || e.Line != 1 || e.Path != "scale" || e.Msg != "must be in (0, 10], got 20" {
+		t.Fatalf("%#v", err)
+	}
+	_, err = Load("no-such-preset", nil)
+	if !errors.As(err, &e) || !strings.Contains(err.Error(), "neither a preset (hold, launch, line, overload, smoke) nor a file") {
+		t.Fatalf("%v", err)
+	}
+	_, err = Load("nowhere/x.yaml", nil)
+	if !errors.As(err, &e) || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestAliases(t *testing.T) {
+	in := "t0: &t 5m\n" + minimal + "run: {duration: *t}\ntimeline:\n  - {at: &z T-5m, line: {mode: queueing}}\n  - {at: *z, line: {mode: open}}\n"
+	s, err := Parse("a.yaml", []byte(in), []string{"timeline[1].at=T-1m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The override replaces the alias, not the anchored value it shared.
+	if s.Run.Duration != Duration(5*time.Minute) || s.Timeline[0].At != "T-5m" || s.Timeline[1].Offset != 4*time.Minute {
+		t.Fatalf("%+v %+v", s.Run, s.Timeline)
+	}
+	_, err = Parse("a.yaml", []byte("engine: smoke\nsettings:\n  bots: \"1\"\n  bots: \"2\"\n"), nil, nil)
+	if err == nil || err.Error() != "a.yaml:4: settings.bots: given twice (also on line 3)" {
+		t.Fatalf("%v", err)
+	}
+}

@@ -1,0 +1,443 @@
+package scenario
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"levee/loadtest/arrival"
+	"levee/loadtest/threshold"
+)
+
+// Defaults applied by Parse.
+const (
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultItem           = "potion"
+	DefaultUnits          = 4
+	DefaultTicks          = 50
+	// DefaultRunTail is added to the later of the curve's end and the
+	// last action for the default run.duration.
+	DefaultRunTail = time.Minute
+	// DefaultDrainExtra is added to request_timeout for the default
+	// run.drain.
+	DefaultDrainExtra = 2 * time.Second
+)
+
+// The gate's bounds on a line change's interval (queue.MinInterval,
+// queue.MaxInterval).
+const (
+	minLineInterval = time.Millisecond
+	maxLineInterval = time.Hour
+)
+
+// validate applies the defaults, checks every bound and fills the derived
+// fields.
+func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) error {
+	switch s.Version {
+	case 0:
+		s.Version = 1
+	case 1:
+	default:
+		return d.fail("version", "must be 1, got %d", s.Version)
+	}
+	if s.Name == "" {
+		base := s.File[strings.LastIndexAny(s.File, `/\`)+1:]
+		s.Name = strings.TrimSuffix(base, ".yaml")
+	}
+	if s.Engine == "" {
+		s.Engine = EnginePlayers
+	}
+	if !slices.Contains(Engines, s.Engine) {
+		return d.fail("engine", "unknown engine %q; want %s", s.Engine, or(Engines))
+	}
+	if err := d.defaultFloat(&s.Scale, "scale", 1, MaxScale); err != nil {
+		return err
+	}
+	if err := d.defaultFloat(&s.Speed, "speed", 1, MaxSpeed); err != nil {
+		return err
+	}
+	if s.Capacity < 0 {
+		return d.fail("capacity", "must be >= 0, got %v", s.Capacity)
+	}
+	if s.Engine != EnginePlayers {
+		return d.validateLegacy(s)
+	}
+	if d.has("settings") {
+		return d.fail("settings", "only for the legacy engines %s (engine is %s)", or(Engines[1:]), s.Engine)
+	}
+	if err := d.validateArrivals(s, readFile); err != nil {
+		return err
+	}
+	if err := d.validatePlayers(&s.Players); err != nil {
+		return err
+	}
+	if err := d.validateClient(&s.Client); err != nil {
+		return err
+	}
+	if err := d.validateTimeline(s); err != nil {
+		return err
+	}
+	for i, th := range s.Thresholds {
+		c, err := threshold.Parse(th)
+		if err != nil {
+			return d.fail(fmt.Sprintf("thresholds[%d]", i), "%v", err)
+		}
+		s.Checks = append(s.Checks, c)
+	}
+	return d.validateRun(s)
+}
+
+// defaultFloat gives *v its default def when absent; when given it must
+// be in (0, hi].
+func (d *decoder) defaultFloat(v *float64, path string, def, hi float64) error {
+	if !d.has(path) {
+		*v = def
+		return nil
+	}
+	if !(*v > 0 && *v <= hi) {
+		return d.fail(path, "must be in (0, %v], got %v", hi, *v)
+	}
+	return nil
+}
+
+// share checks a value in [0, 1].
+func (d *decoder) share(v float64, path string) error {
+	if v < 0 || v > 1 {
+		return d.fail(path, "must be a share in [0, 1], got %v", v)
+	}
+	return nil
+}
+
+// or lists choices: "a, b or c".
+func or(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
+}
+
+func (d *decoder) validateArrivals(s *Scenario, readFile func(string) ([]byte, error)) error {
+	a := &s.Arrivals
+	var sources []string
+	for _, x := range []struct {
+		name string
+		set  bool
+	}{{"phases", len(a.Phases) > 0}, {"csv", a.CSV != ""}, {"prometheus", a.Prometheus != ""}} {
+		if x.set {
+			sources = append(sources, x.name)
+		}
+	}
+	switch {
+	case len(sources) == 0:
+		return d.fail("arrivals", "required: give one of phases, csv or prometheus")
+	case len(sources) > 1:
+		return d.fail("arrivals."+sources[1], "two arrival sources (%s); give one", strings.Join(sources, " and "))
+	}
+	if a.Start < 0 {
+		return d.fail("arrivals.start", "must be >= 0, got %v", a.Start)
+	}
+	if d.has("arrivals.start") && len(a.Phases) == 0 {
+		return d.fail("arrivals.start", "only with phases (a file's curve starts at its first row)")
+	}
+	var (
+		c   arrival.Curve
+		err error
+	)
+	switch {
+	case len(a.Phases) > 0:
+		c, err = d.phases(a)
+		if err != nil {
+			return err
+		}
+	case a.CSV != "":
+		c, err = d.curveFile(s.File, "arrivals.csv", a.CSV, readFile, arrival.ReadCSV)
+	default:
+		c, err = d.curveFile(s.File, "arrivals.prometheus", a.Prometheus, readFile, arrival.ReadPrometheus)
+	}
+	if err != nil {
+		return err
+	}
+	s.Curve = c
+	return nil
+}
+
+func (d *decoder) phases(a *Arrivals) (arrival.Curve, error) {
+	if len(a.Phases) >= arrival.MaxPoints {
+		return arrival.Curve{}, d.fail("arrivals.phases", "%d phases, at most %d", len(a.Phases), arrival.MaxPoints-1)
+	}
+	var kind arrival.Kind
+	steps := make([]arrival.Step, len(a.Phases))
+	for i, p := range a.Phases {
+		path := fmt.Sprintf("arrivals.phases[%d]", i)
+		if p.Duration <= 0 {
+			if !d.has(path + ".duration") {
+				return arrival.Curve{}, d.fail(path+".duration", "required (how long the ramp to the target takes, e.g. 2m)")
+			}
+			return arrival.Curve{}, d.fail(path+".duration", "must be > 0, got %v", p.Duration)
+		}
+		var k arrival.Kind
+		var v *float64
+		switch {
+		case p.Players != nil && p.Rate != nil:
+			return arrival.Curve{}, d.fail(path+".rate", "players and rate both given; a phase has one target")
+		case p.Players != nil:
+			k, v = arrival.Players, p.Players
+		case p.Rate != nil:
+			k, v = arrival.Rate, p.Rate
+		default:
+			return arrival.Curve{}, d.fail(path, "required: players (present at the phase's end) or rate (arrivals/s at its end)")
+		}
+		if kind == 0 {
+			kind = k
+		} else if k != kind {
+			return arrival.Curve{}, d.fail(path+"."+k.String(), "phases mix players and rate (phases[0] has %s); use one kind", kind)
+		}
+		if *v < 0 {
+			return arrival.Curve{}, d.fail(path+"."+k.String(), "must be >= 0, got %v", *v)
+		}
+		steps[i] = arrival.Step{Duration: time.Duration(p.Duration), Value: *v}
+	}
+	c, err := arrival.Phases(kind, a.Start, steps)
+	if err != nil {
+		return arrival.Curve{}, d.fail("arrivals.phases", "%v", err)
+	}
+	return c, nil
+}
+
+func (d *decoder) curveFile(file, path, name string, readFile func(string) ([]byte, error),
+	read func(r io.Reader) (arrival.Curve, error)) (arrival.Curve, error) {
+	data, err := readFile(relative(file, name))
+	if err != nil {
+		return arrival.Curve{}, d.fail(path, "%v", err)
+	}
+	c, err := read(bytes.NewReader(data))
+	if err != nil {
+		return arrival.Curve{}, d.fail(path, "%s: %s", name, strings.TrimPrefix(err.Error(), "arrival: "))
+	}
+	return c, nil
+}
+
+func (d *decoder) validatePlayers(p *Players) error {
+	if len(p.Actions) == 0 {
+		return d.fail("players.actions", "required: at least one action (%s)", or(Acts))
+	}
+	for i := range p.Actions {
+		a := &p.Actions[i]
+		path := fmt.Sprintf("players.actions[%d]", i)
+		switch {
+		case a.Do == "":
+			return d.fail(path+".do", "required: %s", or(Acts))
+		case !slices.Contains(Acts, a.Do):
+			return d.fail(path+".do", "unknown action %q; want %s", a.Do, or(Acts))
+		case !(a.Weight > 0):
+			if !d.has(path + ".weight") {
+				return d.fail(path+".weight", "required: a weight > 0 (the action's share of the mix)")
+			}
+			return d.fail(path+".weight", "must be > 0, got %v", a.Weight)
+		}
+		if a.Do != "purchase" && d.has(path+".item") {
+			return d.fail(path+".item", "only for purchase")
+		}
+		if a.Do != "battle" {
+			for _, f := range []string{"units", "ticks"} {
+				if d.has(path + "." + f) {
+					return d.fail(path+"."+f, "only for battle")
+				}
+			}
+		}
+		switch a.Do {
+		case "purchase":
+			if a.Item == "" {
+				if d.has(path + ".item") {
+					return d.fail(path+".item", "must not be empty")
+				}
+				a.Item = DefaultItem
+			}
+			if strings.TrimSpace(a.Item) != a.Item {
+				return d.fail(path+".item", "bad item id %q", a.Item)
+			}
+		case "battle":
+			for _, x := range []struct {
+				name    string
+				v       *uint32
+				def, hi uint32
+			}{{"units", &a.Units, DefaultUnits, 64}, {"ticks", &a.Ticks, DefaultTicks, 10_000}} {
+				if !d.has(path + "." + x.name) {
+					*x.v = x.def
+				} else if *x.v < 1 || *x.v > x.hi {
+					return d.fail(path+"."+x.name, "must be in 1..%d, got %d", x.hi, *x.v)
+				}
+			}
+		}
+		switch {
+		case a.Criticality == "" && a.Do == "purchase":
+			a.Criticality = "critical"
+		case a.Criticality == "":
+			a.Criticality = "default"
+		case !slices.Contains(Criticalities, a.Criticality):
+			return d.fail(path+".criticality", "unknown criticality %q; want %s", a.Criticality, or(Criticalities))
+		}
+	}
+	for _, x := range []struct {
+		path string
+		v    float64
+	}{{"players.think_jitter", p.ThinkJitter}, {"players.reconnect", p.Reconnect}, {"players.json", p.JSON}} {
+		if err := d.share(x.v, x.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *decoder) validateClient(c *Client) error {
+	switch {
+	case c.Policy == "":
+		c.Policy = "sdk"
+	case !slices.Contains(Policies, c.Policy):
+		return d.fail("client.policy", "unknown policy %q; want %s", c.Policy, or(Policies))
+	}
+	if c.RequestTimeout == 0 {
+		if d.has("client.request_timeout") {
+			return d.fail("client.request_timeout", "must be > 0")
+		}
+		c.RequestTimeout = Duration(DefaultRequestTimeout)
+	}
+	if c.RequestTimeout > Duration(10*time.Minute) {
+		return d.fail("client.request_timeout", "must be at most 10m, got %v", c.RequestTimeout)
+	}
+	if c.Policy != "sdk" {
+		for _, f := range []string{"client.retry", "client.pace"} {
+			if d.has(f) {
+				return d.fail(f, "only with policy sdk (the naive client neither retries nor paces)")
+			}
+		}
+	}
+	switch r := c.Retry; {
+	case r.Attempts < 0 || r.Attempts > 100:
+		return d.fail("client.retry.attempts", "must be in 0..100, got %d", r.Attempts)
+	case r.Base > 0 && r.Cap > 0 && r.Cap < r.Base:
+		return d.fail("client.retry.cap", "must be >= base (%v), got %v", r.Base, r.Cap)
+	}
+	if c.Pace < 0 {
+		return d.fail("client.pace", "must be >= 0, got %v", c.Pace)
+	}
+	return nil
+}
+
+var atPattern = regexp.MustCompile(`^T\s*(?:([+-])\s*(\S+))?$`)
+
+func (d *decoder) validateTimeline(s *Scenario) error {
+	var last time.Duration
+	for i := range s.Timeline {
+		a := &s.Timeline[i]
+		path := fmt.Sprintf("timeline[%d]", i)
+		at := strings.TrimSpace(a.At)
+		if at == "" {
+			return d.fail(path+".at", "required: T-5m, T+0, T+15m (from t0) or a duration from the start")
+		}
+		off, err := d.offset(at, s.T0)
+		if err != nil {
+			return d.fail(path+".at", "%v", err)
+		}
+		if off < last {
+			return d.fail(path+".at", "%s is before timeline[%d]'s %s; keep the timeline in order", at, i-1, s.Timeline[i-1].At)
+		}
+		a.Offset, last = off, off
+		if a.Line == nil {
+			return d.fail(path+".line", "required: the line change (mode, rate, interval)")
+		}
+		l := a.Line
+		lp := path + ".line"
+		switch {
+		case l.Mode == "" && l.Rate == 0 && l.Interval == 0:
+			return d.fail(lp, "changes nothing; give mode, rate or interval")
+		case l.Mode != "" && !slices.Contains(LineModes, l.Mode):
+			return d.fail(lp+".mode", "unknown line mode %q; want %s", l.Mode, or(LineModes))
+		case l.Rate < 0 || (l.Rate == 0 && d.has(lp+".rate")):
+			return d.fail(lp+".rate", "must be >= 1 (players per interval), got %d", l.Rate)
+		case l.Interval == 0 && d.has(lp+".interval"):
+			return d.fail(lp+".interval", "must be > 0")
+		case l.Interval != 0 && (l.Interval < Duration(minLineInterval) || l.Interval > Duration(maxLineInterval)):
+			return d.fail(lp+".interval", "must be in %v..%v, got %v", minLineInterval, maxLineInterval, l.Interval)
+		case l.Interval != 0 && s.Wall(time.Duration(l.Interval)) < minLineInterval:
+			return d.fail(lp+".interval", "%v at speed %v is below the gate's %v", l.Interval, s.Speed, minLineInterval)
+		}
+		for j, c := range a.If {
+			th, err := threshold.Parse(c)
+			if err != nil {
+				return d.fail(fmt.Sprintf("%s.if[%d]", path, j), "%v", err)
+			}
+			a.Conds = append(a.Conds, th)
+		}
+	}
+	return nil
+}
+
+// offset resolves an action's at: "T", "T+5m", "T-5m" from t0, or a plain
+// duration from the start.
+func (d *decoder) offset(at string, t0 Duration) (time.Duration, error) {
+	m := atPattern.FindStringSubmatch(at)
+	if m == nil {
+		v, err := parseDuration(at)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not T±DURATION (T-5m, T+0, T+15m) or a duration from the start", at)
+		}
+		return v, nil
+	}
+	if m[1] == "" {
+		return time.Duration(t0), nil
+	}
+	v, err := parseDuration(m[2])
+	if err != nil {
+		return 0, fmt.Errorf("%q is not T±DURATION (T-5m, T+0, T+15m): %v", at, err)
+	}
+	if m[1] == "+" {
+		return time.Duration(t0) + v, nil
+	}
+	if v > time.Duration(t0) {
+		return 0, fmt.Errorf("%s is before the start (t0 is %v)", at, t0)
+	}
+	return time.Duration(t0) - v, nil
+}
+
+func (d *decoder) validateRun(s *Scenario) error {
+	r := &s.Run
+	if r.Duration == 0 {
+		if d.has("run.duration") {
+			return d.fail("run.duration", "must be > 0")
+		}
+		end := s.Curve.End()
+		if n := len(s.Timeline); n > 0 {
+			end = max(end, s.Timeline[n-1].Offset)
+		}
+		r.Duration = Duration(end + DefaultRunTail)
+	}
+	if n := len(s.Timeline); n > 0 && s.Timeline[n-1].Offset >= time.Duration(r.Duration) {
+		return d.fail(fmt.Sprintf("timeline[%d].at", n-1), "%s is at or after the end of the run (run.duration %v)", s.Timeline[n-1].At, r.Duration)
+	}
+	if !d.has("run.drain") {
+		r.Drain = s.Client.RequestTimeout + Duration(DefaultDrainExtra)
+	}
+	if r.Workers < 0 || r.Workers > MaxWorkers {
+		return d.fail("run.workers", "must be in 0..%d, got %d", MaxWorkers, r.Workers)
+	}
+	if r.MaxRequests == 0 && !d.has("run.max_requests") {
+		r.MaxRequests = MaxRequests
+	}
+	if r.MaxRequests < 1 || r.MaxRequests > MaxRequests {
+		return d.fail("run.max_requests", "must be in 1..%d, got %d", MaxRequests, r.MaxRequests)
+	}
+	if p := s.PeakPlayers(); p > MaxPeakPlayers || math.IsNaN(p) {
+		what := "peak players"
+		if s.Curve.Kind() == arrival.Rate {
+			what = "arrivals by the end of the run"
+		}
+		return d.fail("arrivals", "%s %.0f x scale %v = %.0f, at most %d", what, p/s.Scale, s.Scale, p, MaxPeakPlayers)
+	}
+	return nil
+}
