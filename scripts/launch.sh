@@ -18,6 +18,8 @@
 #                      players each); workers dial from 127.0.0.11, .12, ...
 #   BASE_PORT          8080: gate i listens on BASE_PORT+10i (+1 gRPC, +2
 #                      ops); logic +920/+921; battle +1020/+1021, +1120/+1121
+#   LAUNCH_DATA_DIR    where logic keeps its data ($LAUNCH_DIR/logic); the
+#                      demo puts it on tmpfs (see scripts/demo.sh)
 #   LAUNCH_BUILD       1 (default) builds bin/ first; 0 uses it as it is
 #
 # It exits with loadtest's code: 0 the thresholds held, 99 one failed, 1 the
@@ -30,6 +32,7 @@ PROTECTION=${LAUNCH_PROTECTION:-on}
 DIR=${LAUNCH_DIR:-$(mktemp -d -t levee-launch.XXXXXX)}
 LABEL=${LAUNCH_LABEL:-}
 WORKERS=${LAUNCH_WORKERS:-0}
+DATA_DIR=${LAUNCH_DATA_DIR:-$DIR/logic}
 CLUSTER_NAME=launch CLUSTER_LOGS=$DIR/logs
 # shellcheck source=scripts/lib/cluster.sh
 . scripts/lib/cluster.sh
@@ -77,7 +80,7 @@ proc_start battle-1 bin/battle -grpc-addr 127.0.0.1:$B1 -ops-addr 127.0.0.1:$B1_
 proc_start battle-2 bin/battle -grpc-addr 127.0.0.1:$B2 -ops-addr 127.0.0.1:$B2_OPS -log-level warn "${PROT_ARGS[@]}"
 wait_healthy battle-1 battle 127.0.0.1:$B1
 wait_healthy battle-2 battle 127.0.0.1:$B2
-proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS -data-dir "$DIR/logic" \
+proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS -data-dir "$DATA_DIR" \
   -shards 8 -battle-addrs 127.0.0.1:$B1,127.0.0.1:$B2 -log-level warn "${PROT_ARGS[@]}"
 wait_healthy logic logic 127.0.0.1:$LOGIC
 gates=() admins=() metrics=(battle=http://127.0.0.1:$B1_OPS/metrics battle=http://127.0.0.1:$B2_OPS/metrics

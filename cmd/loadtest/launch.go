@@ -58,17 +58,18 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 		fmt.Fprintln(stderr, "usage: loadtest run [flags] FILE.yaml|PRESET   (loadtest scenarios lists the presets)")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fs.Usage()
 		return exitUsage
 	}
-	name := fs.Arg(0)
+	name := pos[0]
 	if *adminToken == "" {
 		*adminToken = getenv("GATE_ADMIN_TOKEN")
 	}
@@ -146,6 +147,23 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 	return finish(run, *html, *out, stdout, stderr)
 }
 
+// parseInterleaved parses flags before and after the positional
+// arguments (`loadtest run launch -scale 0.1`), which flag.Parse alone stops
+// at; it returns the positional ones.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 // finish prints the table, writes the HTML and returns the exit code.
 func finish(run *report.Run, html, out string, stdout, stderr io.Writer) int {
 	if err := report.WriteTable(stdout, run); err != nil {
@@ -207,17 +225,18 @@ func reportCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	html := fs.String("html", "", "write the HTML report to this file")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	if fs.NArg() != 1 {
+	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "usage: loadtest report [-html report.html] run.ndjson")
 		return exitUsage
 	}
-	run, err := readRun(fs.Arg(0))
+	run, err := readRun(pos[0])
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -239,18 +258,19 @@ func compareRuns(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	html := fs.String("html", "", "write one HTML report with every run's curves on the same plots")
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	if fs.NArg() < 2 {
+	if len(pos) < 2 {
 		fmt.Fprintln(stderr, "usage: loadtest compare [-html compare.html] a.ndjson b.ndjson [...]")
 		return exitUsage
 	}
 	var runs []*report.Run
-	for _, p := range fs.Args() {
+	for _, p := range pos {
 		run, err := readRun(p)
 		if err != nil {
 			fmt.Fprintln(stderr, err)

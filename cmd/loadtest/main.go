@@ -277,7 +277,7 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	var rep report
+	var rep legacyReport
 	var problems []string
 	switch *scenario {
 	case scenarioLine:
@@ -348,7 +348,7 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 }
 
 // report is what both scenarios' reports can do.
-type report interface {
+type legacyReport interface {
 	WriteTable(io.Writer) error
 	WriteJSON(io.Writer) error
 }
@@ -373,7 +373,7 @@ func uintVar(fs *flag.FlagSet, p *uint32, name, usage string) {
 	})
 }
 
-func writeJSON(path string, rep report) error {
+func writeJSON(path string, rep legacyReport) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ type driver struct {
 	wg      sync.WaitGroup
 	budget  *backoff.Budget
 	// playFn is a player's life (play; tests put a stand-in).
-	playFn func(reqCtx, live context.Context, pl *player)
+	playFn  func(reqCtx, live context.Context, pl *player)
 	entries []entry // every player's arrival and admission (fairness)
 	peak    int     // most players present at once
 }
@@ -306,7 +306,9 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 	if *dropAt >= 0 {
 		dropT = clk.Now().Add(*dropAt)
 	}
-	next := clk.Now().Add(d.thinkTime(rnd) / 2) // first action soon after arrival
+	// The login: a profile fetch at once, as a game client does when it
+	// gets in; then the mix, one action per think time.
+	next := clk.Now()
 	seq := 0
 	for {
 		if !sessionEnd.IsZero() && !next.Before(sessionEnd) {
@@ -341,6 +343,9 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 		}
 		due := next
 		a := d.p.pick(rnd.Float64())
+		if seq == 0 {
+			a = &d.p.login
+		}
 		seq++
 		d.request(reqCtx, c, pl, a, seq, due)
 		next = due.Add(d.thinkTime(rnd))

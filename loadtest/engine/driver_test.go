@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,11 +13,10 @@ import (
 
 // drivers makes count drivers sharing one curve, whose players stay until
 // the controller (or the run's end) makes them leave.
-func drivers(t *testing.T, c arrival.Curve, count, capPer int) ([]*driver, *sync.WaitGroup, context.CancelFunc) {
+func drivers(t *testing.T, c arrival.Curve, count, capPer int) []*driver {
 	t.Helper()
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	p := &plan{curve: c, end: c.End() + time.Minute, acts: []act{{do: doProfile, cum: 1}}, speed: 1}
-	ctx, cancel := context.WithCancel(context.Background())
 	var ds []*driver
 	for i := range count {
 		d := newDriver(driverConfig{plan: p, gates: []string{"ws://127.0.0.1:1/ws"}, runID: "t", index: i, count: count,
@@ -31,14 +29,7 @@ func drivers(t *testing.T, c arrival.Curve, count, capPer int) ([]*driver, *sync
 		}
 		ds = append(ds, d)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		for _, d := range ds {
-			d.wg.Wait()
-		}
-	})
-	return ds, &wg, cancel
+	return ds
 }
 
 func present(ds []*driver) (n, started int, capped int64) {
@@ -65,9 +56,14 @@ func TestControllerFollowsPlayersCurve(t *testing.T) {
 	// Scaled to 0.01 (800 players at the peak), so the stand-in players
 	// are cheap.
 	c = c.Scale(0.01, 1)
-	ds, _, _ := drivers(t, c, 3, 1000)
+	ds := drivers(t, c, 3, 1000)
 	live, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(func() {
+		cancel() // the stand-in players leave
+		for _, d := range ds {
+			d.wg.Wait()
+		}
+	})
 	for el := time.Duration(0); el <= 15*time.Minute; el += tick {
 		for _, d := range ds {
 			d.control(live, live, el)
@@ -94,9 +90,14 @@ func TestControllerFollowsPlayersCurve(t *testing.T) {
 // many arrivals it could not start.
 func TestControllerCap(t *testing.T) {
 	c, _ := arrival.Phases(arrival.Players, 0, []arrival.Step{{Duration: time.Minute, Value: 300}})
-	ds, _, _ := drivers(t, c, 3, 80)
+	ds := drivers(t, c, 3, 80)
 	live, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(func() {
+		cancel() // the stand-in players leave
+		for _, d := range ds {
+			d.wg.Wait()
+		}
+	})
 	for el := time.Duration(0); el <= time.Minute; el += tick {
 		for _, d := range ds {
 			d.control(live, live, el)
@@ -119,9 +120,14 @@ func TestControllerCap(t *testing.T) {
 // A rate curve: arrivals are its integral, whatever the players do.
 func TestControllerRateCurve(t *testing.T) {
 	c, _ := arrival.Phases(arrival.Rate, 0, []arrival.Step{{Duration: 100 * time.Second, Value: 10}})
-	ds, _, _ := drivers(t, c, 2, 10000)
+	ds := drivers(t, c, 2, 10000)
 	live, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(func() {
+		cancel() // the stand-in players leave
+		for _, d := range ds {
+			d.wg.Wait()
+		}
+	})
 	for el := time.Duration(0); el <= 100*time.Second; el += tick {
 		for _, d := range ds {
 			d.control(live, live, el)

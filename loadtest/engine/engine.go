@@ -240,7 +240,7 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	crits, _ := report.Evaluate(r.out, r.cfg.Scenario.Checks)
 	r.out.Criteria = crits
 	if r.w != nil {
-		if err := r.w.End(r.out.Summary, r.out.Criteria, r.out.Warnings); err != nil {
+		if err := r.w.EndRun(r.out); err != nil {
 			return r.out, err
 		}
 	}

@@ -18,6 +18,7 @@ type plan struct {
 	end        time.Duration // no arrival and no new request after it (wall)
 	drain      time.Duration // replies still awaited after end (wall)
 	acts       []act         // cumulative weights
+	login      act           // every session's first action: a profile fetch
 	think      time.Duration // wall
 	jitter     float64
 	session    time.Duration // mean, wall; 0: till the end
@@ -125,6 +126,7 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		p.acts = append(p.acts, x)
 	}
 	p.acts[len(p.acts)-1].cum = 1
+	p.login = act{do: doProfile, cum: 1, crit: leveev1.Criticality_CRITICALITY_DEFAULT, critNm: "default"}
 	for _, a := range sc.Timeline {
 		s := step{at: sc.Wall(a.Offset), sc: a, note: a.Note, conds: a.If}
 		s.label = p.label(s.at)

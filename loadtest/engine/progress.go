@@ -62,6 +62,9 @@ func (pr *progress) line(pt record.Point) string {
 	if v, ok := l["logic_queue_depth"]; ok {
 		fmt.Fprintf(&b, " logic queue %.0f", v)
 	}
+	if v, ok := l["logic_commit_p99"]; ok {
+		fmt.Fprintf(&b, " commit p99 %s", time.Duration(v*float64(time.Second)).Round(time.Millisecond))
+	}
 	if v, ok := l["battle_p99"]; ok {
 		fmt.Fprintf(&b, " battle p99 %s", time.Duration(v*float64(time.Second)).Round(time.Millisecond))
 	}

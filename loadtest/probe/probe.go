@@ -38,6 +38,7 @@ const (
 	GateWaiting     = "gate_waiting"      // sum of gate_line_waiting
 	LogicQueueDepth = "logic_queue_depth" // sum over shards and logic processes
 	BattleP99       = "battle_p99"        // seconds, over the last Window, all battle processes
+	LogicCommitP99  = "logic_commit_p99"  // seconds, over the last Window: a commit's write and fsync
 	// "cpu_<tier>" (cores: CPU seconds per second, summed over the tier's
 	// processes) and "rss_<tier>_mb" (MiB, summed) for every tier probed.
 )
@@ -79,8 +80,8 @@ func ParseTargets(list []string) ([]Target, error) {
 type Probe struct {
 	targets []Target
 	client  *http.Client
-	prev    []*reading  // last good reading per target
-	hist    []histPoint // battle latency histogram (summed) over the window
+	prev    []*reading // last good reading per target
+	windows map[string]*window
 	errs    []string
 }
 
@@ -102,7 +103,7 @@ func New(targets []Target, client *http.Client) *Probe {
 	if client == nil {
 		client = &http.Client{Timeout: 900 * time.Millisecond}
 	}
-	return &Probe{targets: targets, client: client, prev: make([]*reading, len(targets))}
+	return &Probe{targets: targets, client: client, prev: make([]*reading, len(targets)), windows: map[string]*window{}}
 }
 
 // Errors returns the scrape errors seen so far (at most one per target and
@@ -120,7 +121,19 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 	}
 	wg.Wait()
 	out := map[string]float64{}
-	var battle *histPoint
+	sums := map[string]*histPoint{} // level -> histogram summed over the tier
+	sumHist := func(level string, h *histPoint) {
+		if h == nil {
+			return
+		}
+		if cur := sums[level]; cur == nil {
+			sums[level] = &histPoint{at: now, bounds: h.bounds, counts: append([]float64(nil), h.counts...)}
+		} else if sameBounds(cur.bounds, h.bounds) {
+			for j := range cur.counts {
+				cur.counts[j] += h.counts[j]
+			}
+		}
+	}
 	for i, t := range p.targets {
 		if errs[i] != nil {
 			p.noteErr(errs[i].Error())
@@ -133,16 +146,9 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 			add(out, GateWaiting, pg, "gate_line_waiting")
 		case Logic:
 			add(out, LogicQueueDepth, pg, "logic_queue_depth")
+			sumHist(LogicCommitP99, pg.hists["logic_commit_duration_seconds"])
 		case Battle:
-			if h := pg.hists["battle_latency_seconds"]; h != nil {
-				if battle == nil {
-					battle = &histPoint{at: now, bounds: h.bounds, counts: append([]float64(nil), h.counts...)}
-				} else if sameBounds(battle.bounds, h.bounds) {
-					for j := range battle.counts {
-						battle.counts[j] += h.counts[j]
-					}
-				}
-			}
+			sumHist(BattleP99, pg.hists["battle_latency_seconds"])
 		}
 		if v, ok := pg.values["process_resident_memory_bytes"]; ok {
 			out["rss_"+t.Tier+"_mb"] += v / (1 << 20)
@@ -154,37 +160,45 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 			p.prev[i] = &reading{at: now, cpu: v, hasCP: true}
 		}
 	}
-	if battle != nil {
-		if q, ok := p.battleP99(*battle); ok {
-			out[BattleP99] = q
+	for level, h := range sums {
+		w := p.windows[level]
+		if w == nil {
+			w = &window{}
+			p.windows[level] = w
+		}
+		if q, ok := w.p99(*h); ok {
+			out[level] = q
 		}
 	}
 	return out
 }
 
-// battleP99 keeps h in the window and returns the 0.99 quantile of the
-// increase since the oldest point in it (histogram_quantile's linear
-// interpolation within a bucket); false when nothing was observed.
-func (p *Probe) battleP99(h histPoint) (float64, bool) {
-	p.hist = append(p.hist, h)
+// window is a histogram's recent samples, for its quantile over Window.
+type window struct{ pts []histPoint }
+
+// p99 keeps h in the window and returns the 0.99 quantile of the increase
+// since the oldest point in it (histogram_quantile's linear interpolation
+// within a bucket); false when nothing was observed.
+func (w *window) p99(h histPoint) (float64, bool) {
+	w.pts = append(w.pts, h)
 	cut := 0
-	for cut < len(p.hist)-1 && h.at.Sub(p.hist[cut+1].at) >= Window {
+	for cut < len(w.pts)-1 && h.at.Sub(w.pts[cut+1].at) >= Window {
 		cut++
 	}
-	p.hist = p.hist[cut:]
-	old := p.hist[0]
-	if len(p.hist) < 2 || !sameBounds(old.bounds, h.bounds) {
-		// A restart or the first sample: nothing to compare with yet.
-		if len(p.hist) >= 2 {
-			p.hist = p.hist[len(p.hist)-1:]
-		}
+	w.pts = w.pts[cut:]
+	old := w.pts[0]
+	if len(w.pts) < 2 {
+		return 0, false
+	}
+	if !sameBounds(old.bounds, h.bounds) {
+		w.pts = w.pts[len(w.pts)-1:] // other buckets: start again
 		return 0, false
 	}
 	delta := make([]float64, len(h.counts))
 	for i := range delta {
 		delta[i] = h.counts[i] - old.counts[i]
-		if delta[i] < 0 { // a counter reset
-			p.hist = p.hist[len(p.hist)-1:]
+		if delta[i] < 0 { // a restart reset the counters
+			w.pts = w.pts[len(w.pts)-1:]
 			return 0, false
 		}
 	}

@@ -16,9 +16,11 @@
 // (reason "unfinished"); after Close the Recorder ignores further calls.
 //
 // Latency. "lat" is the time from Sent to Done of every served request
-// (every class but Lost); "lat_due" the time from Due to Done when Due is
-// set (open loop: the request's scheduled time), so a load generator that
-// falls behind its schedule cannot hide a slow server.
+// (OK or Business: it got a result); "lat_due" the same requests' time
+// from Due to Done when Due is set (the request's scheduled time), so a
+// load generator that falls behind its schedule cannot hide a slow server;
+// "lat_refused" the time to a refusal for load (how fast the cluster says
+// no). Failed and lost requests have no latency: they are counted.
 package record
 
 import (
@@ -81,6 +83,7 @@ const (
 	LevelOutstanding = "outstanding"
 	HistLat          = "lat"
 	HistLatDue       = "lat_due"
+	HistLatRefused   = "lat_refused"
 )
 
 // Levels: Add changes these by n instead of counting increments.
@@ -91,8 +94,9 @@ const (
 	idClass = 1 // ids 1..5 are the classes
 	idUnmat = idClass + int(numClasses)
 
-	hidLat    = 0
-	hidLatDue = 1
+	hidLat     = 0
+	hidLatDue  = 1
+	hidRefused = 2
 )
 
 type opKey struct {
@@ -153,6 +157,7 @@ func New(start time.Time) *Recorder {
 	r.counterID(CounterUnmatched)
 	r.histID(HistLat)
 	r.histID(HistLatDue)
+	r.histID(HistLatRefused)
 	return r
 }
 
@@ -288,7 +293,13 @@ func (r *Recorder) End(smp Sample) {
 		}
 		s.add(id, 1)
 	}
-	if class == Lost || smp.Done.IsZero() {
+	if smp.Done.IsZero() || smp.Sent.IsZero() && smp.Due.IsZero() {
+		return
+	}
+	if class == Refused && !smp.Sent.IsZero() {
+		r.record(s, hidRefused, smp.Done.Sub(smp.Sent))
+	}
+	if class != OK && class != Business {
 		return
 	}
 	if !smp.Sent.IsZero() {

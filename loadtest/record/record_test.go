@@ -100,8 +100,11 @@ func TestOneSecond(t *testing.T) {
 		}
 	}
 	lat := p.Hists[HistLat]
-	if lat.Count() != 2 { // lost is not served
-		t.Fatalf("lat count %d, want 2", lat.Count())
+	if lat.Count() != 1 { // lost and refused are not served
+		t.Fatalf("lat count %d, want 1", lat.Count())
+	}
+	if n := p.Hists[HistLatRefused].Count(); n != 1 {
+		t.Errorf("lat_refused count %d, want 1 (the BUSY)", n)
 	}
 	if q := lat.Quantile(1); q < 29*time.Millisecond || q > 31*time.Millisecond {
 		t.Errorf("lat max %v, want ~30ms", q)
@@ -334,7 +337,7 @@ loop:
 	for _, p := range ps {
 		served += p.Hists[HistLat].Count()
 	}
-	if want := workers*perWorker - c["lost"]; served != want {
+	if want := c["ok"] + c["business"]; served != want {
 		t.Errorf("lat counts %d, want %d served", served, want)
 	}
 	t.Logf("%d flushes, %d points", flushes, len(ps))

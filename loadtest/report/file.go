@@ -45,6 +45,8 @@ type endLine struct {
 	Summary  Summary     `json:"summary"`
 	Criteria []Criterion `json:"criteria"`
 	Warnings []string    `json:"warnings,omitempty"`
+	Workers  []Worker    `json:"workers,omitempty"`
+	Fairness *Fairness   `json:"fairness,omitempty"`
 }
 
 // ErrEnded is returned by a Writer's methods after End.
@@ -106,7 +108,14 @@ func (w *Writer) Point(p record.Point) error { return w.write(pointLine{typePoin
 
 // End writes the end line; the Writer takes nothing after it.
 func (w *Writer) End(s Summary, cs []Criterion, warnings []string) error {
-	return w.write(endLine{typeEnd, s, cs, warnings}, true)
+	return w.write(endLine{Type: typeEnd, Summary: s, Criteria: cs, Warnings: warnings}, true)
+}
+
+// EndRun writes the end line of r: its summary, criteria, warnings, load
+// processes and fairness figures.
+func (w *Writer) EndRun(r *Run) error {
+	return w.write(endLine{Type: typeEnd, Summary: r.Summary, Criteria: r.Criteria, Warnings: r.Warnings,
+		Workers: r.Workers, Fairness: r.Fairness}, true)
 }
 
 // ReadFile reads the run file at path; errors name it ("run.ndjson:17: ...").
@@ -228,6 +237,7 @@ func (run *Run) parseLine(b []byte, haveMeta, haveEnd *bool) error {
 			return fmt.Errorf("bad end line: %w", err)
 		}
 		run.Summary, run.Criteria = e.Summary, e.Criteria
+		run.Workers, run.Fairness = e.Workers, e.Fairness
 		run.Warnings = append(run.Warnings, e.Warnings...)
 		*haveEnd = true
 	default:

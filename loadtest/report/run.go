@@ -81,6 +81,7 @@ type Summary struct {
 	Latency    Quantiles          `json:"latency"`  // "lat": served, from send
 	LatencyDue Quantiles          `json:"latency_due"`
 	Wait       Quantiles          `json:"wait"`
+	Refused    Quantiles          `json:"refused"` // time to a refusal for load
 	Peak       map[string]float64 `json:"peak"` // max of each level
 }
 
@@ -101,6 +102,36 @@ type Run struct {
 	Summary  Summary
 	Criteria []Criterion
 	Warnings []string
+	Workers  []Worker  // the load processes, when the engine says
+	Fairness *Fairness // what one line per gate cost players; nil: not measured
+}
+
+// Worker is one load process of a run.
+type Worker struct {
+	Index   int    `json:"index"`
+	Source  string `json:"source,omitempty"` // the source address it dialled from
+	Players int    `json:"players"`          // players it played in all
+	Peak    int    `json:"peak"`             // most it held at once
+	Capped  int64  `json:"capped,omitempty"` // arrivals it could not start: its cap was reached
+}
+
+// Fairness is what one admission line per gate costs players. A pair of
+// players is inverted when one arrived more than SlackMs before the other
+// but was admitted after it; the spread is, for the players who arrived in
+// the same second, the longest wait minus the shortest (median and
+// largest over the seconds). "Within gates" counts only pairs at the same
+// gate: the difference is what the gates' separate lines add.
+type Fairness struct {
+	Players               int     `json:"players"`
+	Admitted              int     `json:"admitted"`
+	Gates                 int     `json:"gates"`
+	SlackMs               int64   `json:"slack_ms"`
+	Inversions            int64   `json:"inversions"`
+	InversionsWithinGates int64   `json:"inversions_within_gates"`
+	InversionShare        float64 `json:"inversion_share"` // of all admitted pairs
+	SpreadP50Ms           int64   `json:"spread_p50_ms"`
+	SpreadMaxMs           int64   `json:"spread_max_ms"`
+	SpreadWithinGateP50Ms int64   `json:"spread_within_gate_p50_ms"`
 }
 
 // speed is Meta.Speed, 1 when unset.
@@ -136,7 +167,7 @@ func quantiles(h *record.Hist) Quantiles {
 // peaks.
 func Summarize(points []record.Point) Summary {
 	s := Summary{Counters: map[string]int64{}, Peak: map[string]float64{}}
-	lat, due, wait := record.NewHist(), record.NewHist(), record.NewHist()
+	lat, due, wait, refused := record.NewHist(), record.NewHist(), record.NewHist(), record.NewHist()
 	for _, p := range points {
 		if e := float64(p.T + 1); e > s.Elapsed {
 			s.Elapsed = e
@@ -152,7 +183,8 @@ func Summarize(points []record.Point) Summary {
 		lat.Merge(p.Hists[record.HistLat])
 		due.Merge(p.Hists[record.HistLatDue])
 		wait.Merge(p.Hists["wait"])
+		refused.Merge(p.Hists[record.HistLatRefused])
 	}
-	s.Latency, s.LatencyDue, s.Wait = quantiles(lat), quantiles(due), quantiles(wait)
+	s.Latency, s.LatencyDue, s.Wait, s.Refused = quantiles(lat), quantiles(due), quantiles(wait), quantiles(refused)
 	return s
 }

@@ -220,7 +220,7 @@ func writeTable(w *errWriter, r *Run) {
 	for _, l := range []struct {
 		name string
 		q    Quantiles
-	}{{"from send", s.Latency}, {"from due", s.LatencyDue}, {"wait", s.Wait}} {
+	}{{"served, from send", s.Latency}, {"served, from due", s.LatencyDue}, {"refused, from send", s.Refused}, {"wait in line", s.Wait}} {
 		if l.q.Count == 0 {
 			continue
 		}
