@@ -9,6 +9,7 @@
 # on Ctrl-C). About 5 minutes on 2 cores.
 #
 # Environment: DEMO_SCALE (0.1), DEMO_SPEED (5), DEMO_DIR (a new temp dir),
+# LAUNCH_DATA (tmpfs when /dev/shm is writable, else disk),
 # BASE_PORT (8080), DEMO_SCENARIO (launch: a preset or a file), and
 # DEMO_SET (space-separated PATH=VALUE scenario overrides).
 set -euo pipefail
@@ -17,4 +18,8 @@ args=("${DEMO_SCENARIO:-launch}" -scale "${DEMO_SCALE:-0.1}" -speed "${DEMO_SPEE
 for kv in ${DEMO_SET:-}; do args+=(-set "$kv"); done
 export LAUNCH_DIR=${DEMO_DIR:-$(mktemp -d -t levee-demo.XXXXXX)}
 export LAUNCH_BUILD=${LAUNCH_BUILD:-0} # make demo has built bin/
+# Logic's data on tmpfs when there is one: see LAUNCH_DATA in launch.sh.
+if [ -z "${LAUNCH_DATA:-}" ]; then
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then export LAUNCH_DATA=tmpfs; else export LAUNCH_DATA=disk; fi
+fi
 exec ./scripts/launch.sh "${args[@]}"

@@ -18,8 +18,12 @@
 #                      players each); workers dial from 127.0.0.11, .12, ...
 #   BASE_PORT          8080: gate i listens on BASE_PORT+10i (+1 gRPC, +2
 #                      ops); logic +920/+921; battle +1020/+1021, +1120/+1121
-#   LAUNCH_DATA_DIR    where logic keeps its data ($LAUNCH_DIR/logic); the
-#                      demo puts it on tmpfs (see scripts/demo.sh)
+#   LAUNCH_DATA        disk (default): logic keeps its data in $LAUNCH_DIR/logic;
+#                      tmpfs: in a new directory under /dev/shm, removed at
+#                      the end (the demo's choice: on this kind of shared VM
+#                      an fsync can stall for most of a second under load,
+#                      and every purchase waits for one; BENCHMARKS.md has
+#                      both)
 #   LAUNCH_BUILD       1 (default) builds bin/ first; 0 uses it as it is
 #
 # It exits with loadtest's code: 0 the thresholds held, 99 one failed, 1 the
@@ -32,7 +36,6 @@ PROTECTION=${LAUNCH_PROTECTION:-on}
 DIR=${LAUNCH_DIR:-$(mktemp -d -t levee-launch.XXXXXX)}
 LABEL=${LAUNCH_LABEL:-}
 WORKERS=${LAUNCH_WORKERS:-0}
-DATA_DIR=${LAUNCH_DATA_DIR:-$DIR/logic}
 CLUSTER_NAME=launch CLUSTER_LOGS=$DIR/logs
 # shellcheck source=scripts/lib/cluster.sh
 . scripts/lib/cluster.sh
@@ -48,6 +51,14 @@ off) PROT_ARGS=(-protection=false) LINE_MODE=open LABEL=${LABEL:-unprotected} ;;
 *) die "LAUNCH_PROTECTION must be on or off, got $PROTECTION" ;;
 esac
 [[ $NGATES =~ ^[1-9][0-9]*$ ]] && [ "$NGATES" -le 8 ] || die "LAUNCH_GATES must be 1..8, got $NGATES"
+case ${LAUNCH_DATA:-disk} in
+disk) DATA_DIR=$DIR/logic ;;
+tmpfs)
+  [ -d /dev/shm ] && [ -w /dev/shm ] || die "LAUNCH_DATA=tmpfs needs a writable /dev/shm"
+  DATA_DIR= # made once the trap that removes it is set
+  ;;
+*) die "LAUNCH_DATA must be disk or tmpfs, got $LAUNCH_DATA" ;;
+esac
 
 SECRET=launch-$RANDOM-$RANDOM-$RANDOM
 export GATE_ADMIN_TOKEN=admin-$RANDOM-$RANDOM-$RANDOM # read by every gate; kept out of ps
@@ -73,7 +84,12 @@ for ((i = 0; i < NGATES; i++)); do
   all_ports+=("$(gate_port "$i")" $(($(gate_port "$i") + 1)) "$(gate_ops "$i")")
 done
 ports_free "${all_ports[@]}"
-cluster_trap "run file, report, data and logs are in $DIR"
+cluster_trap "run file, report and logs are in $DIR"
+if [ "${LAUNCH_DATA:-disk}" = tmpfs ]; then
+  # Removed after the cluster has stopped (EXIT runs the cluster's trap).
+  trap '_cluster_cleanup; rm -rf "$DATA_DIR"' EXIT
+  DATA_DIR=$(mktemp -d /dev/shm/levee-logic.XXXXXX)
+fi
 
 echo "launch: protection $PROTECTION: battle x2, logic (8 shards), $NGATES gate(s) with the line $LINE_MODE; logs in $DIR/logs"
 proc_start battle-1 bin/battle -grpc-addr 127.0.0.1:$B1 -ops-addr 127.0.0.1:$B1_OPS -log-level warn "${PROT_ARGS[@]}"

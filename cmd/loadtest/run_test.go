@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"levee/client/clienttest"
@@ -96,5 +97,93 @@ func TestRunSplitsOverWorkers(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "PASS") {
 		t.Errorf("stdout:\n%s", stdout.String())
+	}
+}
+
+func writeScenario(t *testing.T, body string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// A threshold that fails makes the run exit 99 (k6's convention); the
+// table says which, and the run file still has the end line.
+func TestRunThresholdFailsWith99(t *testing.T) {
+	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	defer g.Close()
+	body := strings.Replace(splitScenario, `  - "admitted == arrived"`, `  - "admitted == arrived"
+  - "sent > 1000000"`, 1)
+	body = strings.Replace(body, "players: 300", "players: 20", 1)
+	file := writeScenario(t, body)
+	out := filepath.Join(t.TempDir(), "run.ndjson")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
+	if code != exitThreshold {
+		t.Fatalf("exit %d, want 99\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "✗ sent > 1000000") || !strings.Contains(stdout.String(), "✓ lost_replies == 0") {
+		t.Errorf("stdout:\n%s", stdout.String())
+	}
+	// `loadtest report` rebuilds the same verdict from the file.
+	stdout.Reset()
+	if code := run([]string{"report", out}, env(nil), &stdout, &stderr); code != exitThreshold || !strings.Contains(stdout.String(), "✗ sent > 1000000") {
+		t.Errorf("report: exit %d\n%s", code, stdout.String())
+	}
+}
+
+// A bad scenario file is refused before anything is sent, naming the file,
+// the line and the field; exit 2.
+func TestRunRefusesBadScenario(t *testing.T) {
+	var sent atomic.Int64
+	g := clienttest.NewGate([]byte("s3cret"), func(c *clienttest.Conn) { sent.Add(1) })
+	defer g.Close()
+	file := writeScenario(t, strings.Replace(splitScenario, "duration: 2s", "duration: ten", 1))
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "-gate-urls", g.URL(), file}, env(nil), &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), `s.yaml:7: arrivals.phases[0].duration: "ten" is not a duration`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	for _, args := range [][]string{
+		{"run", "-gate-urls", g.URL(), "-set", "players.thinks=1s", file},
+		{"run", "-gate-urls", g.URL(), "nosuchpreset"},
+		{"run", "-gate-urls", "ws://10.1.2.3:8080/ws", "launch"},
+		{"run", "-metrics", "db=http://127.0.0.1:1/metrics", "launch"},
+		{"run"},
+	} {
+		stderr.Reset()
+		if code := run(args, env(nil), &stdout, &stderr); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2; stderr %q", args, code, stderr.String())
+		}
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d connections reached the gate", n)
+	}
+}
+
+// The older engines run as presets through `loadtest run`, their settings
+// overridable with --set.
+func TestRunLegacyPreset(t *testing.T) {
+	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	defer g.Close()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", "smoke", "-gate-urls", g.URL(), "-token-secret", "s3cret",
+		"-set", "settings.bots=4", "-set", "settings.ramp=20ms", "-set", "settings.duration=300ms", "-set", "settings.think=10ms"}, env(nil), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "PASS") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+}
+
+func TestScenariosLists(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"scenarios"}, env(nil), &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, name := range []string{"launch", "smoke", "overload", "line", "hold"} {
+		if !strings.Contains(stdout.String(), name) {
+			t.Errorf("no %s in:\n%s", name, stdout.String())
+		}
 	}
 }
