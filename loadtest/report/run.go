@@ -82,7 +82,7 @@ type Summary struct {
 	LatencyDue Quantiles          `json:"latency_due"`
 	Wait       Quantiles          `json:"wait"`
 	Refused    Quantiles          `json:"refused"` // time to a refusal for load
-	Peak       map[string]float64 `json:"peak"` // max of each level
+	Peak       map[string]float64 `json:"peak"`    // max of each level
 }
 
 // Criterion is a threshold's outcome on a run.

@@ -248,8 +248,38 @@ func writeTable(w *errWriter, r *Run) {
 			w.printf("\n")
 		}
 	}
+	writeLoad(w, r)
 	for _, warn := range r.Warnings {
 		w.printf("warning: %s\n", warn)
+	}
+}
+
+// writeLoad writes the load processes and the fairness of the gates'
+// admission lines, when the run has them.
+func writeLoad(w *errWriter, r *Run) {
+	if len(r.Workers) > 1 {
+		w.printf("\nload processes: %d", len(r.Workers))
+		for _, wk := range r.Workers {
+			w.printf("; #%d %d players (peak %d", wk.Index, wk.Players, wk.Peak)
+			if wk.Source != "" {
+				w.printf(", from %s", wk.Source)
+			}
+			if wk.Capped > 0 {
+				w.printf(", %d not started: cap", wk.Capped)
+			}
+			w.printf(")")
+		}
+		w.printf("\n")
+	}
+	f := r.Fairness
+	if f == nil || f.Admitted < 2 {
+		return
+	}
+	w.printf("\nadmission order (%d gate(s), %d of %d players admitted): %d pairs admitted out of arrival order by more than %d ms (%.3g%% of pairs), %d of them within one gate\n",
+		f.Gates, f.Admitted, f.Players, f.Inversions, f.SlackMs, 100*f.InversionShare, f.InversionsWithinGates)
+	if f.SpreadP50Ms >= 0 {
+		w.printf("waits of players who arrived in the same second differ by %s (median over the seconds; at most %s); within one gate by %s\n",
+			msq(float64(f.SpreadP50Ms)/1000), msq(float64(f.SpreadMaxMs)/1000), msq(float64(f.SpreadWithinGateP50Ms)/1000))
 	}
 }
 
