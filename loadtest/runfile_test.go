@@ -122,7 +122,7 @@ func TestRunOverloadRunFile(t *testing.T) {
 	// A phase runs from its start to its last reply: its window and drain.
 	for i, p := range rep.AllPhases() {
 		ph := run.Meta.Phases[i]
-		if d := ph.To - ph.From; d < (p.Duration + p.Drained).Seconds()-0.05 {
+		if d := ph.To - ph.From; d < (p.Duration+p.Drained).Seconds()-0.05 {
 			t.Errorf("%s: %+v shorter than window %v + drain %v", p.Name, ph, p.Duration, p.Drained)
 		}
 	}
