@@ -171,6 +171,10 @@ func (rf *RunFile) End(cs []report.Criterion, warnings []string) error {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	err := rf.err
+	mode := os.FileMode(0o644)
+	if fi, serr := rf.f.Stat(); serr == nil {
+		mode = fi.Mode().Perm() // what os.Create gave it, not CreateTemp's 0600
+	}
 	if cerr := rf.f.Close(); err == nil {
 		err = cerr
 	}
@@ -181,7 +185,10 @@ func (rf *RunFile) End(cs []report.Criterion, warnings []string) error {
 	rf.run.Criteria, rf.run.Warnings = cs, warnings
 	tmp, err := os.CreateTemp(filepath.Dir(rf.path), "."+filepath.Base(rf.path)+".*")
 	if err == nil {
-		err = writeRun(tmp, &rf.run)
+		err = tmp.Chmod(mode)
+		if err == nil {
+			err = writeRun(tmp, &rf.run)
+		}
 		if cerr := tmp.Close(); err == nil {
 			err = cerr
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -82,6 +83,11 @@ func TestRunOverloadRunFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.RunFile = rf
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := fi.Mode().Perm()
 	rep, err := r.RunOverload(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +111,11 @@ func TestRunOverloadRunFile(t *testing.T) {
 	run, err := report.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil {
+		t.Error(err)
+	} else if fi.Mode().Perm() != created {
+		t.Errorf("mode after End %v, created %v", fi.Mode(), created)
 	}
 	var names, want []string
 	for i, p := range run.Meta.Phases {
