@@ -57,14 +57,6 @@ func CreateRunFile(path string, m report.Meta) (*RunFile, error) {
 	return &RunFile{path: path, f: f, run: report.Run{Meta: m}, open: -1}, nil
 }
 
-// Path is where the file is.
-func (rf *RunFile) Path() string {
-	if rf == nil {
-		return ""
-	}
-	return rf.path
-}
-
 // begin starts the run's record on clk, now: it writes the meta line and
 // starts the flusher. The recorder returned takes every request; stop (call
 // it once every request has ended) stops the flusher and writes the last
