@@ -73,10 +73,17 @@ func (b *Bot) Call(op string, f func(ctx context.Context, c *client.Client) erro
 		return ErrStopped
 	}
 	ctx, cancel := context.WithTimeout(b.req, b.timeout)
+	if b.rec.rr != nil {
+		b.rec.rr.Begin()
+	}
 	start := time.Now()
 	err := f(ctx, b.Client)
-	lat := time.Since(start)
+	done := time.Now()
 	cancel()
-	b.rec.request(op, Classify(err), lat)
+	out := Classify(err)
+	b.rec.request(op, out, done.Sub(start))
+	if b.rec.rr != nil {
+		b.rec.rr.End(recSample(op, "", out, time.Time{}, start, done))
+	}
 	return err
 }

@@ -56,6 +56,11 @@ type OverloadConfig struct {
 	MetricsTargets []MetricsTarget
 	MetricsEvery   time.Duration
 
+	// RunFile, when set, also gets the run's common record (-run-file):
+	// every request, per second, with the phases and the gate, logic and
+	// battle tiers' RSS and CPU from MetricsTargets; the caller Ends it.
+	RunFile *RunFile
+
 	// Pass criteria.
 	MinGoodputRatio float64 // overload goodput ≥ this × C
 	MaxP99Ratio     float64 // overload p99 of served ≤ this × baseline p99

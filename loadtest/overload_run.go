@@ -16,6 +16,7 @@ import (
 	"levee/client"
 	"levee/internal/clock"
 	"levee/internal/priority"
+	"levee/loadtest/record"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -70,7 +71,17 @@ func (r *Runner) RunOverload(ctx context.Context, cfg OverloadConfig) (*Overload
 	r.log.Info("overload test starting", "run_id", runID, "conns", cfg.Conns, "target", r.cfg.GateURL,
 		"units", cfg.Units, "ticks", cfg.Ticks, "critical_fraction", cfg.CriticalFraction)
 
+	clk := clock.Real{}
+	rec, stopRecord := cfg.RunFile.begin(ctx, clk, runID)
+	defer stopRecord()
 	sampler := newProcSampler(cfg.MetricsTargets, r.cfg.AllowNonlocal, 900*time.Millisecond)
+	if rec != nil {
+		sampler.levels = func(lv map[string]float64) {
+			for k, v := range lv {
+				rec.Set(k, v)
+			}
+		}
+	}
 	sctx, cancelSampler := context.WithCancel(ctx)
 	samplerDone := sampler.run(sctx, cfg.MetricsEvery)
 	var stopOnce sync.Once
@@ -89,7 +100,7 @@ func (r *Runner) RunOverload(ctx context.Context, cfg OverloadConfig) (*Overload
 	defer pool.close()
 	r.log.Info("connections up", "connected", rep.Connected, "failed", Sum(rep.DialFailures))
 
-	o := &overloadRun{r: r, cfg: cfg, pool: pool, runID: runID, clk: clock.Real{}, sampler: sampler}
+	o := &overloadRun{r: r, cfg: cfg, pool: pool, runID: runID, clk: clk, sampler: sampler, rec: rec}
 	if rep.Connected > 0 && ctx.Err() == nil {
 		o.phases(ctx, rep)
 	}
@@ -109,6 +120,8 @@ func (r *Runner) RunOverload(ctx context.Context, cfg OverloadConfig) (*Overload
 	rep.Interrupted = ctx.Err() != nil
 	rep.Elapsed = time.Since(rep.Started)
 	stopSampler()
+	stopRecord()
+	cfg.RunFile.setCapacity(rep.Capacity)
 	rep.Evaluate(cfg)
 	r.log.Info("overload test done", "capacity", rep.Capacity, "passed", rep.Passed,
 		"elapsed", rep.Elapsed.Round(time.Millisecond).String())
@@ -123,6 +136,7 @@ type overloadRun struct {
 	runID   string
 	clk     clock.Clock
 	sampler *procSampler
+	rec     *record.Recorder // nil: no run file
 }
 
 // phases runs capacity, baseline and overload in turn, filling rep.
@@ -164,7 +178,10 @@ func (o *overloadRun) rate(want float64) (float64, bool) {
 // wait is the longest a request waits for its reply.
 func (o *overloadRun) wait() time.Duration { return o.r.cfg.RequestTimeout + o.cfg.ReplyGrace }
 
-func (o *overloadRun) setPhase(name string) { o.sampler.setPhase(name) }
+func (o *overloadRun) setPhase(name string) {
+	o.sampler.setPhase(name)
+	o.cfg.RunFile.phase(name)
+}
 
 // maxPoliteWait bounds how long a closed-loop worker honours a refusal's
 // retry_after.
@@ -274,10 +291,13 @@ func (o *overloadRun) pause(ctx context.Context, d time.Duration) {
 func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int, due time.Time) time.Duration {
 	crit := critical(i, o.cfg.CriticalFraction)
 	t.begin(crit)
+	if o.rec != nil {
+		o.rec.Begin()
+	}
 	c := o.pool.pick()
 	if c == nil {
 		now := o.clk.Now()
-		t.end(crit, Outcome{ClassLost, LostNoConn}, stamp{due, now, now})
+		o.end(t, crit, Outcome{ClassLost, LostNoConn}, stamp{due, now, now})
 		return 0
 	}
 	f := o.frame(phase, i, crit)
@@ -290,11 +310,25 @@ func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int
 		err = checkReply(reply, crit)
 	}
 	out := Classify(err)
-	t.end(crit, out, s)
+	o.end(t, crit, out, s)
 	if out.Class == ClassOverload {
 		return client.RetryAfter(err)
 	}
 	return 0
+}
+
+// end records a request's outcome in the phase's tally and the run's
+// recorder.
+func (o *overloadRun) end(t *tally, crit bool, out Outcome, s stamp) {
+	t.end(crit, out, s)
+	if o.rec == nil {
+		return
+	}
+	op, c := "battle", "default"
+	if crit {
+		op, c = "purchase", "critical"
+	}
+	o.rec.End(recSample(op, c, out, s.due, s.sent, s.done))
 }
 
 // frame builds request i: a purchase or a battle with a battle id unique in

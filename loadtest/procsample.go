@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,12 @@ type cpuSpan struct {
 type procState struct {
 	ProcessUsage
 	cpu map[string]*cpuSpan
+	// tier is the cluster tier the process is of (gate, logic, battle;
+	// "" for none), and cpuLast its CPU seconds at cpuAt: the sampler's
+	// goroutine alone uses them, for the levels.
+	tier    string
+	cpuLast float64
+	cpuAt   time.Time
 }
 
 // procSampler scrapes every target's /metrics now and then, reads the load
@@ -66,6 +73,11 @@ type procSampler struct {
 	mu     sync.Mutex
 	procs  []*procState
 	phase  string
+	// levels, when set before run, gets after every round of samples the
+	// tiers' figures: "rss_<tier>_mb" (MiB) and "cpu_<tier>" (cores since
+	// the process's previous sample), each summed over the tier's
+	// processes.
+	levels func(map[string]float64)
 }
 
 func newProcSampler(ts []MetricsTarget, allowNonlocal bool, timeout time.Duration) *procSampler {
@@ -81,6 +93,7 @@ func newProcSampler(ts []MetricsTarget, allowNonlocal bool, timeout time.Duratio
 		s.procs = append(s.procs, &procState{
 			ProcessUsage: ProcessUsage{Name: name, URL: url, RSSMaxByPhase: map[string]float64{}, CPUCoresByPhase: map[string]float64{}},
 			cpu:          map[string]*cpuSpan{},
+			tier:         tierOf(name),
 		})
 	}
 	for _, t := range ts {
@@ -103,6 +116,7 @@ func (s *procSampler) setPhase(name string) {
 
 // sample reads every process once, one after the other.
 func (s *procSampler) sample(ctx context.Context) {
+	lv := map[string]float64{}
 	for _, p := range s.procs {
 		var vals map[string]float64
 		var err error
@@ -114,7 +128,42 @@ func (s *procSampler) sample(ctx context.Context) {
 		default:
 			vals, err = s.scrape(ctx, p.URL)
 		}
-		s.record(p, vals, err, s.now())
+		at := s.now()
+		s.record(p, vals, err, at)
+		if err == nil {
+			p.addLevels(lv, vals, at)
+		}
+	}
+	if s.levels != nil && len(lv) > 0 {
+		s.levels(lv)
+	}
+}
+
+// tierOf is the cluster tier a -metrics-urls name is of: "gate", "logic"
+// or "battle", also with a suffix after a dash ("battle-1"); "" for other
+// names.
+func tierOf(name string) string {
+	tier, _, _ := strings.Cut(name, "-")
+	switch tier {
+	case "gate", "logic", "battle":
+		return tier
+	}
+	return ""
+}
+
+// addLevels adds a tier process's sample to lv (see procSampler.levels).
+func (p *procState) addLevels(lv, vals map[string]float64, at time.Time) {
+	if p.tier == "" {
+		return
+	}
+	if rss, ok := vals[MetricRSS]; ok {
+		lv["rss_"+p.tier+"_mb"] += rss / (1 << 20)
+	}
+	if cpu, ok := vals[MetricCPU]; ok {
+		if !p.cpuAt.IsZero() && at.After(p.cpuAt) {
+			lv["cpu_"+p.tier] += (cpu - p.cpuLast) / at.Sub(p.cpuAt).Seconds()
+		}
+		p.cpuLast, p.cpuAt = cpu, at
 	}
 }
 

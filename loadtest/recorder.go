@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"levee/client"
+	"levee/loadtest/record"
 )
 
 // sample is one answered request's latency, in microseconds, and its
@@ -38,6 +39,8 @@ type recorder struct {
 	dialFailures, disconnects         map[string]int
 	frames, replies, late, unexpected uint64
 	retries                           uint64
+
+	rr *record.Recorder // the run file's, nil for none
 }
 
 func newRecorder(budget int) *recorder {
@@ -124,9 +127,19 @@ func (r *recorder) dial(err error) {
 	r.dialed++
 	if err != nil {
 		r.dialFailures[dialReason(err)]++
+		r.add("dial_failures", 1)
 		return
 	}
 	r.connected++
+	r.add("connected", 1)
+}
+
+// add counts a player event in the run file's recorder, if any (see
+// record.Recorder.Add).
+func (r *recorder) add(name string, n int64) {
+	if r.rr != nil {
+		r.rr.Add(name, n)
+	}
 }
 
 func (r *recorder) disconnect(err error) {

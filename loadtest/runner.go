@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"levee/client"
+	"levee/internal/clock"
 	"levee/internal/token"
 )
 
@@ -160,6 +161,13 @@ func NewDialer(timeout time.Duration, sourceAddr string, allowNonlocal bool) (*w
 // Bounds: no bot starts and no request is sent after sc.Duration; a request
 // in flight then ends within RequestTimeout; at most sc.MaxRequests requests.
 func (r *Runner) Run(ctx context.Context, sc Scenario) (*Report, error) {
+	return r.RunRecorded(ctx, sc, nil)
+}
+
+// RunRecorded is Run that also records the run into rf (nil: none): every
+// request, the bots' arrivals, connections and failed dials, per second,
+// in one phase "run" (the caller Ends rf).
+func (r *Runner) RunRecorded(ctx context.Context, sc Scenario, rf *RunFile) (*Report, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
@@ -186,6 +194,10 @@ func (r *Runner) Run(ctx context.Context, sc Scenario) (*Report, error) {
 	secret := []byte(r.cfg.TokenSecret)
 	exp := deadline.Add(r.cfg.RequestTimeout + 10*time.Minute)
 	rec := newRecorder(sc.MaxRequests)
+	rr, stopRecord := rf.begin(ctx, clock.Real{}, runID)
+	defer stopRecord()
+	rec.rr = rr
+	rf.phase("run")
 
 	r.log.Info("load test starting", "scenario", sc.Name, "run_id", runID, "seed", seed, "bots", sc.Bots,
 		"duration", sc.Duration.String(), "target", r.cfg.GateURL)
@@ -212,6 +224,7 @@ launch:
 			}
 		}
 		arrived++
+		rec.add("arrived", 1)
 		wg.Go(func() {
 			r.runBot(ctx, stopCtx, sc, n, runID, seed, secret, exp, rec)
 		})
@@ -219,6 +232,7 @@ launch:
 	wg.Wait()
 	stop()
 	<-progressDone
+	stopRecord()
 
 	rep := rec.report()
 	rep.Scenario, rep.RunID, rep.Seed, rep.Target = sc.Name, runID, seed, r.cfg.GateURL
@@ -272,6 +286,7 @@ func (r *Runner) runBot(ctx, stopCtx context.Context, sc Scenario, n int, runID 
 	default:
 	}
 	c.Close()
+	rec.add("connected", -1)
 	rec.clientStats(c.Stats())
 }
 

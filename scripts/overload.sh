@@ -4,7 +4,9 @@
 # on (the default) and then with every binary started with -protection=false,
 # each time `bin/loadtest -scenario overload` against it (capacity C, then
 # 0.8 x C, then 10 x C). It prints both reports and then the two side by
-# side, and keeps the JSON reports, texts and logs in a directory it prints.
+# side, and keeps the JSON reports, texts and logs in a directory it prints,
+# with each run's NDJSON run file (<label>.ndjson, which `bin/loadtest report
+# -html` plots) and their per-second comparison (compare.txt, compare.html).
 # About 2 minutes. It stops every process it started, also on Ctrl-C.
 #
 # Exit status: that of the protected run (0 when the cluster held). The
@@ -64,7 +66,8 @@ run_cluster() {
   set +e
   bin/loadtest -scenario overload -gate-url "ws://127.0.0.1:$GATE/ws" -token-secret "$SECRET" \
     -metrics-urls "gate=http://127.0.0.1:$GATE_OPS/metrics,logic=http://127.0.0.1:$LOGIC_OPS/metrics,battle-1=http://127.0.0.1:$B1_OPS/metrics,battle-2=http://127.0.0.1:$B2_OPS/metrics" \
-    -max-rss-mb "$MAX_RSS_MB" -expect-hold="$hold" -json-out "$DIR/$label.json" -run-id "$label" ${EXTRA[@]+"${EXTRA[@]}"} \
+    -max-rss-mb "$MAX_RSS_MB" -expect-hold="$hold" -json-out "$DIR/$label.json" -run-id "$label" \
+    -run-file "$DIR/$label.ndjson" -label "$label" ${EXTRA[@]+"${EXTRA[@]}"} \
     2>"$run/logs/loadtest.log" | tee "$DIR/$label.txt"
   rc=${PIPESTATUS[0]}
   set -e
@@ -98,6 +101,13 @@ if [ -f "$DIR/protected.json" ]; then
   echo
   echo "overload: side by side"
   bin/loadtest compare "${reports[@]}" || true
+fi
+if [ -f "$DIR/protected.ndjson" ] && [ -f "$DIR/unprotected.ndjson" ]; then
+  if bin/loadtest compare -html "$DIR/compare.html" "$DIR/protected.ndjson" "$DIR/unprotected.ndjson" >"$DIR/compare.txt"; then
+    echo "overload: per-second comparison in $DIR/compare.txt, plots in $DIR/compare.html"
+  else
+    echo "overload: comparing the run files failed (see $DIR/compare.txt)" >&2
+  fi
 fi
 if [ "$protected_rc" -ne 0 ]; then
   echo "overload: with protection on, the cluster did not hold (exit $protected_rc)" >&2

@@ -24,6 +24,10 @@
 //
 // `loadtest compare LABEL=report.json ...` prints overload reports (their
 // -json-out files) side by side.
+//
+// With -run-file, smoke and overload also write the common NDJSON run file
+// (every request per second, the phases, the tiers' RSS and CPU) that
+// `loadtest report` and `loadtest compare a.ndjson b.ndjson` read.
 package main
 
 import (
@@ -38,6 +42,7 @@ import (
 
 	"levee/internal/cli"
 	"levee/loadtest"
+	"levee/loadtest/report"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
@@ -179,6 +184,9 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 		"lets a script end several load processes' holds together")
 	expectHold := fs.Bool("expect-hold", true, "overload: exit 1 when the criteria fail; false only reports (the unprotected comparison run)")
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to this file")
+	runFile := fs.String("run-file", "", "smoke, overload: also write the common NDJSON run file here (every request per second, "+
+		"the phases, the tiers' RSS and CPU), which `loadtest report` and `loadtest compare` read")
+	label := fs.String("label", "", "names the run in -run-file, e.g. protected or unprotected (plots, comparisons)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	cli.UsageWithEnv(fs, "LOADTEST")
 	if err := cli.Parse(fs, "LOADTEST", args, getenv); err != nil {
@@ -194,6 +202,14 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["run-file"] && *scenario != scenarioSmoke && *scenario != scenarioOverload {
+		fmt.Fprintf(stderr, "-run-file: only the smoke and overload scenarios write a run file, not %q\n", *scenario)
+		return 2
+	}
+	if set["label"] && *runFile == "" {
+		fmt.Fprintln(stderr, "-label: names the run in -run-file; give -run-file too")
+		return 2
+	}
 	if rc.RequestTimeout == 0 {
 		rc.RequestTimeout = smokeRequestTimeout
 		if *scenario == scenarioOverload {
@@ -277,8 +293,19 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	var rf *loadtest.RunFile
+	if *runFile != "" {
+		rf, err = loadtest.CreateRunFile(*runFile, report.Meta{Scenario: *scenario, Label: *label,
+			Command: append([]string{"loadtest"}, args...)})
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2
+		}
+	}
 	var rep legacyReport
 	var problems []string
+	var criteria []report.Criterion
+	var warnings []string
 	switch *scenario {
 	case scenarioLine:
 		lrep, err := runner.RunLine(ctx, ln)
@@ -302,11 +329,14 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 			problems = append(problems, hrep.Warnings...)
 		}
 	case scenarioOverload:
+		ov.RunFile = rf
 		orep, err := runner.RunOverload(ctx, ov)
 		if err != nil {
+			rf.Discard()
 			return startError(stderr, err)
 		}
 		rep = orep
+		criteria, warnings = orep.RunCriteria(), orep.Warnings
 		if !orep.Passed {
 			for _, c := range orep.Criteria {
 				if !c.Pass {
@@ -315,11 +345,13 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 			}
 		}
 	default:
-		srep, err := runner.Run(ctx, sm.Scenario())
+		srep, err := runner.RunRecorded(ctx, sm.Scenario(), rf)
 		if err != nil {
+			rf.Discard()
 			return startError(stderr, err)
 		}
 		rep = srep
+		criteria = srep.RunCriteria()
 		problems = srep.Problems()
 	}
 	if err := rep.WriteTable(stdout); err != nil {
@@ -331,6 +363,10 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 			fmt.Fprintf(stderr, "-json-out: %v\n", err)
 			return 1
 		}
+	}
+	if err := rf.End(criteria, warnings); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
 	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stdout, "\nFAIL")
