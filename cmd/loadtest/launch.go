@@ -89,7 +89,7 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 		gates = []string{"ws://127.0.0.1:8080/ws"}
 	}
 	if sc.Engine != "" && sc.Engine != "players" {
-		return runLegacyScenario(sc, gates, *secret, *out, getenv, stdout, stderr)
+		return runLegacyScenario(sc, gates, *secret, *out, *label, getenv, stdout, stderr)
 	}
 	targets, err := probe.ParseTargets(metrics)
 	if err != nil {
@@ -204,7 +204,10 @@ func writeHTML(path string, runs ...*report.Run) error {
 
 // runLegacyScenario runs a preset of one of the older engines (smoke,
 // overload, line, hold): its settings are that engine's flags.
-func runLegacyScenario(sc *scenario.Scenario, gates []string, secret, out string, getenv func(string) string, stdout, stderr io.Writer) int {
+//
+// -out is the common run file (NDJSON) for smoke and overload, which write
+// one; line and hold write their own JSON report there.
+func runLegacyScenario(sc *scenario.Scenario, gates []string, secret, out, label string, getenv func(string) string, stdout, stderr io.Writer) int {
 	argv := []string{"-scenario", sc.Engine, "-gate-url", gates[0], "-token-secret", secret}
 	keys := make([]string, 0, len(sc.Settings))
 	for k := range sc.Settings {
@@ -214,7 +217,13 @@ func runLegacyScenario(sc *scenario.Scenario, gates []string, secret, out string
 	for _, k := range keys {
 		argv = append(argv, "-"+k+"="+sc.Settings[k])
 	}
-	if out != "" {
+	switch {
+	case out != "" && (sc.Engine == scenarioSmoke || sc.Engine == scenarioOverload):
+		argv = append(argv, "-run-file", out)
+		if label != "" {
+			argv = append(argv, "-label", label)
+		}
+	case out != "":
 		argv = append(argv, "-json-out", out)
 	}
 	return legacy(argv, getenv, stdout, stderr, exitThreshold)

@@ -75,11 +75,11 @@ other_metric 7
 	if !p.depthKnown || p.depth != 150.5 {
 		t.Fatalf("depth %v %v", p.depth, p.depthKnown)
 	}
-	q, ok := p.hist.quantile(0.99) // rank 99 in (0.2, 0.4]: 0.2 + 0.2 × 9/10
+	q, ok := p.hist.Quantile(0.99) // rank 99 in (0.2, 0.4]: 0.2 + 0.2 × 9/10
 	if !ok || math.Abs(q-0.38) > 1e-9 {
 		t.Fatalf("p99 %v %v, want 0.38", q, ok)
 	}
-	if q, _ := p.hist.quantile(0.5); q != 0.1 {
+	if q, _ := p.hist.Quantile(0.5); q != 0.1 {
 		t.Fatalf("p50 %v, want 0.1", q)
 	}
 	if _, err := parsePage(strings.NewReader("this is { not metrics")); err == nil {
@@ -90,23 +90,6 @@ other_metric 7
 	}
 }
 
-func TestQuantileEdges(t *testing.T) {
-	inf := math.Inf(1)
-	h := cumHist{bounds: []float64{0.1, 0.2, inf}, counts: []float64{0, 0, 10}, count: 10}
-	if q, ok := h.quantile(0.99); !ok || q != 0.2 {
-		t.Fatalf("all in +Inf: %v %v, want the highest finite bound", q, ok)
-	}
-	if _, ok := (cumHist{bounds: []float64{0.1, inf}, counts: []float64{0, 0}}).quantile(0.99); ok {
-		t.Fatal("an empty histogram has a quantile")
-	}
-	prev := cumHist{bounds: []float64{0.1, 0.2, inf}, counts: []float64{5, 8, 20}, count: 20}
-	if _, ok := h.sub(prev); ok {
-		t.Fatal("a count that went down (a restart) gave a delta")
-	}
-	if _, ok := h.sub(cumHist{}); ok {
-		t.Fatal("a first reading gave a delta")
-	}
-}
 
 func TestScraperReadsDepthAndIntervalP99(t *testing.T) {
 	logic1, logic2, battle1, battle2 := newTierPage(t), newTierPage(t), newTierPage(t), newTierPage(t)

@@ -1,8 +1,8 @@
 // Package probe reads the servers' own figures from their /metrics pages
 // while a load test runs: the gates' connections and waiting players, the
 // logic shards' queue depth, battle's p99 latency and every tier's CPU and
-// resident memory. It parses the Prometheus text exposition with expfmt
-// (histograms included), as the gate's auto-pacer does.
+// resident memory. It reads the pages with internal/promtext (expfmt,
+// histograms included), as the gate's auto-pacer does.
 //
 // A Probe is used by one goroutine: call Sample once a second or so; rates
 // (CPU) and the battle p99 come from the difference between samples.
@@ -10,19 +10,13 @@ package probe
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"levee/internal/promtext"
 )
 
 // Tiers a target may belong to.
@@ -46,12 +40,6 @@ const (
 // Window is how far back the battle p99 looks: the latency histogram's
 // increase over about this long, as rate(...[5s]) would.
 const Window = 5 * time.Second
-
-// maxPage bounds what is read of one /metrics page.
-const maxPage = 8 << 20
-
-// ErrProbe reports a page that could not be read.
-var ErrProbe = errors.New("probe")
 
 // Target is one process's /metrics page.
 type Target struct {
@@ -91,12 +79,6 @@ type reading struct {
 	hasCP bool
 }
 
-type histPoint struct {
-	at     time.Time
-	bounds []float64
-	counts []float64 // cumulative
-}
-
 // New returns a probe of targets; client nil means one with a 900 ms
 // timeout.
 func New(targets []Target, client *http.Client) *Probe {
@@ -113,25 +95,23 @@ func (p *Probe) Errors() []string { return p.errs }
 // Sample scrapes every target at once and returns the levels, at now. A
 // target that fails leaves its figures out.
 func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
-	pages := make([]page, len(p.targets))
+	pages := make([]promtext.Families, len(p.targets))
 	errs := make([]error, len(p.targets))
 	var wg sync.WaitGroup
 	for i, t := range p.targets {
-		wg.Go(func() { pages[i], errs[i] = p.fetch(ctx, t.URL) })
+		wg.Go(func() { pages[i], errs[i] = promtext.Fetch(ctx, p.client, t.URL) })
 	}
 	wg.Wait()
 	out := map[string]float64{}
-	sums := map[string]*histPoint{} // level -> histogram summed over the tier
-	sumHist := func(level string, h *histPoint) {
-		if h == nil {
+	sums := map[string]*promtext.Hist{} // level -> histogram summed over the tier
+	sumHist := func(level string, h promtext.Hist, ok bool) {
+		if !ok {
 			return
 		}
 		if cur := sums[level]; cur == nil {
-			sums[level] = &histPoint{at: now, bounds: h.bounds, counts: append([]float64(nil), h.counts...)}
-		} else if sameBounds(cur.bounds, h.bounds) {
-			for j := range cur.counts {
-				cur.counts[j] += h.counts[j]
-			}
+			sums[level] = &h
+		} else {
+			cur.AddBuckets(h.Bounds, h.Counts, h.Count)
 		}
 	}
 	for i, t := range p.targets {
@@ -146,14 +126,16 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 			add(out, GateWaiting, pg, "gate_line_waiting")
 		case Logic:
 			add(out, LogicQueueDepth, pg, "logic_queue_depth")
-			sumHist(LogicCommitP99, pg.hists["logic_commit_duration_seconds"])
+			h, ok := pg.Hist("logic_commit_duration_seconds")
+			sumHist(LogicCommitP99, h, ok)
 		case Battle:
-			sumHist(BattleP99, pg.hists["battle_latency_seconds"])
+			h, ok := pg.Hist("battle_latency_seconds")
+			sumHist(BattleP99, h, ok)
 		}
-		if v, ok := pg.values["process_resident_memory_bytes"]; ok {
+		if v, ok := pg.Sum("process_resident_memory_bytes"); ok {
 			out["rss_"+t.Tier+"_mb"] += v / (1 << 20)
 		}
-		if v, ok := pg.values["process_cpu_seconds_total"]; ok {
+		if v, ok := pg.Sum("process_cpu_seconds_total"); ok {
 			if prev := p.prev[i]; prev != nil && prev.hasCP && now.After(prev.at) && v >= prev.cpu {
 				out["cpu_"+t.Tier] += (v - prev.cpu) / now.Sub(prev.at).Seconds()
 			}
@@ -166,73 +148,41 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 			w = &window{}
 			p.windows[level] = w
 		}
-		if q, ok := w.p99(*h); ok {
+		if q, ok := w.p99(now, *h); ok {
 			out[level] = q
 		}
 	}
 	return out
 }
 
-// window is a histogram's recent samples, for its quantile over Window.
-type window struct{ pts []histPoint }
+// window is a histogram's recent readings, for its quantile over Window.
+type window struct{ pts []histReading }
+
+type histReading struct {
+	at time.Time
+	h  promtext.Hist
+}
 
 // p99 keeps h in the window and returns the 0.99 quantile of the increase
-// since the oldest point in it (histogram_quantile's linear interpolation
-// within a bucket); false when nothing was observed.
-func (w *window) p99(h histPoint) (float64, bool) {
-	w.pts = append(w.pts, h)
+// since the oldest reading in it (histogram_quantile's linear
+// interpolation within a bucket); false when nothing was observed, or
+// when the buckets changed or went down (a restart: it starts again).
+func (w *window) p99(now time.Time, h promtext.Hist) (float64, bool) {
+	w.pts = append(w.pts, histReading{now, h})
 	cut := 0
-	for cut < len(w.pts)-1 && h.at.Sub(w.pts[cut+1].at) >= Window {
+	for cut < len(w.pts)-1 && now.Sub(w.pts[cut+1].at) >= Window {
 		cut++
 	}
 	w.pts = w.pts[cut:]
-	old := w.pts[0]
 	if len(w.pts) < 2 {
 		return 0, false
 	}
-	if !sameBounds(old.bounds, h.bounds) {
-		w.pts = w.pts[len(w.pts)-1:] // other buckets: start again
+	d, ok := h.Sub(w.pts[0].h)
+	if !ok {
+		w.pts = w.pts[len(w.pts)-1:]
 		return 0, false
 	}
-	delta := make([]float64, len(h.counts))
-	for i := range delta {
-		delta[i] = h.counts[i] - old.counts[i]
-		if delta[i] < 0 { // a restart reset the counters
-			w.pts = w.pts[len(w.pts)-1:]
-			return 0, false
-		}
-	}
-	return Quantile(0.99, h.bounds, delta)
-}
-
-// Quantile is histogram_quantile over cumulative bucket counts with upper
-// bounds (the last +Inf): false when the total is 0. A quantile in the +Inf
-// bucket is the largest finite bound.
-func Quantile(q float64, bounds, cum []float64) (float64, bool) {
-	n := len(cum)
-	if n == 0 || cum[n-1] <= 0 {
-		return 0, false
-	}
-	rank := q * cum[n-1]
-	i := sort.SearchFloat64s(cum, rank)
-	if i >= n {
-		i = n - 1
-	}
-	if math.IsInf(bounds[i], 1) {
-		if i == 0 {
-			return 0, false
-		}
-		return bounds[i-1], true
-	}
-	lo, below := 0.0, 0.0
-	if i > 0 {
-		lo, below = bounds[i-1], cum[i-1]
-	}
-	in := cum[i] - below
-	if in <= 0 {
-		return bounds[i], true
-	}
-	return lo + (bounds[i]-lo)*(rank-below)/in, true
+	return d.Quantile(0.99)
 }
 
 func (p *Probe) noteErr(msg string) {
@@ -246,98 +196,10 @@ func (p *Probe) noteErr(msg string) {
 	}
 }
 
-func add(out map[string]float64, key string, pg page, name string) {
-	if v, ok := pg.values[name]; ok {
+func add(out map[string]float64, key string, pg promtext.Families, name string) {
+	if v, ok := pg.Sum(name); ok {
 		out[key] += v
 	}
 }
 
-func sameBounds(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
-// page is one scrape: every gauge, counter and untyped family summed over
-// its series, and every histogram's buckets summed over its series.
-type page struct {
-	values map[string]float64
-	hists  map[string]*histPoint
-}
-
-func (p *Probe) fetch(ctx context.Context, u string) (page, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return page{}, fmt.Errorf("%w: %s: %w", ErrProbe, u, err)
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return page{}, fmt.Errorf("%w: %s: %w", ErrProbe, u, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return page{}, fmt.Errorf("%w: %s: HTTP %d", ErrProbe, u, resp.StatusCode)
-	}
-	pg, err := Parse(io.LimitReader(resp.Body, maxPage))
-	if err != nil {
-		return page{}, fmt.Errorf("%w: %s: %w", ErrProbe, u, err)
-	}
-	return pg, nil
-}
-
-// Parse reads a text exposition page.
-func Parse(r io.Reader) (page, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(r)
-	if err != nil {
-		return page{}, err
-	}
-	pg := page{values: map[string]float64{}, hists: map[string]*histPoint{}}
-	for name, mf := range fams {
-		for _, m := range mf.GetMetric() {
-			switch {
-			case m.GetGauge() != nil:
-				pg.values[name] += m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				pg.values[name] += m.GetCounter().GetValue()
-			case m.GetUntyped() != nil:
-				pg.values[name] += m.GetUntyped().GetValue()
-			case m.GetHistogram() != nil:
-				addHist(pg.hists, name, m.GetHistogram())
-			}
-		}
-	}
-	return pg, nil
-}
-
-func addHist(hs map[string]*histPoint, name string, d *dto.Histogram) {
-	bs := d.GetBucket()
-	bounds := make([]float64, 0, len(bs)+1)
-	counts := make([]float64, 0, len(bs)+1)
-	for _, b := range bs {
-		bounds = append(bounds, b.GetUpperBound())
-		counts = append(counts, float64(b.GetCumulativeCount()))
-	}
-	if len(bounds) == 0 || !math.IsInf(bounds[len(bounds)-1], 1) {
-		bounds = append(bounds, math.Inf(1))
-		counts = append(counts, float64(d.GetSampleCount()))
-	}
-	h := hs[name]
-	if h == nil {
-		hs[name] = &histPoint{bounds: bounds, counts: counts}
-		return
-	}
-	if !sameBounds(h.bounds, bounds) {
-		return // a series with other buckets is left out
-	}
-	for i := range counts {
-		h.counts[i] += counts[i]
-	}
-}

@@ -6,64 +6,11 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-const page1 = `# TYPE gate_active_connections gauge
-gate_active_connections 120
-# TYPE logic_queue_depth gauge
-logic_queue_depth{shard="0"} 3
-logic_queue_depth{shard="1"} 4
-# TYPE process_cpu_seconds_total counter
-process_cpu_seconds_total 10
-# TYPE battle_latency_seconds histogram
-battle_latency_seconds_bucket{le="0.1"} 10
-battle_latency_seconds_bucket{le="0.5"} 10
-battle_latency_seconds_bucket{le="+Inf"} 10
-battle_latency_seconds_sum 0.5
-battle_latency_seconds_count 10
-`
-
-func TestParseSumsSeries(t *testing.T) {
-	pg, err := Parse(strings.NewReader(page1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if pg.values["logic_queue_depth"] != 7 || pg.values["gate_active_connections"] != 120 {
-		t.Errorf("values = %v", pg.values)
-	}
-	h := pg.hists["battle_latency_seconds"]
-	if h == nil || len(h.bounds) != 3 || h.counts[2] != 10 {
-		t.Fatalf("histogram = %+v", h)
-	}
-	if _, err := Parse(strings.NewReader("bad line {")); err == nil {
-		t.Error("a malformed page parsed")
-	}
-}
-
-func TestQuantile(t *testing.T) {
-	bounds := []float64{0.1, 0.2, 0.4, math.Inf(1)}
-	for _, c := range []struct {
-		cum  []float64
-		q    float64
-		want float64
-		ok   bool
-	}{
-		{[]float64{0, 0, 0, 0}, 0.99, 0, false},
-		{[]float64{100, 100, 100, 100}, 0.5, 0.05, true},     // within the first bucket
-		{[]float64{50, 100, 100, 100}, 0.75, 0.15, true},     // halfway through the second
-		{[]float64{0, 0, 0, 10}, 0.99, 0.4, true},            // +Inf: the largest finite bound
-		{[]float64{0, 0, 100, 100}, 0.99, 0.2 + 0.198, true}, // interpolated in (0.2, 0.4]
-	} {
-		got, ok := Quantile(c.q, bounds, c.cum)
-		if ok != c.ok || math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("Quantile(%v, %v) = %v, %v; want %v, %v", c.q, c.cum, got, ok, c.want, c.ok)
-		}
-	}
-}
 
 // Two samples a second apart: CPU as a rate, battle p99 from the
 // histogram's increase (here all slow battles: 0.5 s bucket).
