@@ -90,7 +90,6 @@ other_metric 7
 	}
 }
 
-
 func TestScraperReadsDepthAndIntervalP99(t *testing.T) {
 	logic1, logic2, battle1, battle2 := newTierPage(t), newTierPage(t), newTierPage(t), newTierPage(t)
 	logic1.depth.WithLabelValues("0").Set(200)

@@ -201,5 +201,3 @@ func add(out map[string]float64, key string, pg promtext.Families, name string) 
 		out[key] += v
 	}
 }
-
-

@@ -11,7 +11,6 @@ import (
 	"time"
 )
 
-
 // Two samples a second apart: CPU as a rate, battle p99 from the
 // histogram's increase (here all slow battles: 0.5 s bucket).
 func TestSampleRatesAndWindow(t *testing.T) {
