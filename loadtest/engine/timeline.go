@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -109,9 +110,10 @@ func valueOf(r threshold.Result) string {
 }
 
 // apply sends the step's change to every gate; it returns "" or what
-// failed.
+// failed. A release rate is the cluster's: each of n gates' lines gets
+// 1/n of it (at least 1 per interval).
 func (t *timeline) apply(ctx context.Context, s step) string {
-	set := loadtest.LineSetting{Mode: s.mode, Rate: s.rate, Interval: s.interval}
+	set := loadtest.LineSetting{Mode: s.mode, Rate: perGate(s.rate, len(t.admins)), Interval: s.interval}
 	var errs []string
 	for _, a := range t.admins {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -123,5 +125,16 @@ func (t *timeline) apply(ctx context.Context, s step) string {
 	if len(errs) > 0 {
 		return fmt.Sprintf(": failed on %d of %d gates: %s", len(errs), len(t.admins), errs[0])
 	}
+	if s.rate > 0 && len(t.admins) > 1 {
+		return fmt.Sprintf(" (%d gates, %d each)", len(t.admins), set.Rate)
+	}
 	return fmt.Sprintf(" (%d gates)", len(t.admins))
+}
+
+// perGate is a cluster-wide release rate's share of one of n gates.
+func perGate(rate, n int) int {
+	if rate <= 0 || n <= 1 {
+		return rate
+	}
+	return max(1, int(math.Round(float64(rate)/float64(n))))
 }

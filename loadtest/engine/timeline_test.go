@@ -58,7 +58,7 @@ func TestTimeline(t *testing.T) {
 		t.Fatalf("a step ran early: %v", evs)
 	}
 	tl.poll(ctx, time.Minute, nil)
-	if evs := tl.finish(); len(evs) != 1 || !strings.Contains(evs[0].What, "100 per 2s") {
+	if evs := tl.finish(); len(evs) != 1 || !strings.Contains(evs[0].What, "100 per 2s") || !strings.Contains(evs[0].What, "50 each") {
 		t.Fatalf("second step: %+v", evs)
 	}
 	// The last 12 wall seconds (a scenario minute at speed 5) had a queue
@@ -80,8 +80,9 @@ func TestTimeline(t *testing.T) {
 	if len(bodies) != 4 {
 		t.Fatalf("%d admin calls, want 4 (2 steps x 2 gates): %v", len(bodies), bodies)
 	}
-	if bodies[2]["mode"] != "paced" || bodies[2]["rate"] != float64(100) || bodies[2]["interval"] != "2s" {
-		t.Errorf("paced body = %v", bodies[2])
+	// The release rate is the cluster's: each of the 2 gates gets half.
+	if bodies[2]["mode"] != "paced" || bodies[2]["rate"] != float64(50) || bodies[2]["interval"] != "2s" {
+		t.Errorf("paced body = %v, want rate 50 (100 over 2 gates)", bodies[2])
 	}
 }
 
@@ -97,5 +98,13 @@ func TestTimelineReportsFailure(t *testing.T) {
 	evs := tl.finish()
 	if len(evs) != 1 || !strings.Contains(evs[0].What, "failed on 1 of 1 gates") || !strings.Contains(evs[0].What, "bad mode") {
 		t.Fatalf("events: %+v", evs)
+	}
+}
+
+func TestPerGate(t *testing.T) {
+	for _, c := range []struct{ rate, n, want int }{{100, 1, 100}, {100, 5, 20}, {1000, 3, 333}, {2, 5, 1}, {0, 5, 0}} {
+		if got := perGate(c.rate, c.n); got != c.want {
+			t.Errorf("perGate(%d, %d) = %d, want %d", c.rate, c.n, got, c.want)
+		}
 	}
 }
