@@ -64,9 +64,10 @@ type driver struct {
 	wg      sync.WaitGroup
 	budget  *backoff.Budget
 	// playFn is a player's life (play; tests put a stand-in).
-	playFn  func(reqCtx, live context.Context, pl *player)
-	entries []entry // every player's arrival and admission (fairness)
-	peak    int     // most players present at once
+	playFn   func(reqCtx, live context.Context, pl *player)
+	inflight atomic.Int64 // requests sent and not yet answered
+	entries  []entry      // every player's arrival and admission (fairness)
+	peak     int          // most players present at once
 }
 
 // player is one simulated player's state shared with the controller.
@@ -277,6 +278,12 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 		}
 		rec.Add("connected", 1)
 		why := d.session(reqCtx, life, pl, c, rnd, sessionEnd, &dropAt)
+		if live.Err() != nil {
+			// The run is over: the players stay connected until every
+			// request in flight has its reply (or the drain ends), so
+			// that 80,000 closes at once do not starve the last replies.
+			d.quiesce(reqCtx)
+		}
 		rec.Add("connected", -1)
 		if q := c.Queue(); q != nil && q.GetTicket() != "" {
 			ticket = q.GetTicket()
@@ -357,6 +364,27 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 	}
 }
 
+// quiesce waits until no request of this process is in flight, at most
+// the plan's drain (or until ctx is cancelled).
+func (d *driver) quiesce(ctx context.Context) {
+	if d.inflight.Load() == 0 {
+		return
+	}
+	limit := d.cfg.clock.NewTimer(d.p.drain)
+	defer limit.Stop()
+	t := d.cfg.clock.NewTicker(tick)
+	defer t.Stop()
+	for d.inflight.Load() > 0 {
+		select {
+		case <-limit.C():
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
 func (d *driver) thinkTime(rnd *mrand.Rand) time.Duration {
 	t := float64(d.p.think)
 	if d.p.jitter > 0 {
@@ -375,6 +403,7 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 	battleID := fmt.Sprintf("%s-b%d", pl.id, seq)
 	for i := range attempts {
 		d.rec.Begin()
+		d.inflight.Add(1)
 		sent := d.cfg.clock.Now()
 		ctx, cancel := context.WithTimeout(client.WithCriticality(reqCtx, a.crit), d.p.timeout)
 		var err error
@@ -394,6 +423,7 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 			s.Due = due
 		}
 		d.rec.End(s)
+		d.inflight.Add(-1)
 		if i > 0 {
 			d.rec.Add("naive_retries", 1)
 		}
