@@ -44,8 +44,8 @@ var (
 		"windows_per_s[]": "number"}
 	// fileOptional are a shape file's own optional top-level keys.
 	fileOptional = map[string]map[string]string{"testdata/line_report.shape": {"change_error": "string"}}
-	extraTypes  = map[string]string{"warnings": "array|null", "windows_per_s": "array|null"}
-	mirrorPaths = map[string]string{"after": "before"}
+	extraTypes   = map[string]string{"warnings": "array|null", "windows_per_s": "array|null"}
+	mirrorPaths  = map[string]string{"after": "before"}
 )
 
 // jsonShape adds v's key paths and their JSON types to out.
