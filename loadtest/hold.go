@@ -22,7 +22,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"levee/client"
+	"levee/internal/clock"
 	"levee/internal/token"
+	"levee/loadtest/record"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -56,6 +58,13 @@ type HoldConfig struct {
 	// a file exists at this path (looked for every SampleEvery): a script
 	// running several load processes ends their holds together.
 	EndFile string
+	// RunFile, when set, also gets the run's common record (-run-file):
+	// per second the connections that arrived (began their dial), were
+	// connected and waited in line, admissions, dial failures, drops and
+	// leaves, the server's RSS as it is sampled (level rss_gate_mb, or
+	// rss_server_mb with Bare), and the phases (dial, settle, hold,
+	// close); the caller Ends it.
+	RunFile *RunFile
 }
 
 // DefaultHold is 15,000 connections, 128 handshakes at a time, held 30 s
@@ -160,12 +169,22 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 		rep.RSSBefore = rss
 	}
 	r.log.Info("hold test starting", "run_id", runID, "conns", cfg.Conns, "bare", cfg.Bare, "target", r.cfg.GateURL, "pid", cfg.PID)
+	rec, stopRecord := cfg.RunFile.begin(ctx, clock.Real{}, runID)
+	defer stopRecord()
+	rssLevel := "rss_gate_mb"
+	if cfg.Bare {
+		rssLevel = "rss_server_mb"
+	}
+	if rec != nil && cfg.PID > 0 {
+		rec.Set(rssLevel, rep.RSSBefore/(1<<20))
+	}
+	cfg.RunFile.phase("dial")
 
 	// live ends every connection: at the end of the hold, or on interrupt.
 	live, endAll := context.WithCancel(ctx)
 	defer endAll()
 	h := &holdRun{r: r, cfg: cfg, runID: runID, errs: make([]error, cfg.Conns), up: make([]chan struct{}, cfg.Conns),
-		ended: make([]atomic.Bool, cfg.Conns), dropErrs: make([]error, cfg.Conns)}
+		ended: make([]atomic.Bool, cfg.Conns), dropErrs: make([]error, cfg.Conns), rec: rec}
 	var wg sync.WaitGroup
 	h.dialAll(ctx, live, &wg)
 	rep.DialTime = time.Since(rep.Started)
@@ -176,6 +195,7 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 		default:
 			if h.errs[i] == nil {
 				h.errs[i] = errors.New("not up")
+				h.add("dial_failures", 1)
 			}
 			countWithExample(rep.Failures, rep.FailureExamples, h.errs[i])
 		}
@@ -187,6 +207,15 @@ func (r *Runner) RunHold(ctx context.Context, cfg HoldConfig) (*HoldReport, erro
 	hold := time.NewTimer(cfg.Hold)
 	defer hold.Stop()
 	settled := time.Now().Add(cfg.Settle)
+	var settleC <-chan time.Time // the run file's hold phase starts
+	if cfg.Settle > 0 {
+		cfg.RunFile.phase("settle")
+		settleT := time.NewTimer(cfg.Settle)
+		defer settleT.Stop()
+		settleC = settleT.C
+	} else {
+		cfg.RunFile.phase("hold")
+	}
 	tick := time.NewTicker(cfg.SampleEvery)
 	defer tick.Stop()
 sampling:
@@ -196,6 +225,9 @@ sampling:
 			break sampling
 		case <-ctx.Done():
 			break sampling
+		case <-settleC:
+			cfg.RunFile.phase("hold")
+			settleC = nil
 		case <-tick.C:
 			if cfg.EndFile != "" {
 				if _, err := os.Stat(cfg.EndFile); err == nil {
@@ -212,9 +244,13 @@ sampling:
 				break sampling
 			}
 			rss = append(rss, v)
+			if rec != nil {
+				rec.Set(rssLevel, v/(1<<20))
+			}
 		}
 	}
 	rep.HeldFor = time.Since(holdStart)
+	cfg.RunFile.phase("close")
 	if cfg.MetricsURL != "" && ctx.Err() == nil {
 		if err := h.scrapeGo(ctx, rep); err != nil {
 			rep.Warnings = append(rep.Warnings, "-metrics-urls: "+err.Error())
@@ -233,6 +269,7 @@ sampling:
 	rep.Admitted = int(h.admitted.Load())
 	endAll()
 	wg.Wait()
+	stopRecord()
 
 	rep.Interrupted = ctx.Err() != nil
 	rep.Elapsed = time.Since(rep.Started)
@@ -262,7 +299,38 @@ type holdRun struct {
 	// dropErrs[i] says why held connection i ended before the hold's end;
 	// written by its goroutine before ended[i] is set.
 	dropErrs []error
-	admitted atomic.Int64 // players the line let in
+	admitted atomic.Int64     // players the line let in
+	rec      *record.Recorder // the run file's, nil for none
+}
+
+// add counts a player event in the run file, if any (see record.Recorder.Add).
+func (h *holdRun) add(name string, n int64) {
+	if h.rec != nil {
+		h.rec.Add(name, n)
+	}
+}
+
+// countUp counts a connection up in the run file: connected, and waiting
+// in line unless admitted.
+func (h *holdRun) countUp(waiting bool) {
+	h.add("connected", 1)
+	if waiting {
+		h.add("waiting", 1)
+	}
+}
+
+// countEnd counts the end of a connection that was up in the run file:
+// dropped before the hold's end, else left.
+func (h *holdRun) countEnd(waiting, dropped bool) {
+	h.add("connected", -1)
+	if waiting {
+		h.add("waiting", -1)
+	}
+	if dropped {
+		h.add("dropped", 1)
+	} else {
+		h.add("left", 1)
+	}
 }
 
 // dialAll starts every connection, DialParallel handshakes at a time, and
@@ -286,9 +354,11 @@ func (h *holdRun) dialAll(ctx, live context.Context, wg *sync.WaitGroup) {
 		}
 		if dctx.Err() != nil {
 			h.errs[n] = dctx.Err()
+			h.add("dial_failures", 1)
 			continue
 		}
 		started++
+		h.add("arrived", 1)
 		wg.Go(func() {
 			var once sync.Once
 			settle := func() { once.Do(func() { <-sem; settled <- struct{}{} }) }
@@ -336,6 +406,7 @@ func (h *holdRun) holdLine(dctx, live context.Context, n int, secret []byte, exp
 	tok, err := token.Sign(secret, botID(h.runID, n), exp)
 	if err != nil {
 		h.errs[n] = err
+		h.add("dial_failures", 1)
 		return
 	}
 	// The dial runs until live ends: a waiting player's Dial does not
@@ -350,6 +421,7 @@ func (h *holdRun) holdLine(dctx, live context.Context, n int, secret []byte, exp
 		}
 	})
 	defer stop()
+	waiting := false // in line, in the run file (OnQueue runs on this goroutine)
 	opts := client.Options{
 		JSON: useJSON(n, h.r.cfg.JSONFraction), Dialer: h.r.dialer, Logger: h.r.log, NoRetry: true, NoPacing: true,
 		OnQueue: func(*leveev1.QueueStatus) {
@@ -357,6 +429,8 @@ func (h *holdRun) holdLine(dctx, live context.Context, n int, secret []byte, exp
 			case <-h.up[n]:
 			default:
 				close(h.up[n])
+				waiting = true
+				h.countUp(true)
 				settle()
 			}
 		},
@@ -367,31 +441,43 @@ func (h *holdRun) holdLine(dctx, live context.Context, n int, secret []byte, exp
 		// status), or at once by a line that was not holding. Either
 		// way it is held, logged in, until the hold ends.
 		h.admitted.Add(1)
+		h.add("admitted", 1)
+		if waiting {
+			waiting = false
+			h.add("waiting", -1)
+		}
 		select {
 		case <-h.up[n]:
 		default:
 			close(h.up[n])
+			h.countUp(false)
 			settle()
 		}
+		dropped := false
 		select {
 		case <-live.Done():
 		case <-c.Done():
 			if live.Err() == nil {
 				h.dropErrs[n] = c.Err()
 				h.ended[n].Store(true) // dropped after admission
+				dropped = true
 			}
 		}
 		c.Close()
+		h.countEnd(false, dropped)
 		return
 	}
 	select {
 	case <-h.up[n]:
-		if live.Err() == nil {
+		dropped := live.Err() == nil
+		if dropped {
 			h.dropErrs[n] = err
 			h.ended[n].Store(true) // dropped while held
 		}
+		h.countEnd(waiting, dropped)
 	default:
 		h.errs[n] = err
+		h.add("dial_failures", 1)
 	}
 }
 
@@ -403,11 +489,14 @@ func (h *holdRun) holdBare(dctx, live context.Context, n int, settle func()) {
 	}
 	if err != nil {
 		h.errs[n] = err
+		h.add("dial_failures", 1)
 		return
 	}
 	close(h.up[n])
+	h.countUp(false)
 	settle()
 	readDone := make(chan struct{})
+	dropped := false
 	go func() {
 		defer close(readDone)
 		for {
@@ -422,9 +511,11 @@ func (h *holdRun) holdBare(dctx, live context.Context, n int, settle func()) {
 	case <-readDone:
 		h.dropErrs[n] = errBareEnded
 		h.ended[n].Store(true)
+		dropped = true
 	}
 	ws.Close()
 	<-readDone
+	h.countEnd(false, dropped)
 }
 
 // countWithExample counts err under its reason and keeps the first error

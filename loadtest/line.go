@@ -15,7 +15,9 @@ import (
 
 	"levee/client"
 	"levee/gate"
+	"levee/internal/clock"
 	"levee/internal/token"
+	"levee/loadtest/record"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -61,6 +63,13 @@ type LineConfig struct {
 	// first admission.
 	ChangeAt time.Duration
 	Change   LineSetting
+
+	// RunFile, when set, also gets the run's common record (-run-file):
+	// per second the bots that arrived (began their handshake), were
+	// connected, waited in line and were admitted, dial failures, drops
+	// and leaves, each admitted bot's wait in line, and the phases (dial,
+	// pace once every bot is in line, change); the caller Ends it.
+	RunFile *RunFile
 }
 
 // DefaultLine is 3,000 bots, 64 handshakes at a time, a 5-minute bound,
@@ -127,6 +136,9 @@ type lineBot struct {
 	gateWaited  time.Duration
 	err         error
 	c           *client.Client
+	// connected and waiting say what the run file counts the bot as: a
+	// connected player, one in line.
+	connected, waiting bool
 }
 
 // RunLine plays the line scenario (see LineConfig) and reports. It returns
@@ -193,6 +205,10 @@ func (r *Runner) RunLine(ctx context.Context, cfg LineConfig) (*LineReport, erro
 	rep.Started = start
 	runCtx, cancel := context.WithDeadline(ctx, start.Add(cfg.Bound))
 	defer cancel()
+	rec, stopRecord := cfg.RunFile.begin(ctx, clock.Real{}, runID)
+	defer stopRecord()
+	lr.rec = rec
+	lr.toPhase(phaseDial)
 
 	openDone := lr.opener(runCtx)
 	changeDone := lr.changer(runCtx, rep)
@@ -212,7 +228,9 @@ func (r *Runner) RunLine(ctx context.Context, cfg LineConfig) (*LineReport, erro
 			rep.OpenedAfter = lr.openDone.Sub(start)
 		}
 	}
+	lr.toPhase(phaseClose)
 	lr.closeAll()
+	stopRecord()
 
 	rep.Interrupted = ctx.Err() != nil
 	rep.Elapsed = time.Since(start)
@@ -243,6 +261,43 @@ type lineRun struct {
 	allJoined   chan struct{} // closed when settledJoin reaches len(bots)
 	openDone    time.Time     // written by the opener before it ends
 	openErr     error
+
+	rec     *record.Recorder // the run file's, nil for none
+	phaseMu sync.Mutex
+	phase   linePhase // the run file's phase so far
+}
+
+// linePhase is a phase of a line run in the run file, in the order they
+// come.
+type linePhase int
+
+const (
+	phaseNone   linePhase = iota
+	phaseDial             // the bots dial and join the line
+	phasePace             // every bot has its place in line (or failed)
+	phaseChange           // the pace change was sent
+	phaseClose            // the run's end: every connection is closed
+)
+
+var linePhaseNames = [...]string{phaseDial: "dial", phasePace: "pace", phaseChange: "change", phaseClose: "close"}
+
+// toPhase starts phase p in the run file unless the run is past it (the
+// last bot may join the line after the pace change).
+func (lr *lineRun) toPhase(p linePhase) {
+	lr.phaseMu.Lock()
+	defer lr.phaseMu.Unlock()
+	if p <= lr.phase {
+		return
+	}
+	lr.phase = p
+	lr.cfg.RunFile.phase(linePhaseNames[p])
+}
+
+// add counts a player event in the run file, if any (see record.Recorder.Add).
+func (lr *lineRun) add(name string, n int64) {
+	if lr.rec != nil {
+		lr.rec.Add(name, n)
+	}
 }
 
 // joinSettled counts a bot that has its place in line, or whose dial
@@ -250,6 +305,7 @@ type lineRun struct {
 func (lr *lineRun) joinSettled() {
 	if lr.settledJoin.Add(1) == int64(len(lr.bots)) {
 		close(lr.allJoined)
+		lr.toPhase(phasePace)
 	}
 }
 
@@ -296,6 +352,7 @@ func (lr *lineRun) launch(ctx context.Context, start time.Time) {
 		}
 		b := &lr.bots[n]
 		b.dialStart = time.Now()
+		lr.add("arrived", 1)
 		wg.Go(func() {
 			var once sync.Once
 			release := func() { once.Do(func() { <-sem }) }
@@ -335,6 +392,9 @@ func (lr *lineRun) dial(ctx context.Context, n int, b *lineBot, secret []byte, e
 			if b.statuses == 0 {
 				b.firstStatus, b.firstPos = now, q.GetPosition()
 				lr.joined.Add(1)
+				b.connected, b.waiting = true, true
+				lr.add("connected", 1)
+				lr.add("waiting", 1)
 				release()
 				settle()
 			} else {
@@ -351,6 +411,14 @@ func (lr *lineRun) dial(ctx context.Context, n int, b *lineBot, secret []byte, e
 				b.maxGap = max(b.maxGap, now.Sub(b.lastStatus))
 			}
 			lr.admitted.Add(1)
+			if b.waiting {
+				b.waiting = false
+				lr.add("waiting", -1)
+			}
+			lr.add("admitted", 1)
+			if lr.rec != nil {
+				lr.rec.Observe("wait", now.Sub(b.dialStart))
+			}
 			lr.firstOnce.Do(func() {
 				lr.firstAt.Store(now.UnixNano())
 				close(lr.firstAdmitted)
@@ -360,8 +428,22 @@ func (lr *lineRun) dial(ctx context.Context, n int, b *lineBot, secret []byte, e
 	c, err := client.Dial(ctx, lr.r.cfg.GateURL, tok, opts)
 	b.welcomed = time.Now()
 	b.c, b.err = c, err
-	if err != nil {
+	if b.waiting {
+		b.waiting = false
+		lr.add("waiting", -1)
+	}
+	switch {
+	case err != nil:
 		lr.r.log.Debug("line bot failed", "bot", id, "err", err)
+		lr.add("dial_failures", 1)
+		if b.connected {
+			b.connected = false
+			lr.add("connected", -1)
+			lr.add("dropped", 1)
+		}
+	case !b.connected:
+		b.connected = true // welcomed without waiting in line
+		lr.add("connected", 1)
 	}
 }
 
@@ -424,6 +506,7 @@ func (lr *lineRun) changer(ctx context.Context, rep *LineReport) <-chan struct{}
 			return
 		}
 		lr.changeSent = time.Now()
+		lr.toPhase(phaseChange)
 		err := lr.cfg.Admin.Set(ctx, lr.cfg.Change)
 		lr.changeDone = time.Now()
 		lr.changeErr = err
@@ -487,7 +570,9 @@ func (lr *lineRun) progress(ctx context.Context, start time.Time) <-chan struct{
 	return done
 }
 
-// closeAll closes every connection, dialParallel at a time.
+// closeAll closes every connection, dialParallel at a time. In the run
+// file a connection the server had already ended counts as dropped, the
+// others as left.
 func (lr *lineRun) closeAll() {
 	sem := make(chan struct{}, dialParallel)
 	var wg sync.WaitGroup
@@ -499,9 +584,12 @@ func (lr *lineRun) closeAll() {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			lr.add("connected", -1)
 			select {
 			case <-c.Done():
+				lr.add("dropped", 1)
 			default:
+				lr.add("left", 1)
 				_ = c.Close()
 			}
 		})

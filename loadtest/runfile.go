@@ -268,3 +268,29 @@ func (r *Report) RunCriteria() []report.Criterion {
 	}
 	return []report.Criterion{{Threshold: SmokeCriterion, Passed: len(ps) == 0, Detail: detail}}
 }
+
+// RunCriteria are the line report's criteria as the run file's: what each
+// checks, its verdict and what was measured.
+func (r *LineReport) RunCriteria() []report.Criterion {
+	out := make([]report.Criterion, 0, len(r.Criteria))
+	for _, c := range r.Criteria {
+		out = append(out, report.Criterion{Threshold: c.Name, Passed: c.Pass, Detail: c.Got})
+	}
+	return out
+}
+
+// HoldCriterion is the hold scenario's one criterion, what Passed judges.
+const HoldCriterion = "the run completed, every connection was held and none dropped (and, with -target-pid, RSS sampled)"
+
+// RunCriteria is the hold report's verdict as the run file's criterion,
+// what was held and dropped its detail.
+func (r *HoldReport) RunCriteria() []report.Criterion {
+	detail := fmt.Sprintf("held %d of %d, dropped %d%s", r.Held, r.Conns, r.Dropped, paren(r.DropReasons))
+	if r.PID > 0 {
+		detail += fmt.Sprintf(", %d RSS samples", r.Samples)
+	}
+	if r.Interrupted {
+		detail += ", interrupted"
+	}
+	return []report.Criterion{{Threshold: HoldCriterion, Passed: r.Passed, Detail: detail}}
+}

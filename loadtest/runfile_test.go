@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
+	"levee/client/clienttest"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
 	leveev1 "levee/proto/leveev1"
@@ -187,5 +190,211 @@ func TestCreateRunFileRefusesBadPaths(t *testing.T) {
 		if _, err := CreateRunFile(p, report.Meta{}); err == nil || !strings.Contains(err.Error(), "-run-file") {
 			t.Errorf("%q: %v", p, err)
 		}
+	}
+}
+
+// readRunFile ends rf with cs and warnings and reads it back.
+func readRunFile(t *testing.T, rf *RunFile, path string, cs []report.Criterion, warnings []string) *report.Run {
+	t.Helper()
+	if err := rf.End(cs, warnings); err != nil {
+		t.Fatal(err)
+	}
+	run, err := report.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// checkRunPhases checks that the run file's phases are names, in order,
+// one after the other, each with its event.
+func checkRunPhases(t *testing.T, run *report.Run, names ...string) {
+	t.Helper()
+	var got []string
+	last := 0.0
+	for i, p := range run.Meta.Phases {
+		got = append(got, p.Name)
+		if p.From < last || p.To < p.From {
+			t.Errorf("phase %+v after %v", p, last)
+		}
+		last = p.To
+		if i >= len(run.Events) || run.Events[i].What != p.Name || run.Events[i].T != p.From {
+			t.Errorf("phase %+v: events %+v", p, run.Events)
+		}
+	}
+	if !slices.Equal(got, names) || len(run.Events) != len(names) {
+		t.Errorf("phases %v, want %v; events %+v", got, names, run.Events)
+	}
+}
+
+// lastLevel is level name of the run file's last point.
+func lastLevel(run *report.Run, name string) (float64, bool) {
+	if len(run.Points) == 0 {
+		return 0, false
+	}
+	v, ok := run.Points[len(run.Points)-1].Levels[name]
+	return v, ok
+}
+
+// The line run's run file, with a pace change: the phases dial, pace,
+// change and close; its counters are the report's.
+func TestRunLineRunFile(t *testing.T) {
+	fl := newFakeLine(0, 50*time.Millisecond)
+	defer fl.close()
+	g := clienttest.NewGateWithLine([]byte("s3cret"), fl.line, clienttest.Game)
+	defer g.Close()
+	adm := httptest.NewServer(http.HandlerFunc(fl.admin))
+	defer adm.Close()
+	cfg := DefaultLine()
+	cfg.Bots, cfg.DialParallel, cfg.Bound, cfg.MaxStatusGap = 100, 8, 20*time.Second, 2*time.Second
+	cfg.Admin = &Admin{URL: adm.URL, Token: "adm"}
+	cfg.Start, cfg.StartWhenJoined = LineSetting{Mode: "paced", Rate: 50, Interval: time.Second}, true
+	cfg.ChangeAt, cfg.Change = 200*time.Millisecond, LineSetting{Rate: 300, Interval: time.Second}
+	path := filepath.Join(t.TempDir(), "line.ndjson")
+	rf, err := CreateRunFile(path, report.Meta{Scenario: "line", Label: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RunFile = rf
+	rep, err := testRunner(t, g.URL()).RunLine(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := readRunFile(t, rf, path, rep.RunCriteria(), rep.Warnings)
+	if run.Meta.RunID != rep.RunID || run.Meta.Label != "x" {
+		t.Errorf("meta %+v", run.Meta)
+	}
+	checkRunPhases(t, run, "dial", "pace", "change", "close")
+	c := run.Summary.Counters
+	for k, want := range map[string]int{"arrived": rep.Bots, "admitted": rep.Admitted, "dial_failures": Sum(rep.Failures),
+		"left": rep.Welcomed, "dropped": 0} {
+		if c[k] != int64(want) {
+			t.Errorf("run file %s %d, report %d", k, c[k], want)
+		}
+	}
+	if rep.Admitted != cfg.Bots || run.Summary.Wait.Count != int64(rep.Wait.Count) {
+		t.Errorf("admitted %d; waits: run file %+v, report %+v", rep.Admitted, run.Summary.Wait, rep.Wait)
+	}
+	for _, lv := range []string{"connected", "waiting"} {
+		if v, ok := lastLevel(run, lv); !ok || v != 0 {
+			t.Errorf("%s at the end: %v %v", lv, v, ok)
+		}
+	}
+	if len(run.Criteria) != len(rep.Criteria) {
+		t.Fatalf("criteria %+v", run.Criteria)
+	}
+	for i, rc := range run.Criteria {
+		if c := rep.Criteria[i]; rc.Threshold != c.Name || rc.Passed != c.Pass || rc.Detail != c.Got {
+			t.Errorf("criterion %+v, report %+v", rc, c)
+		}
+	}
+}
+
+// The hold run's run file, against a line that admits a quarter of the
+// players and drops another quarter: the phases dial, settle, hold and
+// close; the counters are the report's; the RSS samples are levels.
+func TestRunHoldRunFile(t *testing.T) {
+	a := newArrivals(40)
+	g := clienttest.NewGateWithLine([]byte("s3cret"), func(c *clienttest.Conn) bool {
+		k := a.arrive()
+		_ = c.Send(clienttest.Status(uint64(k+1), 40, 0, "t-"+c.Player))
+		select {
+		case <-a.all:
+		case <-c.Context().Done():
+			return false
+		}
+		switch k % 4 {
+		case 0:
+			_ = c.Send(clienttest.Admit(time.Second))
+			return true
+		case 1:
+			return false
+		}
+		<-c.Context().Done()
+		return false
+	}, clienttest.Game)
+	defer g.Close()
+	cfg := shortHold()
+	cfg.Hold = time.Second
+	path := filepath.Join(t.TempDir(), "hold.ndjson")
+	rf, err := CreateRunFile(path, report.Meta{Scenario: "hold"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RunFile = rf
+	rep, err := testRunner(t, g.URL()).RunHold(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := readRunFile(t, rf, path, rep.RunCriteria(), rep.Warnings)
+	checkRunPhases(t, run, "dial", "settle", "hold", "close")
+	c := run.Summary.Counters
+	for k, want := range map[string]int{"arrived": rep.Conns, "admitted": rep.Admitted, "dropped": rep.Dropped,
+		"dial_failures": Sum(rep.Failures), "left": rep.Held - rep.Dropped} {
+		if c[k] != int64(want) {
+			t.Errorf("run file %s %d, report %d", k, c[k], want)
+		}
+	}
+	if rep.Admitted != 10 || rep.Dropped != 10 || run.Summary.Peak["connected"] > float64(rep.Held) {
+		t.Errorf("report %+v; peak %v", rep, run.Summary.Peak)
+	}
+	for _, lv := range []string{"connected", "waiting"} {
+		if v, ok := lastLevel(run, lv); !ok || v != 0 {
+			t.Errorf("%s at the end: %v %v", lv, v, ok)
+		}
+	}
+	rss := 0
+	for _, p := range run.Points {
+		if v, ok := p.Levels["rss_gate_mb"]; ok {
+			rss++
+			if v <= 0 || v*(1<<20) > rep.RSSHeldMax+1 && v*(1<<20) != rep.RSSBefore {
+				t.Errorf("second %d: rss_gate_mb %v, report before %v, max %v", p.T, v, rep.RSSBefore, rep.RSSHeldMax)
+			}
+		}
+	}
+	if rss == 0 {
+		t.Error("no point has the server's RSS")
+	}
+	if len(run.Criteria) != 1 || run.Criteria[0].Passed || !strings.Contains(run.Criteria[0].Detail, "dropped 10") {
+		t.Errorf("criteria %+v", run.Criteria)
+	}
+}
+
+// Bare connections: the server's RSS is rss_server_mb, nobody waits.
+func TestRunHoldBareRunFile(t *testing.T) {
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		for {
+			if _, _, err := c.NextReader(); err != nil {
+				c.Close()
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	cfg := shortHold()
+	cfg.Bare, cfg.Conns, cfg.Settle = true, 5, 0
+	path := filepath.Join(t.TempDir(), "bare.ndjson")
+	rf, err := CreateRunFile(path, report.Meta{Scenario: "hold"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RunFile = rf
+	rep, err := testRunner(t, "ws"+strings.TrimPrefix(srv.URL, "http")+"/ws").RunHold(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := readRunFile(t, rf, path, rep.RunCriteria(), rep.Warnings)
+	checkRunPhases(t, run, "dial", "hold", "close")
+	if c := run.Summary.Counters; !rep.Passed || c["arrived"] != 5 || c["left"] != 5 || c["dropped"] != 0 ||
+		run.Summary.Peak["waiting"] != 0 || run.Summary.Peak["rss_server_mb"] <= 0 || run.Summary.Peak["rss_gate_mb"] != 0 {
+		t.Errorf("report %+v; counters %v, peak %v", rep, c, run.Summary.Peak)
+	}
+	if len(run.Criteria) != 1 || !run.Criteria[0].Passed {
+		t.Errorf("criteria %+v", run.Criteria)
 	}
 }

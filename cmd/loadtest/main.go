@@ -25,9 +25,12 @@
 // `loadtest compare LABEL=report.json ...` prints overload reports (their
 // -json-out files) side by side.
 //
-// With -run-file, smoke and overload also write the common NDJSON run file
-// (every request per second, the phases, the tiers' RSS and CPU) that
-// `loadtest report` and `loadtest compare a.ndjson b.ndjson` read.
+// With -run-file, every scenario also writes the common NDJSON run file
+// that `loadtest report` and `loadtest compare a.ndjson b.ndjson` read:
+// smoke and overload every request per second, the phases, the tiers' RSS
+// and CPU; line and hold the players arrived, connected, waiting in line,
+// admitted, failed, dropped and left per second, line the waits in line,
+// hold the server's RSS samples, and their phases.
 package main
 
 import (
@@ -184,8 +187,9 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 		"lets a script end several load processes' holds together")
 	expectHold := fs.Bool("expect-hold", true, "overload: exit 1 when the criteria fail; false only reports (the unprotected comparison run)")
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to this file")
-	runFile := fs.String("run-file", "", "smoke, overload: also write the common NDJSON run file here (every request per second, "+
-		"the phases, the tiers' RSS and CPU), which `loadtest report` and `loadtest compare` read")
+	runFile := fs.String("run-file", "", "also write the common NDJSON run file here (per second: smoke, overload every request and "+
+		"the tiers' RSS and CPU; line, hold the players connected, waiting and admitted, hold the server's RSS; and the phases), "+
+		"which `loadtest report` and `loadtest compare` read")
 	label := fs.String("label", "", "names the run in -run-file, e.g. protected or unprotected (plots, comparisons)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	cli.UsageWithEnv(fs, "LOADTEST")
@@ -202,10 +206,6 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["run-file"] && *scenario != scenarioSmoke && *scenario != scenarioOverload {
-		fmt.Fprintf(stderr, "-run-file: only the smoke and overload scenarios write a run file, not %q\n", *scenario)
-		return 2
-	}
 	if set["label"] && *runFile == "" {
 		fmt.Fprintln(stderr, "-label: names the run in -run-file; give -run-file too")
 		return 2
@@ -308,22 +308,28 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 	var warnings []string
 	switch *scenario {
 	case scenarioLine:
+		ln.RunFile = rf
 		lrep, err := runner.RunLine(ctx, ln)
 		if err != nil {
+			rf.Discard()
 			return startError(stderr, err)
 		}
 		rep = lrep
+		criteria, warnings = lrep.RunCriteria(), lrep.Warnings
 		for _, c := range lrep.Criteria {
 			if !c.Pass {
 				problems = append(problems, c.Name+": "+c.Got)
 			}
 		}
 	case scenarioHold:
+		hd.RunFile = rf
 		hrep, err := runner.RunHold(ctx, hd)
 		if err != nil {
+			rf.Discard()
 			return startError(stderr, err)
 		}
 		rep = hrep
+		criteria, warnings = hrep.RunCriteria(), hrep.Warnings
 		if !hrep.Passed {
 			problems = append(problems, fmt.Sprintf("held %d of %d, dropped %d", hrep.Held, hrep.Conns, hrep.Dropped))
 			problems = append(problems, hrep.Warnings...)

@@ -270,8 +270,9 @@ func TestRunFileRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-scenario", "line", "-run-file", filepath.Join(dir, "l.ndjson")}, "-run-file"},
-		{[]string{"-scenario", "hold", "-run-file", filepath.Join(dir, "h.ndjson")}, "-run-file"},
+		{[]string{"-scenario", "line", "-run-file", filepath.Join(dir, "no", "l.ndjson")}, "-run-file"},
+		{[]string{"-scenario", "hold", "-run-file", filepath.Join(dir, "no", "h.ndjson")}, "-run-file"},
+		{[]string{"-scenario", "hold", "-label", "x"}, "-label"},
 		{[]string{"-scenario", "overload", "-label", "x"}, "-label"},
 		{[]string{"-scenario", "overload", "-run-file", filepath.Join(dir, "no", "such", "dir.ndjson")}, "-run-file"},
 	} {
@@ -282,5 +283,102 @@ func TestRunFileRefusals(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("files left: %v", ents)
+	}
+}
+
+// checkLegacyRunFile checks what the line and hold run files share: the
+// meta line, phases, levels back to 0 at the end, the criteria the JSON
+// report's, and that `loadtest report` reads it.
+func checkLegacyRunFile(t *testing.T, file, scenario string, rep map[string]any, phases ...string) *report.Run {
+	t.Helper()
+	run, err := report.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := run.Meta; m.Scenario != scenario || m.Label != "l1" || m.RunID != rep["run_id"] || m.Schema != report.Schema {
+		t.Errorf("meta %+v", m)
+	}
+	var names []string
+	for _, p := range run.Meta.Phases {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, phases) || len(run.Events) != len(phases) {
+		t.Errorf("phases %v, want %v; events %+v", names, phases, run.Events)
+	}
+	if len(run.Points) == 0 {
+		t.Fatal("no points")
+	}
+	for _, lv := range []string{"connected", "waiting"} {
+		if v := run.Points[len(run.Points)-1].Levels[lv]; v != 0 {
+			t.Errorf("%s at the end: %v", lv, v)
+		}
+	}
+	var crits []any
+	if cs, ok := rep["criteria"].([]any); ok {
+		crits = cs
+	}
+	passed := rep["passed"].(bool)
+	if len(crits) == 0 { // hold: one criterion, the verdict
+		if len(run.Criteria) != 1 || run.Criteria[0].Passed != passed {
+			t.Errorf("criteria %+v, passed %v", run.Criteria, passed)
+		}
+	} else if len(run.Criteria) != len(crits) {
+		t.Errorf("criteria %+v", run.Criteria)
+	} else {
+		for i, c := range crits {
+			c := c.(map[string]any)
+			if rc := run.Criteria[i]; rc.Threshold != c["name"] || rc.Passed != c["pass"] || rc.Detail != c["got"] {
+				t.Errorf("criterion %d: %+v, report %v", i, rc, c)
+			}
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run2(t, []string{"report", file}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "arrived") {
+		t.Errorf("report: exit %d: %s\n%s", code, stderr.String(), stdout.String())
+	}
+	return run
+}
+
+// -run-file leaves the line JSON report's shape and the table as they
+// were; the run file's counters are the report's.
+func TestLineRunFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "line.ndjson")
+	rep, table := lineShape(t, "-run-file", file, "-label", "l1")
+	checkTableLines(t, table, lineTableLines)
+	run := checkLegacyRunFile(t, file, "line", rep, "dial", "pace", "close")
+	got := sumCounters(run)
+	for k, want := range map[string]float64{
+		"arrived": num(t, rep["bots"], "bots"), "admitted": num(t, rep["admitted"], "admitted"),
+		"dial_failures": sumObj(t, rep["failures"], "failures"), "left": num(t, rep["welcomed"], "welcomed"),
+	} {
+		if got[k] != int64(want) {
+			t.Errorf("run file %s %d, report %v", k, got[k], want)
+		}
+	}
+	if w := obj(t, rep["wait"], "wait"); run.Summary.Wait.Count != int64(num(t, w["count"], "wait.count")) {
+		t.Errorf("waits %+v, report %v", run.Summary.Wait, w)
+	}
+}
+
+// -run-file leaves the hold JSON report's shape and the table as they
+// were; the run file's counters are the report's, the RSS samples levels.
+func TestHoldRunFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "hold.ndjson")
+	rep, table := holdShape(t, "-run-file", file, "-label", "l1")
+	checkTableLines(t, table, holdTableLines)
+	run := checkLegacyRunFile(t, file, "hold", rep, "dial", "settle", "hold", "close")
+	got := sumCounters(run)
+	held, dropped := num(t, rep["held"], "held"), num(t, rep["dropped"], "dropped")
+	for k, want := range map[string]float64{
+		"arrived": num(t, rep["conns"], "conns"), "admitted": num(t, rep["admitted"], "admitted"), "dropped": dropped,
+		"dial_failures": sumObj(t, rep["failures"], "failures"), "left": held - dropped,
+	} {
+		if got[k] != int64(want) {
+			t.Errorf("run file %s %d, report %v", k, got[k], want)
+		}
+	}
+	if p := run.Summary.Peak["rss_gate_mb"]; p <= 0 || p*(1<<20) > num(t, rep["rss_held_max_bytes"], "rss_held_max_bytes")+1 &&
+		p*(1<<20) != num(t, rep["rss_before_bytes"], "rss_before_bytes") {
+		t.Errorf("peak RSS %v MiB, report %v", p, rep)
 	}
 }
