@@ -32,4 +32,10 @@
 // benchmark's load: many connections held open (waiting in the gate's line,
 // or bare WebSockets to any server), with the server's resident memory read
 // before and during the hold (ReadRSS) and reported per connection.
+//
+// With a RunFile (CreateRunFile) each scenario also writes the common NDJSON
+// run file of levee/loadtest/report: per second what its record.Recorder
+// counted (requests for smoke and overload; players arrived, connected,
+// waiting, admitted, failed, dropped and left for line and hold), the
+// servers' levels it sampled, its phases and its report's criteria.
 package loadtest

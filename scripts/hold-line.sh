@@ -30,7 +30,8 @@
 #      before the holds end: waiting, away (dropped from the line, within
 #      their grace), admitted and every gate_keepalive_* series.
 # It prints a summary (per gate and in all; CPU per phase; pushes/s) and
-# keeps it (summary.txt), the load processes' reports (load-N.json/.txt),
+# keeps it (summary.txt), the load processes' reports (load-N.json/.txt, and
+# the run files load-N.ndjson that `bin/loadtest report` and `compare` read),
 # every /metrics read (snap-*/) and the logs in a directory it prints. It
 # exits 1 when a player was dropped or did not get into line, or a step
 # failed. About 1.5-2.5 minutes at 80,000 on 2 cores. It stops every process
@@ -161,6 +162,7 @@ for ((i = 0; i < NGATES; i++)); do
     -bound "${WAIT}s" -hold "${hold_bound}s" -hold-settle "${SETTLE}s" -hold-end-file "$END_FILE" \
     -target-pid "${gate_pids[$i]}" -metrics-urls "http://127.0.0.1:$(gate_ops "$i")/metrics" \
     -json-fraction "$JSON_FRACTION" -progress 0 -run-id "g$i" -json-out "$DIR/load-$i.json" \
+    -run-file "$DIR/load-$i.ndjson" -label "g$i" \
     >"$DIR/load-$i.txt" 2>"$DIR/logs/load-$i.log" &
   load_pids+=("$!")
   pids+=("$!")

@@ -16,8 +16,9 @@
 # Both servers' /metrics are also read at the end of the hold: goroutines,
 # Go heap and stacks per connection, to show where the difference lies.
 # It prints both and the ratio (the issue asks the gate to stay within 1.5x
-# of the bare server), and keeps the reports and logs in a directory it
-# prints. About 2 minutes. It stops every process it started, also on Ctrl-C.
+# of the bare server), and keeps the reports (gate.json/.txt, bare.json/.txt,
+# and the run files gate.ndjson, bare.ndjson that `bin/loadtest report`
+# reads) and logs in a directory it prints. About 2 minutes. It stops every process it started, also on Ctrl-C.
 #
 # Loopback only: all connections come from 127.0.0.1 to one port, which the
 # ephemeral port range (32768-60999, about 28,000 ports) allows for 15,000;
@@ -70,7 +71,7 @@ hold() { # label, pid, url, extra loadtest flags...
   set +e
   bin/loadtest -scenario hold -gate-url "$url" -token-secret "$SECRET" -conns "$CONNS" -hold "$HOLD" \
     -hold-settle "$SETTLE" -target-pid "$pid" -json-fraction 0 -progress 0 -run-id "$label" \
-    -json-out "$DIR/$label.json" "$@" 2>"$DIR/logs/loadtest-$label.log" | tee "$DIR/$label.txt"
+    -json-out "$DIR/$label.json" -run-file "$DIR/$label.ndjson" -label "$label" "$@" 2>"$DIR/logs/loadtest-$label.log" | tee "$DIR/$label.txt"
   local rc=${PIPESTATUS[0]}
   set -e
   if [ "$rc" -ne 0 ]; then

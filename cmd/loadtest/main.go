@@ -189,7 +189,7 @@ func legacy(args []string, getenv func(string) string, stdout, stderr io.Writer,
 	jsonOut := fs.String("json-out", "", "also write the report as JSON to this file")
 	runFile := fs.String("run-file", "", "also write the common NDJSON run file here (per second: smoke, overload every request and "+
 		"the tiers' RSS and CPU; line, hold the players connected, waiting and admitted, hold the server's RSS; and the phases), "+
-		"which `loadtest report` and `loadtest compare` read")
+		"which loadtest report and loadtest compare read")
 	label := fs.String("label", "", "names the run in -run-file, e.g. protected or unprotected (plots, comparisons)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	cli.UsageWithEnv(fs, "LOADTEST")
