@@ -60,7 +60,8 @@ type HoldConfig struct {
 	EndFile string
 	// RunFile, when set, also gets the run's common record (-run-file):
 	// per second the connections that arrived (began their dial), were
-	// connected and waited in line, admissions, dial failures, drops and
+	// connected and waited in line, admissions, dial failures (the
+	// report's failures, also the connections never dialed), drops and
 	// leaves, the server's RSS as it is sampled (level rss_gate_mb, or
 	// rss_server_mb with Bare), and the phases (dial, settle, hold,
 	// close); the caller Ends it.

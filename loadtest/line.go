@@ -66,9 +66,11 @@ type LineConfig struct {
 
 	// RunFile, when set, also gets the run's common record (-run-file):
 	// per second the bots that arrived (began their handshake), were
-	// connected, waited in line and were admitted, dial failures, drops
-	// and leaves, each admitted bot's wait in line, and the phases (dial,
-	// pace once every bot is in line, change); the caller Ends it.
+	// connected, waited in line and were admitted, dial failures (also
+	// the bots never dialed when the run ended first, as the report's
+	// failures), drops and leaves, each admitted bot's wait in line, and
+	// the phases (dial, pace once every bot is in line, change, close);
+	// the caller Ends it.
 	RunFile *RunFile
 }
 
@@ -345,6 +347,7 @@ func (lr *lineRun) launch(ctx context.Context, start time.Time) {
 		case <-ctx.Done():
 			for m := n; m < len(lr.bots); m++ {
 				lr.bots[m].err = ctx.Err()
+				lr.add("dial_failures", 1) // as the report counts them
 				lr.joinSettled()
 			}
 			wg.Wait()
