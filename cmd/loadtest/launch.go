@@ -205,8 +205,7 @@ func writeHTML(path string, runs ...*report.Run) error {
 // runLegacyScenario runs a preset of one of the older engines (smoke,
 // overload, line, hold): its settings are that engine's flags.
 //
-// -out is the common run file (NDJSON) for smoke and overload, which write
-// one; line and hold write their own JSON report there.
+// -out is the common run file (NDJSON), which every engine writes.
 func runLegacyScenario(sc *scenario.Scenario, gates []string, secret, out, label string, getenv func(string) string, stdout, stderr io.Writer) int {
 	argv := []string{"-scenario", sc.Engine, "-gate-url", gates[0], "-token-secret", secret}
 	keys := make([]string, 0, len(sc.Settings))
@@ -217,14 +216,11 @@ func runLegacyScenario(sc *scenario.Scenario, gates []string, secret, out, label
 	for _, k := range keys {
 		argv = append(argv, "-"+k+"="+sc.Settings[k])
 	}
-	switch {
-	case out != "" && (sc.Engine == scenarioSmoke || sc.Engine == scenarioOverload):
+	if out != "" {
 		argv = append(argv, "-run-file", out)
 		if label != "" {
 			argv = append(argv, "-label", label)
 		}
-	case out != "":
-		argv = append(argv, "-json-out", out)
 	}
 	return legacy(argv, getenv, stdout, stderr, exitThreshold)
 }

@@ -169,10 +169,21 @@ func TestRunLegacyPreset(t *testing.T) {
 	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
 	defer g.Close()
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", "smoke", "-gate-urls", g.URL(), "-token-secret", "s3cret",
+	out := filepath.Join(t.TempDir(), "smoke.ndjson")
+	code := run([]string{"run", "smoke", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-out", out, "-label", "small",
 		"-set", "settings.bots=4", "-set", "settings.ramp=20ms", "-set", "settings.duration=300ms", "-set", "settings.think=10ms"}, env(nil), &stdout, &stderr)
 	if code != 0 || !strings.Contains(stdout.String(), "PASS") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	// -out is the common run file, as for the players engine.
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := report.Read(f)
+	if err != nil || rep.Meta.Label != "small" || rep.Summary.Counters["sent"] == 0 {
+		t.Fatalf("run file: %v, label %q, counters %v", err, rep.Meta.Label, rep.Summary.Counters)
 	}
 }
 
