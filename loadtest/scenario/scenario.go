@@ -88,7 +88,7 @@ type Scenario struct {
 	Name        string   `yaml:"name"`        // default: the file's base name without .yaml
 	Description string   `yaml:"description"` //
 	Engine      string   `yaml:"engine"`      // players (default) | smoke | overload | line | hold
-	Scale       float64  `yaml:"scale"`       // (0, 10], default 1; players, release rates, capacity x scale
+	Scale       float64  `yaml:"scale"`       // (0, 10], default 1; players and release rates x scale (capacity is not scaled)
 	Speed       float64  `yaml:"speed"`       // (0, 100], default 1; scenario time runs Speed x faster than wall time
 	Seed        uint64   `yaml:"seed"`        // random seed of the players' choices; 0: the engine picks one
 	T0          Duration `yaml:"t0"`          // where "T+0" is in scenario time (launch: 5m)

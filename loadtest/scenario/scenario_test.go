@@ -100,11 +100,12 @@ func TestLaunchPreset(t *testing.T) {
 	if s.File != "preset:launch" || s.Name != "launch" || s.T0 != Duration(5*time.Minute) || s.Engine != "players" {
 		t.Fatalf("%+v", s)
 	}
-	// 200 -> 5,000 -> 30,000 -> 80,000 over 10 min: 80,000 at T+5.
+	// 200 online until T+0, then 5,000 at T+1, 30,000 at T+2, 80,000 at
+	// T+5 (10 minutes from the start).
 	for _, at := range []struct {
 		t time.Duration
 		v float64
-	}{{0, 200}, {2 * time.Minute, 5000}, {5 * time.Minute, 30000}, {10 * time.Minute, 80000}} {
+	}{{0, 200}, {5 * time.Minute, 200}, {6 * time.Minute, 5000}, {7 * time.Minute, 30000}, {10 * time.Minute, 80000}} {
 		if got := s.Curve.At(at.t); got != at.v {
 			t.Errorf("At(%v) = %v, want %v", at.t, got, at.v)
 		}
@@ -233,7 +234,7 @@ func TestOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Scale != 0.1 || s.Players.Think != Duration(2*time.Second) || s.Curve.At(5*time.Minute) != 500 ||
+	if s.Scale != 0.1 || s.Players.Think != Duration(2*time.Second) || s.Curve.At(6*time.Minute) != 500 ||
 		s.Checks[0].String() != "p(99) < 1s" || s.Seed != 42 || s.Client.Retry.Base != Duration(50*time.Millisecond) ||
 		s.Timeline[2].Conds[0].String() != "max(cpu) < 0.9" || s.Name != "small launch" {
 		t.Fatalf("%+v", s)
