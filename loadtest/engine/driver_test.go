@@ -192,3 +192,24 @@ func TestLabel(t *testing.T) {
 		t.Errorf("without t0: %q, want 3:00", got)
 	}
 }
+
+func TestSelfCPU(t *testing.T) {
+	s := newSelfCPU()
+	t0 := time.Now()
+	if _, ok := s.rate(t0); ok {
+		t.Fatal("a rate from one reading")
+	}
+	// Burn a little CPU so the second reading has something to count.
+	x := 0
+	for i := range 20_000_000 {
+		x += i % 7
+	}
+	_ = x
+	v, ok := s.rate(t0.Add(time.Second))
+	if !ok || v < 0 {
+		t.Fatalf("rate = %v %v", v, ok)
+	}
+	if _, ok := s.rate(t0.Add(time.Second)); ok {
+		t.Error("a rate over no time")
+	}
+}

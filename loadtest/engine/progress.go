@@ -68,7 +68,7 @@ func (pr *progress) line(pt record.Point) string {
 	if v, ok := l["battle_p99"]; ok {
 		fmt.Fprintf(&b, " battle p99 %s", time.Duration(v*float64(time.Second)).Round(time.Millisecond))
 	}
-	for _, t := range []string{"gate", "logic", "battle"} {
+	for _, t := range []string{"gate", "logic", "battle", "loadtest"} {
 		if v, ok := l["cpu_"+t]; ok {
 			fmt.Fprintf(&b, " cpu %s %.2f", t, v)
 		}

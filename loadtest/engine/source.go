@@ -117,6 +117,8 @@ func drive(ctx context.Context, dc driverConfig, start time.Time, emit func(reco
 	go func() { defer close(done); d.Run(ctx) }()
 	t := dc.clock.NewTicker(flushEvery)
 	defer t.Stop()
+	cpu := newSelfCPU()
+	var cpuAt time.Time
 	for {
 		select {
 		case <-done:
@@ -127,7 +129,14 @@ func drive(ctx context.Context, dc driverConfig, start time.Time, emit func(reco
 			defer d.mu.Unlock()
 			return sourceResult{Peak: d.peak, Capped: d.capped, Entries: d.entries}
 		case <-t.C():
-			for _, p := range rec.Flush(dc.clock.Now()) {
+			now := dc.clock.Now()
+			if now.Sub(cpuAt) >= time.Second {
+				cpuAt = now
+				if v, ok := cpu.rate(now); ok {
+					rec.Set("cpu_loadtest", v)
+				}
+			}
+			for _, p := range rec.Flush(now) {
 				emit(p)
 			}
 		}

@@ -87,7 +87,8 @@ var charts = []chart{
 		}
 	}},
 	{"cpu", "CPU per tier", "cores", func(r *Run) []curve {
-		return []curve{levelCurve(r, "gate", "cpu_gate", 1), levelCurve(r, "logic", "cpu_logic", 1), levelCurve(r, "battle", "cpu_battle", 1)}
+		return []curve{levelCurve(r, "gate", "cpu_gate", 1), levelCurve(r, "logic", "cpu_logic", 1), levelCurve(r, "battle", "cpu_battle", 1),
+			levelCurve(r, "load tool", "cpu_loadtest", 1)}
 	}},
 	{"queue", "Logic queue depth", "requests", func(r *Run) []curve {
 		return []curve{levelCurve(r, "logic queue depth", "logic_queue_depth", 1)}
