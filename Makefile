@@ -8,13 +8,25 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images
+.PHONY: all build images up down demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+
+# The compose cluster (docker-compose.yml): images FROM scratch built here
+# with the classic builder, nothing pulled; .env with random secrets made
+# when missing. up/down work with docker compose (v2) or docker-compose (v1).
+images:
+	GO=$(GO) ./scripts/compose.sh images
+
+up:
+	GO=$(GO) ./scripts/compose.sh up
+
+down:
+	./scripts/compose.sh down
 
 demo: build
 	./scripts/demo.sh

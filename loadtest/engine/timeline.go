@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -27,10 +28,16 @@ type timeline struct {
 	done   []report.Event
 }
 
-func newTimeline(p *plan, urls []string, token string, _ bool) *timeline {
+// newTimeline calls the admin API at urls; unless allowNonlocal, only on
+// loopback (the Admin's own client).
+func newTimeline(p *plan, urls []string, token string, allowNonlocal bool) *timeline {
 	t := &timeline{p: p}
+	var hc *http.Client
+	if allowNonlocal {
+		hc = &http.Client{Timeout: 5 * time.Second}
+	}
 	for _, u := range urls {
-		t.admins = append(t.admins, loadtest.Admin{URL: u, Token: token})
+		t.admins = append(t.admins, loadtest.Admin{URL: u, Token: token, HTTP: hc})
 	}
 	return t
 }
