@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build images up down demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images
+.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images
 
 all: build
 
@@ -27,6 +27,12 @@ up:
 
 down:
 	./scripts/compose.sh down
+
+# Build the images, bring the compose cluster up under a project of its own,
+# load it through the gate, SIGKILL a battle container in the middle, check
+# no reply was lost and it came back; remove everything (CI runs it).
+compose-test:
+	GO=$(GO) ./scripts/compose-test.sh
 
 demo: build
 	./scripts/demo.sh
