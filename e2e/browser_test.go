@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,6 +25,8 @@ import (
 	"levee/internal/token"
 	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
+
+	"levee/internal/testbrowser"
 )
 
 // The browser test drives Debian's chromium against the waiting page,
@@ -46,20 +47,6 @@ const (
 )
 
 var browserSecret = []byte("browser-test-secret")
-
-func browserFindChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("LEVEE_REQUIRE_BROWSER") != "" {
-		t.Fatal("LEVEE_REQUIRE_BROWSER is set but neither chromium nor chromium-browser is on PATH; run scripts/ensure-chromium.sh")
-	}
-	t.Skip("chromium is not installed: run scripts/ensure-chromium.sh (or set LEVEE_REQUIRE_BROWSER=1 to make this a failure)")
-	return ""
-}
 
 // browserGate serves the waiting page at "/" and a scripted line at /ws.
 type browserGate struct {
@@ -254,12 +241,7 @@ type chromeBrowser struct {
 }
 
 func startChromium(t *testing.T, bin string) *chromeBrowser {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second) // bounds the whole browser
-	t.Cleanup(cancel)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(390, 844))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc) // kills chromium and waits for it
+	actx := testbrowser.Start(t, bin, 390, 844, 90*time.Second) // bounds the whole browser
 	return &chromeBrowser{t: t, ctx: actx, dir: t.TempDir()}
 }
 
@@ -355,7 +337,7 @@ func (b *chromeBrowser) pageFor(g *browserGate, player string) context.Context {
 const browserMainIs = `document.getElementById("app").dataset.state === %q`
 
 func TestBrowserWaitingPage(t *testing.T) {
-	bin := browserFindChromium(t)
+	bin := testbrowser.Find(t)
 	g := startBrowserGate(t)
 	b := startChromium(t, bin)
 

@@ -1,9 +1,7 @@
 package report
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,26 +12,14 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"levee/internal/testbrowser"
 )
 
 // The browser test opens the HTML report of a two-run comparison in
 // headless Chromium, as e2e/browser_test.go does, and checks that every
 // plot rendered: each <svg> has a non-zero box and draws paths or lines,
 // and the page asked the network for nothing.
-
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("LEVEE_REQUIRE_BROWSER") != "" {
-		t.Fatal("LEVEE_REQUIRE_BROWSER is set but neither chromium nor chromium-browser is on PATH; run scripts/ensure-chromium.sh")
-	}
-	t.Skip("chromium is not installed: run scripts/ensure-chromium.sh (or set LEVEE_REQUIRE_BROWSER=1 to make this a failure)")
-	return ""
-}
 
 // plotBox is what the page measures of one plot.
 type plotBox struct {
@@ -48,7 +34,7 @@ const measurePlots = `Array.from(document.querySelectorAll("svg")).map(s => {
 })`
 
 func TestBrowserRendersEveryPlot(t *testing.T) {
-	bin := findChromium(t)
+	bin := testbrowser.Find(t)
 	a := synthRun(t)
 	b := synthRun(t)
 	b.Meta.Label = "unprotected"
@@ -64,12 +50,7 @@ func TestBrowserRendersEveryPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // bounds the whole browser
-	t.Cleanup(cancel)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1200, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(cancelAlloc) // kills chromium and waits for it (also when the test fails)
+	actx := testbrowser.Start(t, bin, 1200, 900, 60*time.Second) // bounds the whole browser
 	tab, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(cancelTab)
 
