@@ -170,9 +170,12 @@ func (a *arrivals) arrive() int {
 // log in and stay connected: held, admitted, not dropped) and drops
 // another quarter (closed without a close frame: dropped, with the
 // reason).
-func TestRunHoldAdmittedAreHeld(t *testing.T) {
+// quarterLineGate is a gate whose line holds 40 players until all have
+// come, then admits a quarter, drops a quarter (closed without a close
+// frame) and keeps the rest waiting.
+func quarterLineGate() *clienttest.Gate {
 	a := newArrivals(40)
-	g := clienttest.NewGateWithLine([]byte("s3cret"), func(c *clienttest.Conn) bool {
+	return clienttest.NewGateWithLine([]byte("s3cret"), func(c *clienttest.Conn) bool {
 		k := a.arrive()
 		_ = c.Send(clienttest.Status(uint64(k+1), 40, 0, "t-"+c.Player))
 		select {
@@ -190,6 +193,10 @@ func TestRunHoldAdmittedAreHeld(t *testing.T) {
 		<-c.Context().Done()
 		return false
 	}, clienttest.Game)
+}
+
+func TestRunHoldAdmittedAreHeld(t *testing.T) {
+	g := quarterLineGate()
 	defer g.Close()
 	cfg := shortHold()
 	cfg.Hold = 2 * time.Second

@@ -294,25 +294,7 @@ func TestRunLineRunFile(t *testing.T) {
 // players and drops another quarter: the phases dial, settle, hold and
 // close; the counters are the report's; the RSS samples are levels.
 func TestRunHoldRunFile(t *testing.T) {
-	a := newArrivals(40)
-	g := clienttest.NewGateWithLine([]byte("s3cret"), func(c *clienttest.Conn) bool {
-		k := a.arrive()
-		_ = c.Send(clienttest.Status(uint64(k+1), 40, 0, "t-"+c.Player))
-		select {
-		case <-a.all:
-		case <-c.Context().Done():
-			return false
-		}
-		switch k % 4 {
-		case 0:
-			_ = c.Send(clienttest.Admit(time.Second))
-			return true
-		case 1:
-			return false
-		}
-		<-c.Context().Done()
-		return false
-	}, clienttest.Game)
+	g := quarterLineGate()
 	defer g.Close()
 	cfg := shortHold()
 	cfg.Hold = time.Second

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"levee/loadtest/arrival"
@@ -95,9 +96,7 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		t0:        sc.Wall(time.Duration(sc.T0)),
 		peak:      sc.WallCurve().Peak(),
 	}
-	for _, t := range sc.Thresholds {
-		p.thresholds = append(p.thresholds, t)
-	}
+	p.thresholds = slices.Clone(sc.Thresholds)
 	if p.timeout <= 0 {
 		p.timeout = 5 * time.Second
 	}
