@@ -103,14 +103,26 @@ func (g *testGate) kaRound(t *testing.T, d time.Duration) {
 
 func (g *testGate) kaDrops() float64 { return testutil.ToFloat64(g.m.keepalive.drops) }
 
-// onlyConn is the gate's one connection.
+// onlyConn is the gate's one connection, once the gate has finished
+// writing to it: the client can read the welcome before the gate's login
+// lets go of the connection's write lock, and a keepalive round then
+// skips its ping (pings{skipped}), which would shift every deadline a
+// test counts in rounds.
 func (g *testGate) onlyConn(t *testing.T) *conn {
 	t.Helper()
 	cs := g.snapshot(nil)
 	if len(cs) != 1 {
 		t.Fatalf("%d connections, want 1", len(cs))
 	}
-	return cs[0]
+	c := cs[0]
+	testwait.Until(t, "the gate's writes to the connection to end", func() bool {
+		if !c.wmu.TryLock() {
+			return false
+		}
+		c.wmu.Unlock()
+		return true
+	})
+	return c
 }
 
 // ponger is a test player that reads, and answers pings only while
