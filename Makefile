@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images
+.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images rules-test
 
 all: build
 
@@ -66,9 +66,22 @@ vet:
 # it is missing, and LEVEE_REQUIRE_BROWSER makes a missing browser a failure.
 # proto-check fails when the committed generated code is stale; fuzz-seeds
 # fails when a fuzz target has no seed corpus (go test ./... runs the seeds).
-test: vet proto-check fuzz-seeds
+test: vet proto-check fuzz-seeds rules-test
 	./scripts/ensure-chromium.sh
 	LEVEE_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 12m ./...
+
+# Prometheus rules (deploy/prometheus/rules): promtool checks them, runs
+# their unit tests (which alerts fire on which series) and checks the
+# compose Prometheus's config that loads them; the PrometheusRule in k8s/
+# must carry the same groups (scripts/prometheusrule.sh writes it).
+# ensure-promtool.sh installs Debian's prometheus package when promtool is
+# missing.
+rules-test:
+	@./scripts/ensure-promtool.sh >/dev/null
+	promtool check rules deploy/prometheus/rules/levee.rules.yml
+	promtool test rules deploy/prometheus/rules/levee.rules.test.yml
+	promtool check config deploy/prometheus/prometheus.yml
+	./scripts/prometheusrule.sh check
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
