@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,73 @@ type battleInstance struct {
 	rpc   leveev1.BattleClient
 	limit battleLimiter
 	gauge prometheus.Gauge // logic_battle_limit{instance}
+
+	// refs is the calls holding the instance (hold, release), plus
+	// retiredRefs once it has left the set (retire): the connection closes
+	// when the last call holding it lets go, never under a call.
+	refs      atomic.Int64
+	closeOnce sync.Once
+	closeErr  error
+	onClose   func(*battleInstance) // the client forgets it
+}
+
+// retiredRefs marks a retired instance's refs; far above any count of calls.
+const retiredRefs = 1 << 40
+
+// hold takes the instance for one call; false when it has been retired
+// (a newer set, without it, is in place).
+func (in *battleInstance) hold() bool {
+	if in.refs.Add(1) >= retiredRefs {
+		in.release()
+		return false
+	}
+	return true
+}
+
+// release lets go of a hold; the last one of a retired instance closes it.
+func (in *battleInstance) release() {
+	if in.refs.Add(-1) == retiredRefs {
+		_ = in.closeConn()
+	}
+}
+
+// retire takes the instance out of service: no new holds, and the
+// connection closes once the calls holding it have ended (at once when
+// none does).
+func (in *battleInstance) retire() {
+	if in.refs.Add(retiredRefs) == retiredRefs {
+		_ = in.closeConn()
+	}
+}
+
+// closeConn closes the connection, once.
+func (in *battleInstance) closeConn() error {
+	in.closeOnce.Do(func() {
+		in.closeErr = in.conn.Close()
+		if in.onClose != nil {
+			in.onClose(in)
+		}
+	})
+	return in.closeErr
+}
+
+// battleSet is one immutable view of the battle instances and the picker
+// over their limiters (in the same order). The client swaps in a new one
+// when the instances change (-battle-addrs dns:///, battledns.go); a call
+// works on the set it loaded, so indices never shift under it.
+type battleSet struct {
+	insts  []*battleInstance
+	picker *battlePicker
+}
+
+// index is in's position in s, -1 when it is not in s.
+func (s *battleSet) index(in *battleInstance) int {
+	for i, x := range s.insts {
+		if x == in {
+			return i
+		}
+	}
+	return -1
 }
 
 // battleClient calls the battle tier round robin over its instances
@@ -63,16 +132,26 @@ type battleInstance struct {
 // (battleLimiter, battlelimit.go) and the picker (battlePicker,
 // battlepick.go) are pure; the client feeds them the outcomes of its calls
 // and the time of its clock.
+//
+// The instances are a fixed list (dialBattle) or found in DNS and followed
+// as they change (discover, battledns.go); either way they are read from a
+// copy-on-write battleSet, so a call never takes a lock for them.
 type battleClient struct {
-	insts   []*battleInstance
-	picker  battlePicker
-	timeout time.Duration
-	retry   *retryThrottle // nil: no retries (switched off, or one instance)
-	clk     clock.Clock    // for cooling and round trips; set before use
-	calls   *prometheus.CounterVec
-	cooling prometheus.Counter // calls{cooling}
-	retries *prometheus.CounterVec
-	waits   *prometheus.CounterVec
+	set      atomic.Pointer[battleSet] // never nil
+	pushback bool
+	// tolerance is -battle-rtt-tolerance, for every instance's aimd; set
+	// with setRTTTolerance before use.
+	tolerance float64
+	timeout   time.Duration
+	retry     *retryThrottle // nil: no retries (switched off, or one fixed instance)
+	clk       clock.Clock    // for cooling and round trips; set before use
+	calls     *prometheus.CounterVec
+	cooling   prometheus.Counter // calls{cooling}
+	retries   *prometheus.CounterVec
+	waits     *prometheus.CounterVec
+	limits    *prometheus.GaugeVec   // logic_battle_limit
+	instances prometheus.Gauge       // logic_battle_instances
+	resolves  *prometheus.CounterVec // logic_battle_resolve_total
 
 	// slotWait and maxWaiters (set before use; -battle-wait and
 	// -battle-waiters) let a first attempt that finds every instance at its
@@ -87,6 +166,28 @@ type battleClient struct {
 	waiters    atomic.Int64
 	// freed is closed (and cleared) when a call ends while calls wait.
 	freed atomic.Pointer[chan struct{}]
+
+	// Discovery (nil, nil and empty with a fixed list): the re-resolution
+	// goroutine and the connection watchers run under ctx and are counted
+	// in wg; close cancels and waits for them. kick asks for an early
+	// lookup.
+	disc   *battleDiscovery
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	kickCh chan struct{}
+
+	mu   sync.Mutex
+	open map[*battleInstance]struct{} // connections not closed yet
+}
+
+// newBattleClient is a client without instances; dialBattle or discover
+// gives it some.
+func newBattleClient(timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) *battleClient {
+	c := &battleClient{timeout: timeout, retry: retry, pushback: pushback, clk: clk,
+		calls: m.battleCalls, cooling: m.battleCalls.WithLabelValues(outcomeCooling), retries: m.retries, waits: m.battleWaits,
+		limits: m.battleLimit, instances: m.battleInstances, resolves: m.battleResolves, open: map[*battleInstance]struct{}{}}
+	c.set.Store(c.newSet(nil, nil))
+	return c
 }
 
 // dialBattle builds the client, one ClientConn per address; they connect
@@ -94,27 +195,72 @@ type battleClient struct {
 // too, since there is no other instance to retry on. pushback switches the
 // cooling of refusing instances on, on clk's time.
 func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) (*battleClient, error) {
-	c := &battleClient{timeout: timeout, clk: clk,
-		calls: m.battleCalls, cooling: m.battleCalls.WithLabelValues(outcomeCooling), retries: m.retries, waits: m.battleWaits}
-	c.picker.pushback = pushback
-	c.picker.failing = func(i int) bool { return c.insts[i].conn.GetState() == connectivity.TransientFailure }
+	c := newBattleClient(timeout, retry, pushback, clk, m)
+	var insts []*battleInstance
 	for _, a := range addrs {
 		a = strings.TrimSpace(a)
-		conn, err := grpc.NewClient("passthrough:///"+a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		in, err := c.newInstance(a)
 		if err != nil {
 			_ = c.close()
 			return nil, fmt.Errorf("-battle-addrs: %s: %w", a, err)
 		}
-		in := &battleInstance{addr: a, conn: conn, rpc: leveev1.NewBattleClient(conn), gauge: m.battleLimit.WithLabelValues(a)}
-		in.gauge.Set(aimdInitial)
-		c.insts = append(c.insts, in)
-		c.picker.limits = append(c.picker.limits, &in.limit)
+		insts = append(insts, in)
 	}
-	if len(c.insts) > 1 {
-		c.retry = retry
+	c.set.Store(c.newSet(insts, nil))
+	c.instances.Set(float64(len(insts)))
+	if len(insts) <= 1 {
+		c.retry = nil
 	}
 	return c, nil
 }
+
+// newInstance dials addr (lazily) and starts its limit gauge.
+func (c *battleClient) newInstance(addr string) (*battleInstance, error) {
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	in := &battleInstance{addr: addr, conn: conn, rpc: leveev1.NewBattleClient(conn), gauge: c.limits.WithLabelValues(addr), onClose: c.forget}
+	in.limit.adaptive.tolerance = c.tolerance
+	in.gauge.Set(aimdInitial)
+	c.mu.Lock()
+	c.open[in] = struct{}{}
+	c.mu.Unlock()
+	return in, nil
+}
+
+// forget drops a closed instance from the ones close must close.
+func (c *battleClient) forget(in *battleInstance) {
+	c.mu.Lock()
+	delete(c.open, in)
+	c.mu.Unlock()
+}
+
+// newSet is the set of insts, its picker taking over old's round robin.
+func (c *battleClient) newSet(insts []*battleInstance, old *battleSet) *battleSet {
+	p := &battlePicker{pushback: c.pushback, limits: make([]*battleLimiter, len(insts))}
+	for i, in := range insts {
+		p.limits[i] = &in.limit
+	}
+	p.failing = func(i int) bool { return insts[i].conn.GetState() == connectivity.TransientFailure }
+	if old != nil {
+		p.next.Store(old.picker.next.Load())
+		p.rnext.Store(old.picker.rnext.Load())
+	}
+	return &battleSet{insts: insts, picker: p}
+}
+
+// setRTTTolerance sets -battle-rtt-tolerance for every instance, present
+// and future; before use (and before discover).
+func (c *battleClient) setRTTTolerance(t float64) {
+	c.tolerance = t
+	for _, in := range c.set.Load().insts {
+		in.limit.adaptive.tolerance = t
+	}
+}
+
+// errNoBattleInstance: DNS has not given any battle instance yet.
+var errNoBattleInstance = fmt.Errorf("battle: %w: no battle instance known yet (-battle-addrs resolved to none)", apperr.ErrUnavailable)
 
 // Simulate calls one battle instance, and on a retryable failure maybe a
 // second one, within the caller's remaining deadline capped at the battle
@@ -123,11 +269,15 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pus
 // instances are cooling (see battlePicker.pick).
 func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest, cl priority.Class) (*leveev1.SimulateReply, time.Duration, error) {
 	critical := cl == priority.Critical
-	first, wait, full := c.pick(-1, critical)
-	if first < 0 && full {
+	first, wait, full := c.choose(nil, critical)
+	if first == nil && full {
 		first, wait = c.awaitSlot(ctx)
 	}
-	if first < 0 {
+	if first == nil {
+		if len(c.set.Load().insts) == 0 {
+			c.kick()
+			return nil, 0, errNoBattleInstance
+		}
 		c.cooling.Inc()
 		wait = ceilMillis(wait)
 		return nil, wait, fmt.Errorf("battle: %w: every battle instance is cooling or at its concurrency limit; the first is ready in %v", apperr.ErrBusy, wait)
@@ -142,7 +292,7 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 		c.retry.success()
 		return rep, 0, nil
 	}
-	if !retryable(err) {
+	if !retryable(err) || !c.hasOther(first) {
 		return nil, pushback, err
 	}
 	if !c.retry.failure() {
@@ -152,8 +302,8 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 	if ctx.Err() != nil {
 		return nil, pushback, err
 	}
-	second, wait, _ := c.pick(first, critical)
-	if second < 0 {
+	second, wait, _ := c.choose(first, critical)
+	if second == nil {
 		// Every other instance asked to be left alone for now: the
 		// earliest any instance is ready is the retry delay to pass on.
 		c.retries.WithLabelValues(retryCooling).Inc()
@@ -175,10 +325,45 @@ func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateReques
 	return nil, pushback, err
 }
 
-// attempt is one call to instance i. A refusal (RESOURCE_EXHAUSTED or
-// UNAVAILABLE) starts the instance's cooling when pushback is on.
-func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
-	in := c.insts[i]
+// hasOther says whether the current set has an instance besides in (with
+// a fixed list of two or more, always).
+func (c *battleClient) hasOther(in *battleInstance) bool {
+	s := c.set.Load()
+	return len(s.insts) > 1 || (len(s.insts) == 1 && s.insts[0] != in)
+}
+
+// choose picks an instance of the current set (see battlePicker.pick; for
+// a retry, avoid is the first attempt's instance) and holds it for one
+// call, which attempt releases. nil: none; wait and full as pick says.
+func (c *battleClient) choose(avoid *battleInstance, critical bool) (*battleInstance, time.Duration, bool) {
+	for {
+		s := c.set.Load()
+		n := len(s.insts)
+		a := -1
+		if avoid != nil {
+			a = s.index(avoid)
+		}
+		if n == 0 || (n == 1 && a == 0) {
+			return nil, 0, false
+		}
+		i, wait, full := s.picker.pick(c.clk.Now(), a, critical)
+		if i < 0 {
+			return nil, wait, full
+		}
+		if in := s.insts[i]; in.hold() {
+			return in, 0, false
+		}
+		// in was retired after s was loaded, so a newer set is in
+		// place: pick again from it.
+	}
+}
+
+// attempt is one call to in, which choose holds; attempt lets go of it. A
+// refusal (RESOURCE_EXHAUSTED or UNAVAILABLE) starts the instance's
+// cooling when pushback is on; an unreachable instance asks discovery for
+// an early lookup.
+func (c *battleClient) attempt(ctx context.Context, in *battleInstance, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
+	defer in.release()
 	in.limit.begin()
 	start := c.clk.Now()
 	rep, err := in.rpc.Simulate(ctx, req)
@@ -187,12 +372,15 @@ func (c *battleClient) attempt(ctx context.Context, i int, req *leveev1.Simulate
 	if err != nil {
 		derr, pushback := battleError(err)
 		c.calls.WithLabelValues(battleOutcome(derr)).Inc()
-		if c.picker.pushback && retryable(derr) {
+		if errors.Is(derr, apperr.ErrUnavailable) {
+			c.kick()
+		}
+		if c.pushback && retryable(derr) {
 			in.gauge.Set(in.limit.refused(c.clk.Now(), pushback))
 		}
 		return nil, pushback, derr
 	}
-	if c.picker.pushback {
+	if c.pushback {
 		now := c.clk.Now()
 		// A battle's cost grows with its units and the ticks it lasted.
 		work := float64(len(req.GetTeamA())+len(req.GetTeamB())) * float64(rep.GetTicks())
@@ -211,15 +399,16 @@ const (
 
 // awaitSlot waits, up to slotWait and while ctx lives, for an instance
 // whose calls are below its limit, when fewer than maxWaiters wait
-// already. It returns the instance, or -1 and the retry delay to pass on.
-func (c *battleClient) awaitSlot(ctx context.Context) (int, time.Duration) {
+// already. It returns the instance, held (see choose), or nil and the
+// retry delay to pass on.
+func (c *battleClient) awaitSlot(ctx context.Context) (*battleInstance, time.Duration) {
 	if c.slotWait <= 0 {
-		return -1, fullWait
+		return nil, fullWait
 	}
 	if c.waiters.Add(1) > c.maxWaiters {
 		c.waiters.Add(-1)
 		c.waits.WithLabelValues(waitFull).Inc()
-		return -1, fullWait
+		return nil, fullWait
 	}
 	defer c.waiters.Add(-1)
 	t := c.clk.NewTimer(c.slotWait)
@@ -228,24 +417,25 @@ func (c *battleClient) awaitSlot(ctx context.Context) (int, time.Duration) {
 		// Take the channel before looking, so that a call ending after
 		// the look closes the channel this waits on.
 		freed := c.freedChan()
-		i, wait, full := c.pick(-1, false)
-		if i >= 0 {
+		in, wait, full := c.choose(nil, false)
+		if in != nil {
 			c.waits.WithLabelValues(waitSlot).Inc()
-			return i, 0
+			return in, 0
 		}
 		if !full {
-			// Every instance is cooling now: waiting for a slot is moot.
+			// Every instance is cooling now (or none is left): waiting
+			// for a slot is moot.
 			c.waits.WithLabelValues(waitTimeout).Inc()
-			return -1, wait
+			return nil, wait
 		}
 		select {
 		case <-freed:
 		case <-t.C():
 			c.waits.WithLabelValues(waitTimeout).Inc()
-			return -1, fullWait
+			return nil, fullWait
 		case <-ctx.Done():
 			c.waits.WithLabelValues(waitTimeout).Inc()
-			return -1, fullWait
+			return nil, fullWait
 		}
 	}
 }
@@ -273,21 +463,34 @@ func (c *battleClient) signalFreed() {
 	}
 }
 
-// pick is the picker's choice at the client's now (see battlePicker.pick).
-func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration, bool) {
-	return c.picker.pick(c.clk.Now(), avoid, critical)
-}
-
 // allCooling says whether every instance is cooling at now, and if so how
-// long until the first is ready. Always false with pushback off.
+// long until the first is ready. Always false with pushback off, and with
+// no instance (the call then fails as unavailable, not as cooling).
 func (c *battleClient) allCooling(now time.Time) (time.Duration, bool) {
-	return c.picker.allCooling(now)
+	s := c.set.Load()
+	if len(s.insts) == 0 {
+		return 0, false
+	}
+	return s.picker.allCooling(now)
 }
 
+// close stops discovery (and waits for its goroutines) and closes every
+// connection, those still draining after a removal included.
 func (c *battleClient) close() error {
+	if c.stop != nil {
+		c.stop()
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	open := make([]*battleInstance, 0, len(c.open))
+	for in := range c.open {
+		open = append(open, in)
+	}
+	c.mu.Unlock()
+	slices.SortFunc(open, func(a, b *battleInstance) int { return strings.Compare(a.addr, b.addr) })
 	var errs []error
-	for _, in := range c.insts {
-		if err := in.conn.Close(); err != nil {
+	for _, in := range open {
+		if err := in.closeConn(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", in.addr, err))
 		}
 	}

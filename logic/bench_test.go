@@ -176,7 +176,7 @@ func BenchmarkBattlePick(b *testing.B) {
 		}
 	})
 	b.Run("full", func(b *testing.B) {
-		for i := range c.insts {
+		for i := range c.insts() {
 			setInflight(c, i, aimdMax)
 		}
 		b.ReportAllocs()
@@ -187,8 +187,8 @@ func BenchmarkBattlePick(b *testing.B) {
 		}
 	})
 	b.Run("cooling", func(b *testing.B) {
-		c.insts[0].limit.cool(time.Now(), time.Hour)
-		c.insts[1].limit.cool(time.Now(), time.Hour)
+		c.insts()[0].limit.cool(time.Now(), time.Hour)
+		c.insts()[1].limit.cool(time.Now(), time.Hour)
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, all := c.allCooling(time.Now()); all {
@@ -208,4 +208,4 @@ func BenchmarkBattlePick(b *testing.B) {
 }
 
 // setInflight sets instance i's count of outstanding calls.
-func setInflight(c *battleClient, i int, n int64) { c.insts[i].limit.inflight.Store(n) }
+func setInflight(c *battleClient, i int, n int64) { c.insts()[i].limit.inflight.Store(n) }

@@ -3,6 +3,8 @@ package logic
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +28,14 @@ type Config struct {
 	Instance int
 	// Instances is how many logic processes share the shards.
 	Instances int
+	// InstanceFromHostname takes Instance from the trailing "-N" ordinal of
+	// the hostname instead ("logic-2" is 2), as a Kubernetes StatefulSet
+	// names its pods; Instance must then be left 0. New puts the ordinal
+	// into Instance.
+	InstanceFromHostname bool
+	// Hostname returns the hostname for InstanceFromHostname; nil is
+	// os.Hostname (tests inject another).
+	Hostname func() (string, error)
 	// QueueSize is the capacity of each shard's channel.
 	QueueSize int
 	// RejectFill: a shard refuses a DEFAULT request at once when its channel
@@ -44,8 +54,14 @@ type Config struct {
 	// SHEDDABLE request that has already waited more than 2 × QueueMaxWait is
 	// answered RESOURCE_EXHAUSTED unexecuted. 0 turns both off.
 	QueueMaxWait time.Duration
-	// BattleAddrs are the battle instances, called round robin.
+	// BattleAddrs are the battle instances, called round robin: a list of
+	// host:port, or exactly one "dns:///HOST:PORT" whose HOST is looked up
+	// every BattleResolveInterval (and sooner after a connection failure),
+	// each address it resolves to being one instance (see battleDiscovery).
 	BattleAddrs []string
+	// BattleResolveInterval is how often a dns:/// BattleAddrs is looked
+	// up again.
+	BattleResolveInterval time.Duration
 	// BattleTimeout caps one battle call (it also ends at the caller's
 	// deadline, whichever comes first).
 	BattleTimeout time.Duration
@@ -120,30 +136,31 @@ type Config struct {
 // BattleAddrs have no default and must be set.
 func DefaultConfig() Config {
 	return Config{
-		GRPCAddr:            ":9000",
-		OpsAddr:             ":9001",
-		Shards:              8,
-		Instance:            0,
-		Instances:           1,
-		QueueSize:           1024,
-		RejectFill:          0.9,
-		RejectFillSheddable: 0.5,
-		QueueMaxWait:        50 * time.Millisecond,
-		BattleTimeout:       5 * time.Second,
-		BattleRetryBudget:   10,
-		MaxBatch:            256,
-		MaxBattles:          256,
-		BattleWait:          20 * time.Millisecond,
-		BattleWaiters:       8,
-		BattleRTTTolerance:  1.5,
-		IdempotencyWindow:   24 * time.Hour,
-		ShutdownGrace:       10 * time.Second,
-		Drain:               0,
-		Protection:          true,
-		RejectEarly:         true,
-		DropExpired:         true,
-		BattleRetry:         true,
-		BattlePushback:      true,
+		GRPCAddr:              ":9000",
+		OpsAddr:               ":9001",
+		Shards:                8,
+		Instance:              0,
+		Instances:             1,
+		QueueSize:             1024,
+		RejectFill:            0.9,
+		RejectFillSheddable:   0.5,
+		QueueMaxWait:          50 * time.Millisecond,
+		BattleTimeout:         5 * time.Second,
+		BattleResolveInterval: 10 * time.Second,
+		BattleRetryBudget:     10,
+		MaxBatch:              256,
+		MaxBattles:            256,
+		BattleWait:            20 * time.Millisecond,
+		BattleWaiters:         8,
+		BattleRTTTolerance:    1.5,
+		IdempotencyWindow:     24 * time.Hour,
+		ShutdownGrace:         10 * time.Second,
+		Drain:                 0,
+		Protection:            true,
+		RejectEarly:           true,
+		DropExpired:           true,
+		BattleRetry:           true,
+		BattlePushback:        true,
 	}
 }
 
@@ -217,12 +234,28 @@ func (c Config) Validate() error {
 	if c.Shards <= 0 || c.Shards > maxShards {
 		errs = append(errs, fmt.Errorf("-shards: must be in 1..%d, got %d", maxShards, c.Shards))
 	}
-	if c.Instances <= 0 {
+	instFlag, inst, known := "-instance", c.Instance, true
+	if c.InstanceFromHostname {
+		instFlag = "-instance-from-hostname"
+		if c.Instance != 0 {
+			errs = append(errs, fmt.Errorf("-instance-from-hostname: cannot be combined with -instance %d", c.Instance))
+		}
+		var err error
+		if inst, err = c.hostnameOrdinal(); err != nil {
+			errs = append(errs, err)
+			known = false
+		}
+	}
+	switch {
+	case c.Instances <= 0:
 		errs = append(errs, fmt.Errorf("-instances: must be > 0, got %d", c.Instances))
-	} else if c.Instance < 0 || c.Instance >= c.Instances {
-		errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, c.Instance))
-	} else if c.Shards > 0 && c.Instance >= c.Shards {
-		errs = append(errs, fmt.Errorf("-instance: %d hosts no shard of %d (-shards must be >= -instances)", c.Instance, c.Shards))
+	case !known:
+	case c.InstanceFromHostname && inst >= c.Instances:
+		errs = append(errs, fmt.Errorf("-instance-from-hostname: ordinal %d must be < -instances (%d)", inst, c.Instances))
+	case inst < 0 || inst >= c.Instances:
+		errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, inst))
+	case c.Shards > 0 && inst >= c.Shards:
+		errs = append(errs, fmt.Errorf("%s: %d hosts no shard of %d (-shards must be >= -instances)", instFlag, inst, c.Shards))
 	}
 	if c.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("-queue-size: must be > 0, got %d", c.QueueSize))
@@ -249,6 +282,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("-battle-addrs: empty address in %q", strings.Join(c.BattleAddrs, ",")))
 			break
 		}
+	}
+	if _, _, err := battleDNSTarget(c.BattleAddrs); err != nil {
+		errs = append(errs, err)
+	}
+	if c.BattleResolveInterval < minResolveInterval {
+		errs = append(errs, fmt.Errorf("-battle-resolve-interval: must be >= %v, got %v", minResolveInterval, c.BattleResolveInterval))
 	}
 	if c.BattleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("-battle-timeout: must be > 0, got %v", c.BattleTimeout))
@@ -278,6 +317,46 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-drain: must be >= 0, got %v", c.Drain))
 	}
 	return errors.Join(errs...)
+}
+
+// hostnameOrdinal is the trailing "-N" of the hostname's first label
+// ("logic-2", "logic-2.logic.levee.svc" are 2), or -1 and an error naming
+// -instance-from-hostname.
+func (c Config) hostnameOrdinal() (int, error) {
+	hostname := c.Hostname
+	if hostname == nil {
+		hostname = os.Hostname
+	}
+	h, err := hostname()
+	if err != nil {
+		return -1, fmt.Errorf("-instance-from-hostname: %w", err)
+	}
+	label, _, _ := strings.Cut(h, ".")
+	i := strings.LastIndexByte(label, '-')
+	digits := label[i+1:]
+	if i < 0 || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return -1, fmt.Errorf("-instance-from-hostname: hostname %q has no -N ordinal", h)
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return -1, fmt.Errorf("-instance-from-hostname: hostname %q: ordinal %w", h, err)
+	}
+	return n, nil
+}
+
+// resolveInstance returns c with Instance taken from the hostname when
+// InstanceFromHostname is set (Validate has checked it), so that the rest
+// of the tier reads Instance only.
+func (c Config) resolveInstance() (Config, error) {
+	if !c.InstanceFromHostname {
+		return c, nil
+	}
+	n, err := c.hostnameOrdinal()
+	if err != nil {
+		return c, err
+	}
+	c.Instance, c.InstanceFromHostname = n, false
+	return c, nil
 }
 
 // hosted lists the shards this instance hosts, in order.

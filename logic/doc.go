@@ -47,4 +47,20 @@
 // outstanding, the limit: battlelimit.go) and the picker (battlepick.go)
 // are pure and told the time; battleclient.go makes the calls and feeds
 // them.
+//
+// The battle instances are either a fixed list (-battle-addrs host:port,...)
+// or followed in DNS (-battle-addrs dns:///HOST:PORT, e.g. a headless
+// Kubernetes Service; battledns.go): HOST is looked up every
+// -battle-resolve-interval (10 s), and early, at most once a second, when
+// a call finds an instance unreachable or a connection goes to
+// TRANSIENT_FAILURE. Each address is one instance: a new one gets its
+// connection, limiter and logic_battle_limit series and takes calls at
+// once; one gone from the answer takes no new call, and its connection
+// closes once its calls in flight have ended. A failed lookup or an empty
+// answer keeps the last known instances (logic_battle_resolve_total
+// {result="error"|"empty"}); logic_battle_instances is how many there
+// are. Calls read the instances from a copy-on-write set, never a lock.
+//
+// In a StatefulSet, -instance-from-hostname takes -instance from the pod's
+// ordinal (hostname logic-N is instance N).
 package logic

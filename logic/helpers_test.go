@@ -379,3 +379,23 @@ func testutilValue(c prometheus.Collector) float64 { return testutil.ToFloat64(c
 
 // statusBusy is what an overloaded battle instance answers.
 var statusBusy = status.Error(codes.ResourceExhausted, "battle busy")
+
+// insts is the client's current instances.
+func (c *battleClient) insts() []*battleInstance { return c.set.Load().insts }
+
+// pick is the picker's choice over the current instances at the client's
+// now (see battlePicker.pick), without holding the instance.
+func (c *battleClient) pick(avoid int, critical bool) (int, time.Duration, bool) {
+	return c.set.Load().picker.pick(c.clk.Now(), avoid, critical)
+}
+
+// awaitSlotIndex is awaitSlot with the instance as its index in the
+// current set (-1: none); the instance is let go at once.
+func (c *battleClient) awaitSlotIndex(ctx context.Context) (int, time.Duration) {
+	in, wait := c.awaitSlot(ctx)
+	if in == nil {
+		return -1, wait
+	}
+	in.release()
+	return c.set.Load().index(in), wait
+}

@@ -19,6 +19,9 @@ type tierMetrics struct {
 	retries     *prometheus.CounterVec
 	battleWaits *prometheus.CounterVec
 	battleLimit *prometheus.GaugeVec
+
+	battleInstances prometheus.Gauge
+	battleResolves  *prometheus.CounterVec
 }
 
 // logic_rejections_total reasons.
@@ -101,6 +104,18 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		Name: "logic_battle_limit",
 		Help: "The adaptive concurrency limit logic keeps for each battle instance (-battle-pushback, -battle-rtt-tolerance): calls past it wait (-battle-wait) or are refused.",
 	}, []string{"instance"})
+	m.battleInstances = f.NewGauge(prometheus.GaugeOpts{
+		Name: "logic_battle_instances",
+		Help: "Battle instances logic calls: the -battle-addrs list, or the addresses its dns:/// name last resolved to.",
+	})
+	m.battleResolves = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "logic_battle_resolve_total",
+		Help: "DNS lookups of a dns:/// -battle-addrs, by result: ok (addresses found; the instances follow them), " +
+			"empty (no address) and error (the lookup failed), both of which keep the last known instances.",
+	}, []string{"result"})
+	for _, r := range []string{resolveOK, resolveEmpty, resolveError} {
+		m.battleResolves.WithLabelValues(r)
+	}
 	for _, o := range []string{waitSlot, waitTimeout, waitFull} {
 		m.battleWaits.WithLabelValues(o)
 	}

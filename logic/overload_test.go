@@ -284,7 +284,7 @@ func TestBattleCooling(t *testing.T) {
 	}
 	calls(1, 0)
 	// The refusal shrank f1's adaptive limit, and the gauge shows it.
-	if got := testutil.ToFloat64(m.battleLimit.WithLabelValues(c.insts[0].addr)); got != aimdInitial*aimdDecrease {
+	if got := testutil.ToFloat64(m.battleLimit.WithLabelValues(c.insts()[0].addr)); got != aimdInitial*aimdDecrease {
 		t.Fatalf("logic_battle_limit{f1} = %v, want %v", got, aimdInitial*aimdDecrease)
 	}
 	for range 2 { // f2's turn, then f1's, which is cooling: f2 again
@@ -431,7 +431,7 @@ func TestBattlePushbackSwitchedOff(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, f1, f2 := twoBattles(t, mut)
-			if e.srv.battleCli.picker.pushback {
+			if e.srv.battleCli.pushback {
 				t.Fatal("cooling on")
 			}
 			f1.failWith(statusBusy)
@@ -467,7 +467,7 @@ func fullClient(t *testing.T, wait time.Duration, n int64) (*battleClient, *cloc
 	}
 	t.Cleanup(func() { _ = c.close() })
 	c.slotWait, c.maxWaiters = wait, n
-	for _, in := range c.insts {
+	for _, in := range c.insts() {
 		in.limit.inflight.Store(aimdInitial)
 	}
 	return c, clk
@@ -485,7 +485,7 @@ func goAwait(t *testing.T, c *battleClient, clk *clock.Fake, ctx context.Context
 	before := clk.Waiters()
 	ch := make(chan slotResult, 1)
 	go func() {
-		i, w := c.awaitSlot(ctx)
+		i, w := c.awaitSlotIndex(ctx)
 		ch <- slotResult{i, w}
 	}()
 	testwait.Until(t, "the call to wait for a slot", func() bool { return clk.Waiters() > before })
@@ -506,7 +506,7 @@ func TestAwaitSlotTakesAFreedSlot(t *testing.T) {
 		t.Fatalf("returned %+v before any slot freed", r)
 	default:
 	}
-	c.insts[1].limit.inflight.Add(-1) // a call to instance 1 ends
+	c.insts()[1].limit.inflight.Add(-1) // a call to instance 1 ends
 	c.signalFreed()
 	select {
 	case r := <-res:
@@ -550,7 +550,7 @@ func TestAwaitSlotBounds(t *testing.T) {
 	c, clk := fullClient(t, 20*time.Millisecond, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	res := goAwait(t, c, clk, ctx)
-	if i, w := c.awaitSlot(context.Background()); i != -1 || w != fullWait {
+	if i, w := c.awaitSlotIndex(context.Background()); i != -1 || w != fullWait {
 		t.Fatalf("second waiter: got %d, %v; want a refusal", i, w)
 	}
 	if got := waitCount(c, waitFull); got != 1 {
@@ -562,7 +562,7 @@ func TestAwaitSlotBounds(t *testing.T) {
 	}
 
 	c.slotWait = 0
-	if i, _ := c.awaitSlot(context.Background()); i != -1 {
+	if i, _ := c.awaitSlotIndex(context.Background()); i != -1 {
 		t.Fatalf("-battle-wait 0: got instance %d", i)
 	}
 	if n := c.waiters.Load(); n != 0 {

@@ -73,6 +73,9 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg, err = cfg.resolveInstance(); err != nil {
+		return nil, err
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -112,13 +115,18 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if cfg.battleRetry() {
 		retry = newRetryThrottle(cfg.BattleRetryBudget, retryTokenRatio)
 	}
-	s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m)
-	if err != nil {
+	target, dns, _ := battleDNSTarget(cfg.BattleAddrs) // Validate has checked it
+	if dns {
+		s.battleCli = newBattleClient(cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m)
+	} else if s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m); err != nil {
 		return nil, err
 	}
 	s.battleCli.slotWait, s.battleCli.maxWaiters = cfg.BattleWait, int64(cfg.BattleWaiters)
-	for _, in := range s.battleCli.insts {
-		in.limit.adaptive.tolerance = cfg.BattleRTTTolerance
+	s.battleCli.setRTTTolerance(cfg.BattleRTTTolerance)
+	if dns {
+		host, port, _ := net.SplitHostPort(target)
+		s.battleCli.discover(battleDiscovery{host: host, port: port, resolver: net.DefaultResolver,
+			interval: cfg.BattleResolveInterval, clk: clock.Real{}, log: logger})
 	}
 	s.battle = s.battleCli
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {

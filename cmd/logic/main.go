@@ -28,6 +28,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "total number of shards in the cluster (must match the gate)")
 			fs.IntVar(&cfg.Instance, "instance", cfg.Instance, "this process's index in [0, -instances)")
 			fs.IntVar(&cfg.Instances, "instances", cfg.Instances, "number of logic processes sharing the shards")
+			fs.BoolVar(&cfg.InstanceFromHostname, "instance-from-hostname", cfg.InstanceFromHostname,
+				"take this process's index from the trailing -N ordinal of the hostname (logic-2 -> 2), as a Kubernetes StatefulSet names its pods; "+
+					"an error when the hostname has none or it is >= -instances, or with -instance set too")
 			fs.IntVar(&cfg.QueueSize, "queue-size", cfg.QueueSize, "capacity of each shard's queue")
 			fs.Float64Var(&cfg.RejectFill, "reject-fill", cfg.RejectFill,
 				"a shard refuses a default-criticality request at once (RESOURCE_EXHAUSTED, retry delay = queue depth x measured time per request, in [50ms, 5s]) "+
@@ -38,7 +41,13 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 				"bound on queueing time: a shard refuses a default request at admission when queue depth x its measured time per request exceeds this "+
 					"(sheddable: half of it; critical: only the fill rule), part of -reject-early; and answers busy, unexecuted, a non-critical request "+
 					"that has waited more than twice this when it is picked up, part of -drop-expired; 0 turns both off")
-			fs.Var((*cli.List)(&cfg.BattleAddrs), "battle-addrs", "comma-separated battle addresses, called round robin (required)")
+			fs.Var((*cli.List)(&cfg.BattleAddrs), "battle-addrs",
+				"battle instances, called round robin (required): comma-separated host:port, or one dns:///HOST:PORT whose HOST is looked up "+
+					"every -battle-resolve-interval (and, at most once a second, sooner when a call or connection fails as unreachable), each address "+
+					"being one instance: new ones take calls at once, gone ones take no new call and close once their calls in flight end; "+
+					"a failed lookup or an empty answer keeps the last known instances")
+			fs.DurationVar(&cfg.BattleResolveInterval, "battle-resolve-interval", cfg.BattleResolveInterval,
+				"how often a dns:/// -battle-addrs is looked up again (at least 1s)")
 			fs.DurationVar(&cfg.BattleTimeout, "battle-timeout", cfg.BattleTimeout, "cap on one battle call (the caller's deadline may end it sooner)")
 			fs.Float64Var(&cfg.BattleRetryBudget, "battle-retry-budget", cfg.BattleRetryBudget,
 				"tokens of the battle retry throttle: a failed attempt costs 1, a success gives back 0.1, retries only while more than half are left")
@@ -66,7 +75,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 					"with RESOURCE_EXHAUSTED); off: execute it anyway")
 			fs.BoolVar(&cfg.BattleRetry, "battle-retry", cfg.BattleRetry,
 				"retry a battle call refused (RESOURCE_EXHAUSTED) or unreachable (UNAVAILABLE) once on another battle instance, under the retry throttle; "+
-					"never with a single -battle-addrs; off: no retries")
+					"never with a single host:port in -battle-addrs (with dns:///, whenever it resolves to two or more); off: no retries")
 			fs.BoolVar(&cfg.BattlePushback, "battle-pushback", cfg.BattlePushback,
 				"leave a battle instance that refused (RESOURCE_EXHAUSTED/UNAVAILABLE) alone until its grpc-retry-pushback-ms has passed (100ms if none); "+
 					"while every instance is cooling, refuse non-critical battles locally (RESOURCE_EXHAUSTED, retry after the earliest end) without an RPC, "+

@@ -109,3 +109,35 @@ func TestHealthcheck(t *testing.T) {
 		t.Fatalf("healthcheck of nothing: exit %d", code)
 	}
 }
+
+// The Kubernetes flags: -instance-from-hostname does not combine with
+// -instance, -battle-addrs takes one well-formed dns:/// entry, and the
+// usage names their variables.
+func TestKubernetesFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"hostname and instance", []string{"-data-dir", dir, "-battle-addrs", "127.0.0.1:1", "-instances", "2", "-instance", "1", "-instance-from-hostname"},
+			"-instance-from-hostname: cannot be combined with -instance 1"},
+		{"dns with others", []string{"-data-dir", dir, "-battle-addrs", "dns:///battle:9100,127.0.0.1:1"}, "-battle-addrs: a dns:/// entry must be the only one"},
+		{"dns authority", []string{"-data-dir", dir, "-battle-addrs", "dns://10.0.0.10/battle:9100"}, "no DNS server authority"},
+		{"short resolve interval", []string{"-data-dir", dir, "-battle-addrs", "dns:///battle:9100", "-battle-resolve-interval", "10ms"}, "-battle-resolve-interval: must be >= 1s"},
+	} {
+		var out bytes.Buffer
+		if code := run(c.args, env(nil), &out); code != 2 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("%s: exit %d, output %q; want 2 and %q", c.name, code, out.String(), c.want)
+		}
+	}
+	var out bytes.Buffer
+	if code := run([]string{"-h"}, env(nil), &out); code != 0 {
+		t.Fatalf("-h: exit %d", code)
+	}
+	for _, v := range []string{"LOGIC_INSTANCE_FROM_HOSTNAME", "LOGIC_BATTLE_RESOLVE_INTERVAL", "dns:///HOST:PORT"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("usage does not name %s", v)
+		}
+	}
+}
