@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"levee/internal/grpcdial"
 	"levee/internal/shardmap"
 	leveev1 "levee/proto/leveev1"
 )
@@ -22,7 +22,7 @@ type logicPool struct {
 func newLogicPool(addrs []string, shards int) (*logicPool, error) {
 	p := &logicPool{shards: shards}
 	for _, a := range addrs {
-		cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpcdial.Dial(a)
 		if err != nil {
 			_ = p.close()
 			return nil, fmt.Errorf("logic %s: %w", a, err)

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"levee/internal/apperr"
 	"levee/internal/clock"
+	"levee/internal/grpcdial"
 	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
@@ -216,7 +216,7 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pus
 
 // newInstance dials addr (lazily) and starts its limit gauge.
 func (c *battleClient) newInstance(addr string) (*battleInstance, error) {
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpcdial.Dial(addr)
 	if err != nil {
 		return nil, err
 	}
