@@ -112,14 +112,16 @@ func podMonitorNamespaces(o Object, pm *monitoringv1.PodMonitor) []string {
 }
 
 // checkNetworkPolicySelectors checks the policy's podSelector and the
-// podSelectors of its peers that stay in the policy's own namespace (a
-// peer with a namespaceSelector may select pods outside the render).
+// podSelectors of its peers that name a Levee tier (select on NameLabel)
+// in the policy's own namespace. A peer with a namespaceSelector, or one
+// that selects clients by a label of their own (levee/admin-client for
+// the operators' tools), selects pods the manifests do not render.
 func checkNetworkPolicySelectors(o Object, np *networkingv1.NetworkPolicy, ws []Workload) []error {
 	ns := o.Meta.GetNamespace()
 	errs := matchSome(o, ws, ns, &np.Spec.PodSelector, "podSelector")
 	peers := func(dir string, i int, ps []networkingv1.NetworkPolicyPeer) {
 		for j, p := range ps {
-			if p.PodSelector == nil || p.NamespaceSelector != nil {
+			if p.PodSelector == nil || p.NamespaceSelector != nil || !selectsTier(p.PodSelector) {
 				continue
 			}
 			errs = append(errs, matchSome(o, ws, ns, p.PodSelector, fmt.Sprintf("%s[%d] peer %d podSelector", dir, i, j))...)
@@ -132,4 +134,17 @@ func checkNetworkPolicySelectors(o Object, np *networkingv1.NetworkPolicy, ws []
 		peers("egress", i, r.To)
 	}
 	return errs
+}
+
+// selectsTier tells whether a selector selects on NameLabel.
+func selectsTier(ls *metav1.LabelSelector) bool {
+	if _, ok := ls.MatchLabels[NameLabel]; ok {
+		return true
+	}
+	for _, e := range ls.MatchExpressions {
+		if e.Key == NameLabel {
+			return true
+		}
+	}
+	return false
 }
