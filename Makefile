@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean images rules-test
+.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check
 
 all: build
 
@@ -66,7 +66,7 @@ vet:
 # it is missing, and LEVEE_REQUIRE_BROWSER makes a missing browser a failure.
 # proto-check fails when the committed generated code is stale; fuzz-seeds
 # fails when a fuzz target has no seed corpus (go test ./... runs the seeds).
-test: vet proto-check fuzz-seeds rules-test
+test: vet proto-check fuzz-seeds rules-test deploy-check
 	./scripts/ensure-chromium.sh
 	LEVEE_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 12m ./...
 
@@ -82,6 +82,16 @@ rules-test:
 	promtool test rules deploy/prometheus/rules/levee.rules.test.yml
 	promtool check config deploy/prometheus/prometheus.yml
 	./scripts/prometheusrule.sh check
+
+# The deployment files checked offline (internal/deploycheck, a module of
+# its own so the Kubernetes types and the Prometheus parser stay out of the
+# tiers): kubectl kustomize renders k8s/base and every overlay, every object
+# is decoded strictly into its API type, selectors, ports, probes, secrets,
+# resources and securityContexts are checked, the HPA's metrics are traced
+# to the adapter rules, the ScaledObject and the recording rules, and every
+# PromQL expression (rules, adapter, KEDA, dashboard) is parsed.
+deploy-check:
+	cd internal/deploycheck && $(GO) vet ./... && LEVEE_REQUIRE_KUBECTL=1 $(GO) test -count=1 ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

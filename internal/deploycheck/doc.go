@@ -36,10 +36,12 @@
 //
 // deploycheck_test.go runs every check on the repository's own files (found
 // from the package directory), and the other tests show each check failing
-// on fixtures under testdata/. Run them with
+// on fixtures under testdata/. This directory is a module of its own (so the
+// Kubernetes types and the Prometheus parser are not built into the tiers);
+// run the tests with `make deploy-check` (part of `make test`), or
 //
-//	go test ./internal/deploycheck/
+//	cd internal/deploycheck && go test ./...
 //
-// (also part of `make test`). Without kubectl on PATH the render-based tests
-// skip, unless LEVEE_REQUIRE_KUBECTL is set, when they fail; CI sets it.
+// Without kubectl on PATH the render-based tests skip, unless
+// LEVEE_REQUIRE_KUBECTL is set, when they fail; make deploy-check sets it.
 package deploycheck
