@@ -5,7 +5,8 @@
 # ...) at v0.0.0 and replaces them with its ./staging tree, which a module
 # that imports it cannot use; so each gets a replace line to the matching
 # v0.x (v1.36.3 -> v0.36.3), taken from the replace block of Kubernetes' own
-# go.mod, as Kubernetes documents for its use as a library. Then go mod tidy.
+# go.mod, as Kubernetes documents for its use as a library. etcd's server
+# comes at the version Kubernetes' go.mod requires. Then go mod tidy.
 set -euo pipefail
 k8s=${1:?usage: k8s-tools-pin.sh K8S_VERSION KWOK_VERSION}
 kwok=${2:?usage: k8s-tools-pin.sh K8S_VERSION KWOK_VERSION}
@@ -27,11 +28,14 @@ mods=$(sed -n '/^replace (/,/^)/p' "$modfile" | awk '$2 == "=>" && $3 ~ /^\.\/st
 		echo "	k8s.io/kubernetes/cmd/$c"
 	done
 	echo "	sigs.k8s.io/kwok/cmd/kwok"
+	# etcd at the version Kubernetes' go.mod requires (installed as "server").
+	echo "	go.etcd.io/etcd/server/v3"
 	echo ")"
 	echo
 	echo "require ("
 	echo "	k8s.io/kubernetes $k8s"
 	echo "	sigs.k8s.io/kwok $kwok"
+	echo "	$(grep -E '^\s+go.etcd.io/etcd/server/v3 ' "$modfile" | awk '{print $1, $2}')"
 	echo ")"
 	echo
 	echo "replace ("
