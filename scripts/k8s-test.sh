@@ -18,7 +18,8 @@
 # all its replicas Ready (an HPA's target at least at minReplicas), every
 # Service's EndpointSlices list one ready endpoint per Ready pod its
 # selector matches, every PVC is Bound and every PDB counts the pods it
-# covers; prints a table; deletes the namespaces before the next overlay.
+# covers; prints a table; deletes the overlay's objects, pods, claims and
+# volumes before the next one.
 #
 # --break MODE,... then applies broken copies of the prometheus-adapter
 # overlay, each of which must make the checks fail with a message naming
@@ -32,8 +33,14 @@
 # overlay_extra_setup; see the comments there.
 #
 # Everything it started is stopped on exit, failure and ^C included (each
-# component runs in a process group of its own), and the temp dir removed
-# (K8S_TEST_KEEP=1 keeps it, for the logs).
+# component runs in a process group of its own), and the temp dir removed.
+#
+# Environment: K8S_TEST_KEEP=1 keeps the temp dir (logs/ has every
+# component's log); K8S_TEST_TRACE=1 logs what is not ready yet as it
+# changes, and the teardowns; K8S_TEST_DEADLINE (180 s) and
+# K8S_TEST_BREAK_DEADLINE (30 s) bound the waits for an overlay; K8S_TEST_NODES
+# (3) fake nodes; K8S_TEST_HPA (unavailable | active, see check_hpa);
+# K8S_TEST_KCM_ARGS, extra kube-controller-manager flags.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
