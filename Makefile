@@ -5,10 +5,15 @@ BIN := bin
 TOOLS := $(CURDIR)/.tools
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
+# make k8s-test: Kubernetes and kwok are pinned in tools/k8s/go.mod
+# (scripts/k8s-tools-pin.sh rewrites it); the CRDs come from these modules.
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
+KEDA_VERSION := v2.21.0
+K8S_TOOLS := $(addprefix $(TOOLS)/,kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd)
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check
+.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
 all: build
 
@@ -105,6 +110,33 @@ fuzz:
 
 fuzz-seeds:
 	GO=$(GO) ./scripts/fuzz.sh seeds
+
+# The manifests in k8s/ on a real control plane, offline (issue 12): etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler and kwok's fake
+# nodes on loopback; the base and every overlay applied with strict
+# server-side validation, every pod scheduled and Ready, every Service with
+# its endpoints, the claims bound; then three broken copies (a misspelt
+# field, a Service selecting nothing, an HPA metric nothing serves) must
+# fail naming the object. See scripts/k8s-test.sh.
+k8s-test: $(K8S_TOOLS)
+	@./scripts/ensure-k8s-test-deps.sh
+	TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
+	  ./scripts/k8s-test.sh --break misspelt,selector,metric
+
+# The control plane's binaries and etcd, from their own module (about 10
+# minutes of 2 cores the first time, then from the build cache).
+k8s-tools: $(K8S_TOOLS)
+
+# The version stamped in as Kubernetes' own build does (hack/lib/version.sh),
+# or they report v0.0.0-master.
+K8S_VERSION = $(shell sed -n 's/^[[:space:]]*k8s.io\/kubernetes \(v[^ ]*\).*/\1/p' tools/k8s/go.mod)
+K8S_VERSION_PKGS := k8s.io/component-base/version k8s.io/client-go/pkg/version
+K8S_LDFLAGS = $(foreach p,$(K8S_VERSION_PKGS),-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitTreeState=clean \
+  -X $(p).gitMajor=$(word 1,$(subst ., ,$(subst v,,$(K8S_VERSION)))) -X $(p).gitMinor=$(word 2,$(subst ., ,$(K8S_VERSION))))
+$(K8S_TOOLS) &: tools/k8s/go.mod tools/k8s/go.sum
+	cd tools/k8s && CGO_ENABLED=0 GOBIN=$(TOOLS) $(GO) install -trimpath -ldflags '$(K8S_LDFLAGS)' tool
+	mv $(TOOLS)/server $(TOOLS)/etcd   # go.etcd.io/etcd/server/v3 installs as "server"
+	@touch $(K8S_TOOLS)
 
 # protoc comes from Debian's protobuf-compiler; the Go plugins are pinned here.
 tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc

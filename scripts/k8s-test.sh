@@ -1,0 +1,637 @@
+#!/usr/bin/env bash
+# make k8s-test: the manifests in k8s/ on a real control plane, offline.
+#
+#   scripts/k8s-test.sh [--overlays "base prometheus-adapter keda dev"]
+#                       [--break misspelt,selector,metric]
+#
+# Starts, all on 127.0.0.1 in a temp dir: etcd, kube-apiserver,
+# kube-controller-manager (every controller, the HPA's included) and
+# kube-scheduler from .tools/ (make k8s-tools, pinned in tools/k8s/go.mod;
+# etcd at the version Kubernetes requires), and kwok with K8S_TEST_NODES fake nodes, whose stages
+# make scheduled pods Running and Ready without a kubelet. Installs the
+# CRDs the manifests use (PodMonitor, PrometheusRule, ScaledObject) from
+# their Go modules, then for each overlay: the namespace, the Secret
+# levee-secrets with random values (as k8s/README.md has an operator do),
+# a default StorageClass with hostPath PersistentVolumes for logic's claims,
+# and the rendered overlay with `kubectl apply --server-side
+# --validate=strict`; then waits until every Deployment and StatefulSet has
+# all its replicas Ready (an HPA's target at least at minReplicas), every
+# Service's EndpointSlices list one ready endpoint per Ready pod its
+# selector matches, every PVC is Bound and every PDB counts the pods it
+# covers; prints a table; deletes the overlay's objects, pods, claims and
+# volumes before the next one.
+#
+# --break MODE,... then applies broken copies of the prometheus-adapter
+# overlay, each of which must make the checks fail with a message naming
+# the broken object (tests of the test):
+#   misspelt  Deployment gate with terminationGracePeriodSecond (no s)
+#   selector  Service gate-admin selecting app.kubernetes.io/name=no-such-app
+#   metric    HPA battle with a third metric, battle_no_such_metric
+#
+# Phase 2 of issue 12 (Prometheus, a metrics adapter and load driving the
+# HPA) hooks in at check_hpa (K8S_TEST_HPA=active) and at
+# overlay_extra_setup; see the comments there.
+#
+# Everything it started is stopped on exit, failure and ^C included (each
+# component runs in a process group of its own), and the temp dir removed.
+#
+# Environment: K8S_TEST_KEEP=1 keeps the temp dir (logs/ has every
+# component's log); K8S_TEST_TRACE=1 logs what is not ready yet as it
+# changes, and the teardowns; K8S_TEST_DEADLINE (180 s) and
+# K8S_TEST_BREAK_DEADLINE (30 s) bound the waits for an overlay; K8S_TEST_NODES
+# (3) fake nodes; K8S_TEST_HPA (unavailable | active, see check_hpa);
+# K8S_TEST_KCM_ARGS, extra kube-controller-manager flags.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TOOLS=${TOOLS:-$ROOT/.tools}
+GO=${GO:-go}
+PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:?set by the Makefile}
+KEDA_VERSION=${KEDA_VERSION:?set by the Makefile}
+NODES=${K8S_TEST_NODES:-3}
+DEADLINE=${K8S_TEST_DEADLINE:-180}        # seconds for an overlay to be ready
+BREAK_DEADLINE=${K8S_TEST_BREAK_DEADLINE:-30}
+# unavailable: phase 1, nothing serves custom metrics; every HPA must be
+# evaluated by the controller and report its metrics unavailable.
+# active: phase 2, every HPA must reach ScalingActive=True.
+HPA_EXPECT=${K8S_TEST_HPA:-unavailable}
+SERVICE_CIDR=10.96.0.0/16
+POD_CIDR=10.244.0.0/16
+
+overlays="base prometheus-adapter keda dev"
+breaks=""
+while (($#)); do
+	case $1 in
+	--overlays) overlays=$2; shift 2 ;;
+	--break) breaks=${2//,/ }; shift 2 ;;
+	*) echo "usage: $0 [--overlays LIST] [--break misspelt,selector,metric]" >&2; exit 2 ;;
+	esac
+done
+
+started=$SECONDS
+log() { printf '%s k8s-test: %s\n' "$(date +%T)" "$*" >&2; }
+fail() { log "FAIL: $*"; exit 1; }
+trace() { [[ ${K8S_TEST_TRACE:-0} != 1 ]] || log "$*"; }
+
+KUBECTL=$TOOLS/kubectl
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+	[[ -x $TOOLS/$b ]] || fail "$TOOLS/$b missing: run make k8s-tools"
+done
+for b in jq openssl curl ss; do
+	command -v $b >/dev/null || fail "$b missing: run scripts/ensure-k8s-test-deps.sh"
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/levee-k8s-test.XXXXXX")
+mkdir -p "$work/logs" "$work/pki" "$work/pv"
+names=() pids=()
+
+# Stops every component, newest first: SIGTERM to its process group, then
+# SIGKILL to what is left after 10 s.
+cleanup() {
+	local rc=$? i pid
+	trap - EXIT INT TERM
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		kill -TERM -- "-${pids[i]}" 2>/dev/null || true
+	done
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		pid=${pids[i]}
+		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL -- "-$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	if ((rc != 0)); then
+		for n in "${names[@]}"; do
+			echo "--- last lines of $n's log ---" >&2
+			tail -n 5 "$work/logs/$n.log" >&2 || true
+		done
+	fi
+	if [[ ${K8S_TEST_KEEP:-0} == 1 ]]; then log "kept $work"; else rm -rf "$work"; fi
+	log "$( ((rc == 0)) && echo PASS || echo FAIL) in $((SECONDS - started))s"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# start NAME CMD...: runs CMD in a session (so a process group) of its own,
+# its output in logs/NAME.log. Not in a subshell: pids must stay ours.
+start() {
+	local name=$1; shift
+	setsid "$@" >"$work/logs/$name.log" 2>&1 </dev/null &
+	names+=("$name") pids+=($!)
+}
+
+# alive: fails naming the first component that has exited.
+alive() {
+	local i
+	for i in "${!pids[@]}"; do
+		kill -0 "${pids[i]}" 2>/dev/null || { tail -n 20 "$work/logs/${names[i]}.log" >&2; fail "${names[i]} exited"; }
+	done
+}
+
+# wait_until SECONDS DESC CMD...: runs CMD until it succeeds, polling, for at
+# most SECONDS; on timeout prints CMD's last output (what is not ready yet)
+# and fails. Components dying meanwhile fail it at once.
+wait_until() {
+	local limit=$1 desc=$2 end=$((SECONDS + $1)); shift 2
+	while ! "$@" >"$work/wait.out" 2>&1; do
+		alive
+		if [[ ${K8S_TEST_TRACE:-0} == 1 ]] && ! cmp -s "$work/wait.out" "$work/wait.last"; then
+			log "waiting: $(tr '\n' ';' <"$work/wait.out")"
+			cp "$work/wait.out" "$work/wait.last"
+		fi
+		if ((SECONDS >= end)); then
+			cat "$work/wait.out" >&2
+			fail "$desc: not within ${limit}s"
+		fi
+		sleep 0.5
+	done
+}
+
+# free_port: a TCP port nothing listens on, not handed out before.
+taken=" "
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		[[ $taken == *" $p "* ]] && continue
+		[[ -z $(ss -Htln "sport = :$p") ]] && break
+	done
+	taken+="$p "
+	echo "$p"
+}
+
+# --- certificates and kubeconfig -------------------------------------------
+
+pki=$work/pki
+certs() {
+	local o=(-days 2 -sha256)
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout "$pki/ca.key" -out "$pki/ca.crt" "${o[@]}" \
+		-subj /CN=levee-k8s-test-ca
+	# sign NAME SUBJECT EXTENSIONS
+	sign() {
+		openssl req -newkey rsa:2048 -nodes -keyout "$pki/$1.key" -out "$pki/$1.csr" -subj "$2"
+		openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+			-out "$pki/$1.crt" "${o[@]}" -extfile <(printf '%s\n' "$3")
+	}
+	sign apiserver /CN=kube-apiserver "keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,DNS:localhost,IP:${SERVICE_CIDR%.0/*}.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+	# system:masters: cluster-admin for the test, the controller-manager,
+	# the scheduler and kwok (the controllers themselves get service-account
+	# credentials: --use-service-account-credentials).
+	sign admin "/O=system:masters/CN=levee-k8s-test-admin" "keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+	openssl genrsa -out "$pki/sa.key" 2048
+	openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
+}
+
+kubeconfig() {
+	cat >"$work/kubeconfig" <<-EOF
+		apiVersion: v1
+		kind: Config
+		clusters:
+		- name: levee-k8s-test
+		  cluster: {server: "https://127.0.0.1:$api_port", certificate-authority: "$pki/ca.crt"}
+		users:
+		- name: admin
+		  user: {client-certificate: "$pki/admin.crt", client-key: "$pki/admin.key"}
+		contexts:
+		- name: levee-k8s-test
+		  context: {cluster: levee-k8s-test, user: admin}
+		current-context: levee-k8s-test
+	EOF
+}
+
+k() { "$KUBECTL" --kubeconfig "$work/kubeconfig" "$@"; }
+
+healthy() { curl -fsS --max-time 2 "$@" >/dev/null 2>&1; }
+
+# --- the control plane -----------------------------------------------------
+
+kwok_stages() {
+	local dir
+	dir=$(cd "$ROOT/tools/k8s" && $GO list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+	[[ -d $dir ]] || fail "kwok's module is not in the module cache (make k8s-tools)"
+	# The stages kwokctl uses by default: nodes Ready with lease heartbeats,
+	# pods Running and Ready once scheduled, deleted at once when deleted.
+	for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+		echo "---"
+		cat "$dir/kustomize/stage/$f"
+	done
+}
+
+fake_nodes() {
+	local i
+	for ((i = 0; i < NODES; i++)); do
+		cat <<-EOF
+			---
+			apiVersion: v1
+			kind: Node
+			metadata:
+			  name: kwok-node-$i
+			  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
+			  labels:
+			    kubernetes.io/hostname: kwok-node-$i
+			    kubernetes.io/os: linux
+			    kubernetes.io/arch: amd64
+			    topology.kubernetes.io/zone: zone-$((i % 3))
+			    type: kwok
+			status:
+			  allocatable: {cpu: "16", memory: 64Gi, pods: "110"}
+			  capacity: {cpu: "16", memory: 64Gi, pods: "110"}
+		EOF
+	done
+}
+
+control_plane() {
+	local etcd_port peer_port kcm_port sched_port
+	etcd_port=$(free_port) peer_port=$(free_port) api_port=$(free_port)
+	kcm_port=$(free_port) sched_port=$(free_port)
+	certs >"$work/logs/openssl.log" 2>&1 || { cat "$work/logs/openssl.log" >&2; fail "making certificates"; }
+	kubeconfig
+
+	start etcd "$TOOLS/etcd" --name levee-k8s-test --data-dir "$work/etcd" \
+		--listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+		--listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+		--initial-cluster "levee-k8s-test=http://127.0.0.1:$peer_port"
+	wait_until 30 "etcd healthy" healthy "http://127.0.0.1:$etcd_port/health"
+
+	start kube-apiserver "$TOOLS/kube-apiserver" \
+		--etcd-servers "http://127.0.0.1:$etcd_port" \
+		--bind-address 127.0.0.1 --secure-port "$api_port" --cert-dir "$work/apiserver" \
+		--tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+		--client-ca-file "$pki/ca.crt" --authorization-mode Node,RBAC \
+		--service-account-issuer https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+		--service-cluster-ip-range "$SERVICE_CIDR"
+	local tls=(--cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key")
+	wait_until 90 "kube-apiserver /readyz" healthy "${tls[@]}" "https://127.0.0.1:$api_port/readyz"
+
+	# --controllers=* is every controller on by default (the HPA, endpoints,
+	# endpointslice, service-account and token, namespace, PV binder,
+	# disruption, node lifecycle...). The HPA looks every 5 s instead of 15:
+	# the same decisions (the manifests' behavior policies are in seconds of
+	# their own), sooner. K8S_TEST_KCM_ARGS replaces the extra flags.
+	# shellcheck disable=SC2086
+	start kube-controller-manager "$TOOLS/kube-controller-manager" \
+		--kubeconfig "$work/kubeconfig" \
+		--authentication-kubeconfig "$work/kubeconfig" --authorization-kubeconfig "$work/kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port "$kcm_port" --cert-dir "$work/kcm" \
+		--controllers '*' --use-service-account-credentials \
+		--service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+		--cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+		--leader-elect=false ${K8S_TEST_KCM_ARGS---horizontal-pod-autoscaler-sync-period=5s}
+	start kube-scheduler "$TOOLS/kube-scheduler" \
+		--kubeconfig "$work/kubeconfig" \
+		--authentication-kubeconfig "$work/kubeconfig" --authorization-kubeconfig "$work/kubeconfig" \
+		--bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false
+	kwok_stages >"$work/kwok.yaml"
+	start kwok "$TOOLS/kwok" --kubeconfig "$work/kubeconfig" --config "$work/kwok.yaml" \
+		--manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+		--cidr "$POD_CIDR" --node-ip 10.255.0.1 --node-lease-duration-seconds 40
+	wait_until 60 "kube-controller-manager /healthz" healthy -k "https://127.0.0.1:$kcm_port/healthz"
+	wait_until 60 "kube-scheduler /readyz" healthy -k "https://127.0.0.1:$sched_port/readyz"
+
+	loopback_only
+	fake_nodes | k apply --server-side --validate=strict -f - >/dev/null
+	wait_until 60 "$NODES kwok nodes Ready" nodes_ready
+	log "control plane up in $((SECONDS - started))s: $("$TOOLS/kube-apiserver" --version), etcd $("$TOOLS/etcd" --version | sed -n 's/^etcd Version: //p'), $NODES kwok nodes"
+}
+
+# loopback_only: fails if a component listens anywhere but 127.0.0.1 / ::1.
+loopback_only() {
+	local i bad
+	for i in "${!pids[@]}"; do
+		bad=$(ss -Htlnp | grep "pid=${pids[i]}," | awk '{print $4}' | grep -v -E '^(127\.0\.0\.1|\[::1\]):' || true)
+		[[ -z $bad ]] || fail "${names[i]} listens on $bad, not only on loopback"
+	done
+}
+
+nodes_ready() {
+	local n
+	n=$(k get nodes -o json | jq '[.items[] | select(.status.conditions[]? | .type == "Ready" and .status == "True")] | length')
+	echo "$n of $NODES nodes Ready"
+	((n == NODES))
+}
+
+# --- CRDs from their Go modules --------------------------------------------
+
+crds() {
+	local po keda
+	po=$(cd "$ROOT/tools/k8s" && $GO mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | jq -r .Dir)
+	keda=$(cd "$ROOT/tools/k8s" && $GO mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | jq -r .Dir)
+	[[ -d $po && -d $keda ]] || fail "downloading the CRDs' modules"
+	k apply --server-side --validate=strict \
+		-f "$po/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml" \
+		-f "$po/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml" \
+		-f "$keda/config/crd/bases/keda.sh_scaledobjects.yaml" >/dev/null
+	k wait --for condition=Established --timeout 60s \
+		crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com crd/scaledobjects.keda.sh >/dev/null
+	log "CRDs: PodMonitor, PrometheusRule (prometheus-operator $PROMETHEUS_OPERATOR_VERSION), ScaledObject (KEDA $KEDA_VERSION)"
+}
+
+# --- one overlay -------------------------------------------------------------
+
+# The metric names the metrics path serves: the names prometheus-adapter's
+# rules (k8s/overlays/prometheus-adapter/adapter-rules.yaml) give the
+# recording rules. Phase 2 serves exactly these.
+served_metrics() {
+	sed -n 's/^ *as: *"\([^"]*\)" *$/\1/p' "$ROOT/k8s/overlays/prometheus-adapter/adapter-rules.yaml" | sort -u
+}
+
+# Before anything an operator would have: the namespaces, the Secret, a
+# default StorageClass and volumes for the claims.
+overlay_setup() {
+	k apply --server-side --validate=strict -f "$ROOT/k8s/base/namespace.yaml" >/dev/null
+	k create namespace monitoring --dry-run=client -o yaml | k apply --server-side -f - >/dev/null
+	k -n levee create secret generic levee-secrets \
+		--from-literal=token-secret="$(openssl rand -hex 32)" \
+		--from-literal=admin-token="$(openssl rand -hex 32)" >/dev/null
+	# logic's claims name no class, so they take the default one (k8s/README
+	# asks for one); no provisioner: PersistentVolumes made here, on hostPath
+	# (no kubelet mounts them), bound by the controller-manager's PV binder.
+	{
+		cat <<-EOF
+			apiVersion: storage.k8s.io/v1
+			kind: StorageClass
+			metadata:
+			  name: standard
+			  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+			provisioner: kubernetes.io/no-provisioner
+			volumeBindingMode: Immediate
+			reclaimPolicy: Retain
+		EOF
+		for i in 0 1 2 3; do
+			cat <<-EOF
+				---
+				apiVersion: v1
+				kind: PersistentVolume
+				metadata: {name: levee-test-$i, labels: {levee-k8s-test: "true"}}
+				spec:
+				  capacity: {storage: 10Gi}
+				  accessModes: [ReadWriteOnce]
+				  storageClassName: standard
+				  persistentVolumeReclaimPolicy: Retain
+				  hostPath: {path: "$work/pv/$i", type: DirectoryOrCreate}
+			EOF
+		done
+	} | k apply --server-side --validate=strict -f - >/dev/null
+	overlay_extra_setup
+}
+
+# Phase 2 hook: start Prometheus, the metrics adapter (or KEDA) and the
+# battle processes here, once the namespaces exist.
+overlay_extra_setup() { :; }
+
+# overlay_teardown FILE: deletes the objects of FILE but its Namespace, the
+# pods (not left to the garbage collector: the next overlay's checks must
+# not see them), the claims, the Secret and the volumes, so the next overlay
+# starts as on a new cluster. The namespaces stay: deleting one waits for
+# the namespace controller to go over every resource type, 12 s or more.
+overlay_teardown() {
+	local ns refs
+	trace "teardown"
+	k get --ignore-not-found -f "$1" -o json >"$work/teardown.json"
+	for ns in levee monitoring; do
+		refs=$(jq -r --arg ns "$ns" '(if .kind == "List" then .items[] else . end)
+			| select(.kind != "Namespace" and .metadata.namespace == $ns)
+			| "\(.kind | ascii_downcase)\(.apiVersion | if test("/") then "." + split("/")[0] else "" end)/\(.metadata.name)"' "$work/teardown.json")
+		# shellcheck disable=SC2086
+		[[ -z $refs ]] || k -n "$ns" delete --wait=true --timeout "${DEADLINE}s" $refs >/dev/null
+	done
+	# No ReplicaSet left to make new pods, then no pod, no slice.
+	k -n levee delete replicasets --all --wait=true --timeout "${DEADLINE}s" >/dev/null
+	k -n levee delete pods --all --wait=true --timeout "${DEADLINE}s" >/dev/null
+	k -n levee delete persistentvolumeclaims,secrets,endpointslices --all --wait=true --timeout "${DEADLINE}s" >/dev/null
+	k delete pv -l levee-k8s-test=true --wait=true --timeout "${DEADLINE}s" >/dev/null
+	trace "teardown done"
+}
+
+# check_workloads: every Deployment and StatefulSet rolled out with all its
+# replicas Ready, and an HPA's target scaled to at least its minReplicas.
+check_workloads() {
+	k -n levee get deployments,statefulsets,hpa -o json | jq -r '
+		[.items[] | select(.kind == "HorizontalPodAutoscaler")] as $hpas
+		| .items[] | select(.kind == "Deployment" or .kind == "StatefulSet")
+		| . as $w
+		| ([$hpas[] | select(.spec.scaleTargetRef.kind == $w.kind and .spec.scaleTargetRef.name == $w.metadata.name)] | first) as $h
+		| (.status.readyReplicas // 0) as $ready
+		| if $h != null and .spec.replicas < $h.spec.minReplicas then
+			"\(.kind) levee/\(.metadata.name): \(.spec.replicas) replicas, below HorizontalPodAutoscaler \($h.metadata.name)'"'"'s minReplicas \($h.spec.minReplicas)"
+		  elif $ready != .spec.replicas or (.status.updatedReplicas // 0) != .spec.replicas
+		       or .status.observedGeneration != .metadata.generation then
+			"\(.kind) levee/\(.metadata.name): \($ready)/\(.spec.replicas) Ready, \(.status.updatedReplicas // 0) updated"
+		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+	cat "$work/reasons"
+	[[ ! -s $work/reasons ]]
+}
+
+# check_services: a Service with a selector lists, in its EndpointSlices, one
+# ready endpoint for each Ready pod its selector matches, and matches one.
+check_services() {
+	k -n levee get services,endpointslices,pods -o json | jq -r '
+		[.items[] | select(.kind == "Pod" and .metadata.deletionTimestamp == null
+			and any(.status.conditions[]?; .type == "Ready" and .status == "True"))] as $pods
+		| [.items[] | select(.kind == "EndpointSlice")] as $slices
+		| .items[] | select(.kind == "Service" and .spec.selector != null)
+		| . as $s
+		| [$pods[] | select(.metadata.labels as $l | $s.spec.selector | to_entries | all($l[.key] == .value))] as $matched
+		| [$slices[] | select(.metadata.labels["kubernetes.io/service-name"] == $s.metadata.name)
+			| .endpoints[]? | select(.conditions.ready == true) | .addresses[0]] | unique as $eps
+		| ($s.spec.selector | to_entries | map("\(.key)=\(.value)") | join(",")) as $sel
+		| if ($matched | length) == 0 then
+			"Service levee/\($s.metadata.name): its selector \($sel) matches no Ready pod"
+		  elif ($eps | length) != ($matched | length) then
+			"Service levee/\($s.metadata.name): \($eps | length) ready endpoints in its EndpointSlices, \($matched | length) Ready pods match \($sel)"
+		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+	cat "$work/reasons"
+	[[ ! -s $work/reasons ]]
+}
+
+# check_claims: every claim of every StatefulSet replica exists and is Bound.
+check_claims() {
+	k -n levee get statefulsets,persistentvolumeclaims -o json | jq -r '
+		([.items[] | select(.kind == "PersistentVolumeClaim") | {key: .metadata.name, value: .status.phase}] | from_entries) as $pvc
+		| .items[] | select(.kind == "StatefulSet") | . as $s
+		| range(.spec.replicas) as $i | $s.spec.volumeClaimTemplates[]?
+		| "\(.metadata.name)-\($s.metadata.name)-\($i)" as $n
+		| if $pvc[$n] != "Bound" then "PersistentVolumeClaim levee/\($n): \($pvc[$n] // "missing")" else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+	cat "$work/reasons"
+	[[ ! -s $work/reasons ]]
+}
+
+# check_pdbs: a PodDisruptionBudget counts the pods its selector matches
+# (expectedPods, from the controller of those pods) and all are healthy.
+check_pdbs() {
+	k -n levee get poddisruptionbudgets,pods -o json | jq -r '
+		[.items[] | select(.kind == "Pod" and .metadata.deletionTimestamp == null)] as $pods
+		| .items[] | select(.kind == "PodDisruptionBudget") | . as $b
+		| ([$pods[] | select(.metadata.labels as $l | $b.spec.selector.matchLabels | to_entries | all($l[.key] == .value))] | length) as $n
+		| if $n == 0 or .status.expectedPods != $n or .status.currentHealthy != $n
+		     or .status.observedGeneration != .metadata.generation then
+			"PodDisruptionBudget levee/\(.metadata.name): expects \(.status.expectedPods // 0) pods, \(.status.currentHealthy // 0) healthy, \($n) match its selector"
+		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+	cat "$work/reasons"
+	[[ ! -s $work/reasons ]]
+}
+
+# check_hpa_metrics: every metric an HPA names is one the metrics path
+# serves. A property of the manifests, checked at once after the apply.
+check_hpa_metrics() {
+	k -n levee get hpa -o json | jq -r --arg served "$(served_metrics | tr '\n' ' ')" '
+		($served | split(" ") | map(select(. != ""))) as $ok
+		| .items[] | . as $h | .spec.metrics[]?
+		| (.pods.metric.name // .object.metric.name // .external.metric.name // empty) as $m
+		| select($ok | index($m) | not)
+		| "HorizontalPodAutoscaler levee/\($h.metadata.name) names metric \($m), which no metrics rule serves (the adapter rules serve: \($ok | join(", ")))"' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+	cat "$work/reasons"
+	[[ ! -s $work/reasons ]]
+}
+
+# check_hpa: the HPA controller has evaluated every HPA. Phase 1
+# (K8S_TEST_HPA=unavailable): AbleToScale True and ScalingActive False
+# because the metrics are unavailable (FailedGetPodsMetric: no custom
+# metrics API is registered). Phase 2 (active): ScalingActive True, the
+# metrics served; phase 2 adds its scale-up and scale-down checks next to
+# this one.
+check_hpa() {
+	k -n levee get hpa -o json | jq -r --arg expect "$HPA_EXPECT" '
+		.items[] | . as $h
+		| ([.status.conditions[]? | {key: .type, value: .}] | from_entries) as $c
+		| if $c.AbleToScale.status != "True" then
+			"HorizontalPodAutoscaler levee/\(.metadata.name): AbleToScale \($c.AbleToScale.status // "not reported yet") \($c.AbleToScale.reason // "")"
+		  elif $expect == "active" and $c.ScalingActive.status != "True" then
+			"HorizontalPodAutoscaler levee/\(.metadata.name): ScalingActive \($c.ScalingActive.status // "not reported yet") \($c.ScalingActive.reason // ""): \($c.ScalingActive.message // "")"
+		  elif $expect == "unavailable" and ($c.ScalingActive.status != "False" or ($c.ScalingActive.reason | test("^FailedGet.*Metric$") | not)) then
+			"HorizontalPodAutoscaler levee/\(.metadata.name): ScalingActive \($c.ScalingActive.status // "not reported yet") \($c.ScalingActive.reason // ""), expected False with FailedGet...Metric (no metrics API in phase 1)"
+		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+	cat "$work/reasons"
+	[[ ! -s $work/reasons ]]
+}
+
+check_ready() {
+	local ok=0
+	check_workloads || ok=1
+	check_services || ok=1
+	check_claims || ok=1
+	check_pdbs || ok=1
+	check_hpa || ok=1
+	return $ok
+}
+
+# table FILE: each object of the rendered overlay (and the claims) by kind
+# with its status.
+table() {
+	{
+		printf 'KIND\tNAME\tSTATUS\n'
+		{ k get -f "$1" -o json; k -n levee get pvc,endpointslices,pods -o json; } | jq -s -r '
+			[.[] | if .kind == "List" then .items[] else . end] as $all
+			| [$all[] | select(.kind == "Pod" and .metadata.deletionTimestamp == null)] as $pods
+			| [$all[] | select(.kind == "EndpointSlice")] as $slices
+			| $all[] | select(.kind != "Pod" and .kind != "EndpointSlice")
+			| ((.metadata.namespace // "") | if . == "" then "" else . + "/" end) as $ns
+			| ([.status.conditions[]? | {key: .type, value: .}] | from_entries) as $c
+			| [.kind, $ns + .metadata.name,
+			  if .kind == "Deployment" or .kind == "StatefulSet" then
+				. as $w | ([$all[] | select(.kind == "HorizontalPodAutoscaler" and .spec.scaleTargetRef.kind == $w.kind
+					and .spec.scaleTargetRef.name == $w.metadata.name)] | first) as $h
+				| "\(.status.readyReplicas // 0)/\(.spec.replicas) Ready" + (if $h then " (replicas from HPA \($h.metadata.name))" else "" end)
+			  elif .kind == "Service" then
+				. as $s | ([$slices[] | select(.metadata.labels["kubernetes.io/service-name"] == $s.metadata.name)] ) as $sl
+				| "\(.spec.type)\(if .spec.clusterIP == "None" then " headless" else " \(.spec.clusterIP)" end), \([$sl[] | .endpoints[]? | select(.conditions.ready)] | length) ready endpoints in \($sl | length) EndpointSlice(s)"
+				+ (if .spec.type == "LoadBalancer" then ", no external IP (no cloud provider)" else "" end)
+			  elif .kind == "PodDisruptionBudget" then
+				"expects \(.status.expectedPods) pods, \(.status.currentHealthy) healthy, \(.status.disruptionsAllowed) disruption(s) allowed"
+			  elif .kind == "HorizontalPodAutoscaler" then
+				"\(.status.currentReplicas)->\(.status.desiredReplicas) (min \(.spec.minReplicas), max \(.spec.maxReplicas)); AbleToScale \($c.AbleToScale.status) \($c.AbleToScale.reason); ScalingActive \($c.ScalingActive.status) \($c.ScalingActive.reason)"
+			  elif .kind == "PersistentVolumeClaim" then
+				"\(.status.phase) to \(.spec.volumeName) (class \(.spec.storageClassName), \(.status.capacity.storage))"
+			  elif .kind == "ScaledObject" then "accepted (no KEDA operator in phase 1: no HPA made from it)"
+			  else "accepted" end] | @tsv'
+	} | column -t -s $'\t'
+}
+
+# test_overlay NAME RENDERED [DEADLINE]: applies RENDERED (the overlay NAME,
+# maybe broken) and waits for it to be ready; prints the table.
+test_overlay() {
+	local name=$1 file=$2 limit=${3:-$DEADLINE} t0=$SECONDS n
+	n=$(grep -c '^kind:' "$file")
+	overlay_setup
+	if ! k apply --server-side --validate=strict --field-manager levee-k8s-test -f "$file" >"$work/apply.out" 2>&1; then
+		cat "$work/apply.out" >&2
+		fail "overlay $name: the API server refused objects (above)"
+	fi
+	grep -i '^warning' "$work/apply.out" >&2 && fail "overlay $name: warnings from the API server (above)"
+	check_hpa_metrics >/dev/null || { cat "$work/reasons" >&2; fail "overlay $name: an HPA names a metric nothing serves"; }
+	wait_until "$limit" "overlay $name ready" check_ready
+	echo
+	echo "== overlay $name: $n objects accepted (server-side apply, strict validation), ready in $((SECONDS - t0))s"
+	table "$file"
+	echo
+}
+
+# render OVERLAY FILE: base is k8s/base, the others k8s/overlays/OVERLAY.
+render() {
+	local dir=overlays/$1
+	[[ $1 == base ]] && dir=base
+	k kustomize "$ROOT/k8s/$dir" >"$2"
+}
+
+# broken MODE: a copy of the prometheus-adapter overlay broken as MODE says,
+# and the message the run must fail with.
+broken() {
+	local mode=$1 dir=$work/break-$1 patch target
+	mkdir -p "$dir"
+	k kustomize "$ROOT/k8s/overlays/prometheus-adapter" >"$dir/all.yaml"
+	case $mode in
+	misspelt)
+		target="{group: apps, version: v1, kind: Deployment, name: gate}"
+		patch='[{"op": "move", "from": "/spec/template/spec/terminationGracePeriodSeconds", "path": "/spec/template/spec/terminationGracePeriodSecond"}]'
+		expect='gate.*terminationGracePeriodSecond|terminationGracePeriodSecond.*gate' ;;
+	selector)
+		target="{version: v1, kind: Service, name: gate-admin}"
+		patch='[{"op": "replace", "path": "/spec/selector/app.kubernetes.io~1name", "value": "no-such-app"}]'
+		expect='Service levee/gate-admin: its selector .*no-such-app.* matches no Ready pod' ;;
+	metric)
+		target="{group: autoscaling, version: v2, kind: HorizontalPodAutoscaler, name: battle}"
+		patch='[{"op": "add", "path": "/spec/metrics/-", "value": {"type": "Pods", "pods": {"metric": {"name": "battle_no_such_metric"}, "target": {"type": "AverageValue", "averageValue": "1"}}}}]'
+		expect='HorizontalPodAutoscaler levee/battle names metric battle_no_such_metric' ;;
+	*) fail "unknown --break $mode (misspelt, selector, metric)" ;;
+	esac
+	cat >"$dir/kustomization.yaml" <<-EOF
+		resources: [all.yaml]
+		patches:
+		- target: $target
+		  patch: '$patch'
+	EOF
+	k kustomize "$dir" >"$dir/broken.yaml"
+	echo "$expect" >"$dir/expect"
+}
+
+# --- main ----------------------------------------------------------------------
+
+control_plane
+crds
+for o in $overlays; do
+	render "$o" "$work/$o.yaml"
+	test_overlay "$o" "$work/$o.yaml"
+	overlay_teardown "$work/$o.yaml"
+done
+for b in $breaks; do
+	broken "$b"
+	# In a subshell, whose fail must not tear the cluster down (traps are
+	# reset there), in the background so that set -e holds in it.
+	(test_overlay "break-$b" "$work/break-$b/broken.yaml" "$BREAK_DEADLINE") >"$work/break-$b/out" 2>&1 &
+	rc=0
+	wait $! || rc=$?
+	if ((rc == 0)); then
+		cat "$work/break-$b/out" >&2
+		fail "--break $b: the broken manifests passed"
+	fi
+	grep -E -q -f "$work/break-$b/expect" "$work/break-$b/out" ||
+		{ cat "$work/break-$b/out" >&2; fail "--break $b: failed, but without naming the object ($(cat "$work/break-$b/expect"))"; }
+	log "--break $b: failed as it should: $(grep -E -f "$work/break-$b/expect" "$work/break-$b/out" | tail -n 1 | sed 's/.*k8s-test: //' | cut -c1-220)"
+	overlay_teardown "$work/break-$b/broken.yaml"
+done
