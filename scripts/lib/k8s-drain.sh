@@ -34,7 +34,8 @@
 #
 # K8S_TEST_DRAIN_BREAK=pdb (a test of the test): after the checks pass,
 # raise the PDB's maxUnavailable to 3 and run check_drain_pdb again; it
-# must fail saying the second eviction was allowed.
+# must fail saying the second eviction was allowed. K8S_TEST_DRAIN_WAIT
+# (60 s) bounds each of the checks' waits.
 
 DRAIN_FINALIZER=k8s-test.levee/hold
 DRAIN_GATE_SELECTOR=app.kubernetes.io/name=gate,app.kubernetes.io/part-of=levee
