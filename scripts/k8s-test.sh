@@ -610,6 +610,8 @@ broken() {
 	echo "$expect" >"$dir/expect"
 }
 
+source "$ROOT/scripts/lib/k8s-drain.sh"
+
 # --- main ----------------------------------------------------------------------
 
 control_plane
@@ -617,6 +619,7 @@ crds
 for o in $overlays; do
 	render "$o" "$work/$o.yaml"
 	test_overlay "$o" "$work/$o.yaml"
+	[[ $o != base ]] || check_drain # scripts/lib/k8s-drain.sh
 	overlay_teardown "$work/$o.yaml"
 done
 for b in $breaks; do
