@@ -120,7 +120,7 @@ fuzz-seeds:
 # fail naming the object. See scripts/k8s-test.sh.
 k8s-test: $(K8S_TOOLS)
 	@./scripts/ensure-k8s-test-deps.sh
-	TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
+	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
 	  ./scripts/k8s-test.sh --break misspelt,selector,metric
 
 # The control plane's binaries and etcd, from their own module (about 10
