@@ -115,9 +115,11 @@ fuzz-seeds:
 # kube-apiserver, kube-controller-manager, kube-scheduler and kwok's fake
 # nodes on loopback; the base and every overlay applied with strict
 # server-side validation, every pod scheduled and Ready, every Service with
-# its endpoints, the claims bound; then three broken copies (a misspelt
-# field, a Service selecting nothing, an HPA metric nothing serves) must
-# fail naming the object. See scripts/k8s-test.sh.
+# its endpoints, the claims bound; a gate pod evicted under its PDB (a
+# second eviction refused) and a deleted one leaving the endpoints before it
+# goes; then broken copies (a misspelt field, a Service selecting nothing,
+# an HPA metric nothing serves, a PDB of 3) must fail naming the object.
+# See scripts/k8s-test.sh.
 k8s-test: $(K8S_TOOLS)
 	@./scripts/ensure-k8s-test-deps.sh
 	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
