@@ -124,7 +124,7 @@ fuzz-seeds:
 k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
 	TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
-	  ./scripts/k8s-test.sh --break misspelt,selector,metric
+	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric
 
 # The control plane's binaries and etcd, from their own module (about 10
 # minutes of 2 cores the first time, then from the build cache).
