@@ -120,7 +120,11 @@ fuzz-seeds:
 # server-side validation, every pod scheduled and Ready, every Service with
 # its endpoints, the claims bound; then three broken copies (a misspelt
 # field, a Service selecting nothing, an HPA metric nothing serves) must
-# fail naming the object. See scripts/k8s-test.sh.
+# fail naming the object. With --autoscale (scripts/lib/k8s-autoscale.sh)
+# real battle processes stand behind the battle pods, Debian's Prometheus and
+# levee-metrics-adapter serve the HPA its metrics, and load drives it up
+# and, stopped, back down, printing the replica timeline. See
+# scripts/k8s-test.sh.
 k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
 	TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \

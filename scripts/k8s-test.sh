@@ -46,7 +46,9 @@
 # changes, and the teardowns; K8S_TEST_DEADLINE (180 s) and
 # K8S_TEST_BREAK_DEADLINE (30 s) bound the waits for an overlay; K8S_TEST_NODES
 # (3) fake nodes; K8S_TEST_HPA (unavailable | active, see check_hpa);
-# K8S_TEST_KCM_ARGS, extra kube-controller-manager flags.
+# K8S_TEST_KCM_ARGS, extra kube-controller-manager flags. With --autoscale:
+# AUTOSCALE_BATTLES (2) battle processes, AUTOSCALE_UP_DEADLINE (180 s of
+# load) and AUTOSCALE_DOWN_DEADLINE (300 s idle), AUTOSCALE_MAX_RATE (3000/s).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -494,12 +496,14 @@ check_pdbs() {
 # check_hpa_metrics: every metric an HPA names is one the metrics path
 # serves. A property of the manifests, checked at once after the apply.
 check_hpa_metrics() {
-	k -n levee get hpa -o json | jq -r --arg served "$(served_metrics | tr '\n' ' ')" '
+	local src="the adapter rules serve"
+	((autoscale == 0)) || src="the metrics adapter's discovery (custom.metrics.k8s.io/v1beta2) lists"
+	k -n levee get hpa -o json | jq -r --arg served "$(served_metrics | tr '\n' ' ')" --arg src "$src" '
 		($served | split(" ") | map(select(. != ""))) as $ok
 		| .items[] | . as $h | .spec.metrics[]?
 		| (.pods.metric.name // .object.metric.name // .external.metric.name // empty) as $m
 		| select($ok | index($m) | not)
-		| "HorizontalPodAutoscaler levee/\($h.metadata.name) names metric \($m), which no metrics rule serves (the adapter rules serve: \($ok | join(", ")))"' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+		| "HorizontalPodAutoscaler levee/\($h.metadata.name) names metric \($m), which nothing serves (\($src): \($ok | join(", ")))"' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
 	cat "$work/reasons"
 	[[ ! -s $work/reasons ]]
 }

@@ -107,7 +107,7 @@ levee_processes() {
 	# served requests and exports battle_requests_total (a labelled
 	# counter, absent until then), which the pressure rule divides by: an
 	# idle pod then counts as pressure 0, not as a pod without the metric.
-	"$work/bin/loadtest" -scenario smoke -bots 20 -duration 5s -ramp 1s -gate-url "ws://127.0.0.1:$gate_port/ws" \
+	timeout 60 "$work/bin/loadtest" -scenario smoke -bots 20 -duration 5s -ramp 1s -gate-url "ws://127.0.0.1:$gate_port/ws" \
 		-token-secret "$token_secret" >"$work/logs/loadtest-warmup.log" 2>&1 ||
 		{ tail -n 20 "$work/logs/loadtest-warmup.log" >&2; fail "the warm-up load (smoke) failed"; }
 	for i in "${battle_ops[@]}"; do
@@ -231,6 +231,20 @@ autoscale_setup() {
 	log "metrics path up in $((SECONDS - t0))s: $AUTOSCALE_BATTLES battle processes, logic, gate; $(prometheus --version 2>&1 | head -n 1 | cut -d' ' -f1-3) on :$prom_port; levee-metrics-adapter on :$adapter_port (APIService -> ExternalName localhost); serves $(adapter_served_metrics | tr '\n' ' ')"
 }
 
+# custom_metrics_served: through the aggregator, both metrics for every
+# pod of namespace levee (no selector: the other pods have no series and
+# are left out), exactly the battle pods.
+custom_metrics_served() {
+	local m want got
+	want=$(k -n levee get pods -l app.kubernetes.io/name=battle -o json | jq -c '[.items[].metadata.name] | sort')
+	: >"$work/custom-metrics.txt"
+	for m in battle_latency_seconds_p99 battle_pressure; do
+		got=$(k get --raw "/apis/custom.metrics.k8s.io/v1beta2/namespaces/levee/pods/*/$m" | jq -c '[.items[].describedObject.name] | sort') || return 1
+		[[ $got == "$want" ]] || { echo "custom.metrics.k8s.io/v1beta2 pods/*/$m serves $got, the battle pods are $want"; return 1; }
+		echo "custom.metrics.k8s.io/v1beta2 namespaces/levee/pods/*/$m: $(jq length <<<"$got") items, the battle pods;" >>"$work/custom-metrics.txt"
+	done
+}
+
 # timeline_row: time, the HPA's current/desired replicas, its two metrics as
 # status.currentMetrics has them, and Prometheus's average of the per-pod
 # recording rules over the battle pods.
@@ -255,6 +269,8 @@ autoscale_loop() {
 	hpa_cur=0 hpa_des=0
 	k kustomize "$ROOT/tools/k8s/overlays/autoscale" >"$file"
 	test_overlay autoscale "$file"
+	wait_until 30 "the custom metrics API serving every battle pod" custom_metrics_served
+	log "autoscale: $(tr '\n' ' ' <"$work/custom-metrics.txt")"
 	min=$(k -n levee get hpa battle -o jsonpath='{.spec.minReplicas}')
 	log "autoscale: load (loadtest overload, 10 x C, at most $AUTOSCALE_MAX_RATE/s, at most ${AUTOSCALE_UP_DEADLINE}s) until HPA battle scales above $min"
 	# The overload preset, short in its first phases: 5 s closed loop for
