@@ -54,6 +54,13 @@ aggregation_certs() {
 	openssl x509 -req -in "$pki/front-proxy-client.csr" -CA "$pki/front-proxy-ca.crt" -CAkey "$pki/front-proxy-ca.key" \
 		-CAcreateserial -out "$pki/front-proxy-client.crt" "${o[@]}" \
 		-extfile <(printf 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n')
+	# The adapter's own identity, given what prometheus-adapter's chart
+	# gives it (adapter_rbac), not the test's system:masters.
+	openssl req -newkey rsa:2048 -nodes -keyout "$pki/metrics-adapter.key" -out "$pki/metrics-adapter.csr" \
+		-subj /CN=levee-metrics-adapter
+	openssl x509 -req -in "$pki/metrics-adapter.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+		-CAcreateserial -out "$pki/metrics-adapter.crt" "${o[@]}" \
+		-extfile <(printf 'keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n')
 	AGGREGATION_FLAGS=(
 		--requestheader-client-ca-file "$pki/front-proxy-ca.crt"
 		--requestheader-allowed-names front-proxy-client
@@ -163,6 +170,54 @@ prometheus_config() {
 	EOF
 }
 
+# adapter_rbac: what prometheus-adapter's Helm chart grants its service
+# account: system:auth-delegator (TokenReviews, SubjectAccessReviews), the
+# extension-apiserver-authentication-reader Role in kube-system (the
+# aggregator's request-header CA), and reading pods and namespaces.
+adapter_rbac() {
+	cat <<-EOF
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: ClusterRoleBinding
+		metadata: {name: "levee-metrics-adapter:system:auth-delegator"}
+		roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:auth-delegator"}
+		subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: levee-metrics-adapter}]
+		---
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: RoleBinding
+		metadata: {name: levee-metrics-adapter-auth-reader, namespace: kube-system}
+		roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader}
+		subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: levee-metrics-adapter}]
+		---
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: ClusterRole
+		metadata: {name: levee-metrics-adapter-resource-reader}
+		rules: [{apiGroups: [""], resources: [namespaces, pods], verbs: [get, list, watch]}]
+		---
+		apiVersion: rbac.authorization.k8s.io/v1
+		kind: ClusterRoleBinding
+		metadata: {name: levee-metrics-adapter-resource-reader}
+		roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: levee-metrics-adapter-resource-reader}
+		subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: levee-metrics-adapter}]
+	EOF
+}
+
+adapter_kubeconfig() {
+	cat <<-EOF
+		apiVersion: v1
+		kind: Config
+		clusters:
+		- name: levee-k8s-test
+		  cluster: {server: "https://127.0.0.1:$api_port", certificate-authority: "$pki/ca.crt"}
+		users:
+		- name: levee-metrics-adapter
+		  user: {client-certificate: "$pki/metrics-adapter.crt", client-key: "$pki/metrics-adapter.key"}
+		contexts:
+		- name: levee-k8s-test
+		  context: {cluster: levee-k8s-test, user: levee-metrics-adapter}
+		current-context: levee-k8s-test
+	EOF
+}
+
 adapter_registration() {
 	cat <<-EOF
 		apiVersion: v1
@@ -214,13 +269,15 @@ autoscale_setup() {
 		--web.listen-address "127.0.0.1:$prom_port" --storage.tsdb.retention.time 2h
 	wait_until 60 "Prometheus ready" healthy "http://127.0.0.1:$prom_port/-/ready"
 
+	adapter_rbac | k apply --server-side --validate=strict -f - >/dev/null || fail "the metrics adapter's RBAC"
+	adapter_kubeconfig >"$work/adapter.kubeconfig"
 	adapter_port=$(free_port)
 	start metrics-adapter "$TOOLS/levee-metrics-adapter" \
 		--config "$ROOT/k8s/overlays/prometheus-adapter/adapter-rules.yaml" \
 		--prometheus-url "http://127.0.0.1:$prom_port" \
 		--bind-address 127.0.0.1 --secure-port "$adapter_port" --cert-dir "$work/adapter" \
-		--lister-kubeconfig "$work/kubeconfig" --authentication-kubeconfig "$work/kubeconfig" \
-		--authorization-kubeconfig "$work/kubeconfig"
+		--lister-kubeconfig "$work/adapter.kubeconfig" --authentication-kubeconfig "$work/adapter.kubeconfig" \
+		--authorization-kubeconfig "$work/adapter.kubeconfig"
 	wait_until 60 "metrics adapter /readyz" healthy -k "https://127.0.0.1:$adapter_port/readyz"
 	# The Service lives in namespace monitoring, as the adapter would.
 	k create namespace monitoring --dry-run=client -o yaml | k apply --server-side -f - >/dev/null
