@@ -10,6 +10,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 PROMETHEUS_OPERATOR_VERSION := v0.85.0
 KEDA_VERSION := v2.21.0
 K8S_TOOLS := $(addprefix $(TOOLS)/,kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd)
+# The custom metrics API for k8s-test's autoscaling loop (tools/metrics-adapter,
+# pinned to the same k8s.io/* versions as tools/k8s so the build cache is shared).
+METRICS_ADAPTER := $(TOOLS)/levee-metrics-adapter
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
@@ -117,17 +120,21 @@ fuzz-seeds:
 # server-side validation, every pod scheduled and Ready, every Service with
 # its endpoints, the claims bound; a gate pod evicted under its PDB (a
 # second eviction refused) and a deleted one leaving the endpoints before it
-# goes; then broken copies (a misspelt field, a Service selecting nothing,
-# an HPA metric nothing serves, a PDB of 3) must fail naming the object.
-# See scripts/k8s-test.sh.
-k8s-test: $(K8S_TOOLS)
+# goes; with --autoscale (scripts/lib/k8s-autoscale.sh) real battle
+# processes stand behind the battle pods, Debian's Prometheus and
+# levee-metrics-adapter serve the HPA its metrics, and load drives it up
+# and, stopped, back down, printing the replica timeline; then broken
+# copies (a misspelt field, a Service selecting nothing, an HPA metric
+# nothing serves, a PDB of 3) must fail naming the object. See
+# scripts/k8s-test.sh.
+k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
 	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
-	  ./scripts/k8s-test.sh --break misspelt,selector,metric
+	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric
 
 # The control plane's binaries and etcd, from their own module (about 10
 # minutes of 2 cores the first time, then from the build cache).
-k8s-tools: $(K8S_TOOLS)
+k8s-tools: $(K8S_TOOLS) $(METRICS_ADAPTER)
 
 # The version stamped in as Kubernetes' own build does (hack/lib/version.sh),
 # or they report v0.0.0-master.
@@ -139,6 +146,9 @@ $(K8S_TOOLS) &: tools/k8s/go.mod tools/k8s/go.sum
 	cd tools/k8s && CGO_ENABLED=0 GOBIN=$(TOOLS) $(GO) install -trimpath -ldflags '$(K8S_LDFLAGS)' tool
 	mv $(TOOLS)/server $(TOOLS)/etcd   # go.etcd.io/etcd/server/v3 installs as "server"
 	@touch $(K8S_TOOLS)
+
+$(METRICS_ADAPTER): tools/metrics-adapter/go.mod tools/metrics-adapter/go.sum $(wildcard tools/metrics-adapter/*.go tools/metrics-adapter/adapter/*.go)
+	cd tools/metrics-adapter && CGO_ENABLED=0 $(GO) build -trimpath -o $@ .
 
 # protoc comes from Debian's protobuf-compiler; the Go plugins are pinned here.
 tools: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc

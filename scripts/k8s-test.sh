@@ -2,7 +2,7 @@
 # make k8s-test: the manifests in k8s/ on a real control plane, offline.
 #
 #   scripts/k8s-test.sh [--overlays "base prometheus-adapter keda dev"]
-#                       [--break misspelt,selector,metric]
+#                       [--break misspelt,selector,metric] [--autoscale]
 #
 # Starts, all on 127.0.0.1 in a temp dir: etcd, kube-apiserver,
 # kube-controller-manager (every controller, the HPA's included) and
@@ -28,9 +28,15 @@
 #   selector  Service gate-admin selecting app.kubernetes.io/name=no-such-app
 #   metric    HPA battle with a third metric, battle_no_such_metric
 #
-# Phase 2 of issue 12 (Prometheus, a metrics adapter and load driving the
-# HPA) hooks in at check_hpa (K8S_TEST_HPA=active) and at
-# overlay_extra_setup; see the comments there.
+# --autoscale (phase 2 of issue 12, scripts/lib/k8s-autoscale.sh): before
+# the overlays, real battle, logic and gate processes, Debian's Prometheus
+# scraping the battles as the battle pods (with the shipped recording rules)
+# and levee-metrics-adapter registered as custom.metrics.k8s.io through the
+# aggregation layer; every HPA must then be ScalingActive (K8S_TEST_HPA=active)
+# and the metric break reads the served names from the adapter's discovery;
+# after the overlays, the test overlay tools/k8s/overlays/autoscale is
+# loaded until the HPA scales battle up, then left idle until it scales back
+# down, and the replica timeline printed.
 #
 # Everything it started is stopped on exit, failure and ^C included (each
 # component runs in a process group of its own), and the temp dir removed.
@@ -40,7 +46,9 @@
 # changes, and the teardowns; K8S_TEST_DEADLINE (180 s) and
 # K8S_TEST_BREAK_DEADLINE (30 s) bound the waits for an overlay; K8S_TEST_NODES
 # (3) fake nodes; K8S_TEST_HPA (unavailable | active, see check_hpa);
-# K8S_TEST_KCM_ARGS, extra kube-controller-manager flags.
+# K8S_TEST_KCM_ARGS, extra kube-controller-manager flags. With --autoscale:
+# AUTOSCALE_BATTLES (2) battle processes, AUTOSCALE_UP_DEADLINE (180 s of
+# load) and AUTOSCALE_DOWN_DEADLINE (300 s idle), AUTOSCALE_MAX_RATE (3000/s).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -60,11 +68,13 @@ POD_CIDR=10.244.0.0/16
 
 overlays="base prometheus-adapter keda dev"
 breaks=""
+autoscale=0
 while (($#)); do
 	case $1 in
 	--overlays) overlays=$2; shift 2 ;;
 	--break) breaks=${2//,/ }; shift 2 ;;
-	*) echo "usage: $0 [--overlays LIST] [--break misspelt,selector,metric]" >&2; exit 2 ;;
+	--autoscale) autoscale=1 HPA_EXPECT=active; shift ;;
+	*) echo "usage: $0 [--overlays LIST] [--break misspelt,selector,metric] [--autoscale]" >&2; exit 2 ;;
 	esac
 done
 
@@ -121,10 +131,13 @@ start() {
 	names+=("$name") pids+=($!)
 }
 
-# alive: fails naming the first component that has exited.
+# alive: fails naming the first component that has exited (but those
+# named in oneshot, which end by themselves).
+oneshot=" "
 alive() {
 	local i
 	for i in "${!pids[@]}"; do
+		[[ $oneshot == *" ${names[i]} "* ]] && continue
 		kill -0 "${pids[i]}" 2>/dev/null || { tail -n 20 "$work/logs/${names[i]}.log" >&2; fail "${names[i]} exited"; }
 	done
 }
@@ -250,6 +263,7 @@ control_plane() {
 	etcd_port=$(free_port) peer_port=$(free_port) api_port=$(free_port)
 	kcm_port=$(free_port) sched_port=$(free_port)
 	certs >"$work/logs/openssl.log" 2>&1 || { cat "$work/logs/openssl.log" >&2; fail "making certificates"; }
+	aggregation_certs >>"$work/logs/openssl.log" 2>&1 || { cat "$work/logs/openssl.log" >&2; fail "making the front-proxy certificates"; }
 	kubeconfig
 
 	start etcd "$TOOLS/etcd" --name levee-k8s-test --data-dir "$work/etcd" \
@@ -265,7 +279,7 @@ control_plane() {
 		--client-ca-file "$pki/ca.crt" --authorization-mode Node,RBAC \
 		--service-account-issuer https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-		--service-cluster-ip-range "$SERVICE_CIDR"
+		--service-cluster-ip-range "$SERVICE_CIDR" "${AGGREGATION_FLAGS[@]}"
 	local tls=(--cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key")
 	wait_until 90 "kube-apiserver /readyz" healthy "${tls[@]}" "https://127.0.0.1:$api_port/readyz"
 
@@ -336,8 +350,10 @@ crds() {
 
 # The metric names the metrics path serves: the names prometheus-adapter's
 # rules (k8s/overlays/prometheus-adapter/adapter-rules.yaml) give the
-# recording rules. Phase 2 serves exactly these.
+# recording rules. With --autoscale, the names the adapter's discovery
+# lists (what it actually serves).
 served_metrics() {
+	if ((autoscale)); then adapter_served_metrics; return; fi
 	sed -n 's/^ *as: *"\([^"]*\)" *$/\1/p' "$ROOT/k8s/overlays/prometheus-adapter/adapter-rules.yaml" | sort -u
 }
 
@@ -480,12 +496,14 @@ check_pdbs() {
 # check_hpa_metrics: every metric an HPA names is one the metrics path
 # serves. A property of the manifests, checked at once after the apply.
 check_hpa_metrics() {
-	k -n levee get hpa -o json | jq -r --arg served "$(served_metrics | tr '\n' ' ')" '
+	local src="the adapter rules serve"
+	((autoscale == 0)) || src="the metrics adapter's discovery (custom.metrics.k8s.io/v1beta2) lists"
+	k -n levee get hpa -o json | jq -r --arg served "$(served_metrics | tr '\n' ' ')" --arg src "$src" '
 		($served | split(" ") | map(select(. != ""))) as $ok
 		| .items[] | . as $h | .spec.metrics[]?
 		| (.pods.metric.name // .object.metric.name // .external.metric.name // empty) as $m
 		| select($ok | index($m) | not)
-		| "HorizontalPodAutoscaler levee/\($h.metadata.name) names metric \($m), which no metrics rule serves (the adapter rules serve: \($ok | join(", ")))"' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
+		| "HorizontalPodAutoscaler levee/\($h.metadata.name) names metric \($m), which nothing serves (\($src): \($ok | join(", ")))"' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
 	cat "$work/reasons"
 	[[ ! -s $work/reasons ]]
 }
@@ -610,18 +628,23 @@ broken() {
 	echo "$expect" >"$dir/expect"
 }
 
-source "$ROOT/scripts/lib/k8s-drain.sh"
+# shellcheck source=scripts/lib/k8s-drain.sh
+. "$ROOT/scripts/lib/k8s-drain.sh"
+# shellcheck source=scripts/lib/k8s-autoscale.sh
+. "$ROOT/scripts/lib/k8s-autoscale.sh"
 
 # --- main ----------------------------------------------------------------------
 
 control_plane
 crds
+((autoscale == 0)) || autoscale_setup
 for o in $overlays; do
 	render "$o" "$work/$o.yaml"
 	test_overlay "$o" "$work/$o.yaml"
 	[[ $o != base ]] || check_drain # scripts/lib/k8s-drain.sh
 	overlay_teardown "$work/$o.yaml"
 done
+((autoscale == 0)) || autoscale_loop
 for b in $breaks; do
 	broken "$b"
 	# In a subshell, whose fail must not tear the cluster down (traps are
