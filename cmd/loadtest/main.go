@@ -80,6 +80,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 			return listScenarios(stdout)
 		case "worker":
 			return workerCmd(stderr)
+		case "reliability":
+			return reliabilityCmd(args[1:], stdout, stderr)
+		case "figure":
+			return figureCmd(args[1:], stdout, stderr)
 		}
 	}
 	return legacy(args, getenv, stdout, stderr, 1)

@@ -84,6 +84,10 @@ const (
 	HistLat          = "lat"
 	HistLatDue       = "lat_due"
 	HistLatRefused   = "lat_refused"
+	// HistLatFailed is the time to an error reply that is neither a
+	// refusal for load nor a game outcome (DEADLINE_EXCEEDED, INTERNAL,
+	// ...): how long a failure took to come back.
+	HistLatFailed = "lat_failed"
 )
 
 // Levels: Add changes these by n instead of counting increments.
@@ -97,6 +101,7 @@ const (
 	hidLat     = 0
 	hidLatDue  = 1
 	hidRefused = 2
+	hidFailed  = 3
 )
 
 type opKey struct {
@@ -158,6 +163,7 @@ func New(start time.Time) *Recorder {
 	r.histID(HistLat)
 	r.histID(HistLatDue)
 	r.histID(HistLatRefused)
+	r.histID(HistLatFailed)
 	return r
 }
 
@@ -298,6 +304,9 @@ func (r *Recorder) End(smp Sample) {
 	}
 	if class == Refused && !smp.Sent.IsZero() {
 		r.record(s, hidRefused, smp.Done.Sub(smp.Sent))
+	}
+	if class == Failed && !smp.Sent.IsZero() {
+		r.record(s, hidFailed, smp.Done.Sub(smp.Sent))
 	}
 	if class != OK && class != Business {
 		return

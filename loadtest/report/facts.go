@@ -49,6 +49,7 @@ var counterFacts = map[string]string{
 	"sent": "sent", "ok": "ok", "business": "business", "refused": "refused", "failed": "failed",
 	"lost_replies": "lost", "arrived": "arrived", "admitted": "admitted", "left": "left",
 	"dial_failures": "dial_failures", "reconnects": "reconnects", "order_inversions": "order_inversions",
+	"duplicate_replies": "duplicate_replies", "unhinted_refusals": "unhinted_refusals", "storage_refusals": "storage_refusals",
 }
 
 func (f *facts) Value(name string) (float64, bool) {
@@ -58,6 +59,11 @@ func (f *facts) Value(name string) (float64, bool) {
 	}
 	sent := float64(c["sent"])
 	elapsed := f.sum.Elapsed
+	for _, ff := range FaultFigures {
+		if name == ff {
+			return f.r.faultFigure(name, f.sum)
+		}
+	}
 	switch name {
 	case "answered":
 		return float64(c["ok"] + c["business"] + c["refused"] + c["failed"]), true

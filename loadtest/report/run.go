@@ -62,6 +62,8 @@ type Meta struct {
 type Event struct {
 	T    float64 `json:"t"`
 	What string  `json:"what"`
+	Kind string  `json:"kind,omitempty"` // "line" | "fault"
+	End  float64 `json:"end,omitempty"`  // wall seconds the fault ended; 0: instant
 }
 
 // Quantiles of a latency distribution, in seconds.
@@ -82,6 +84,7 @@ type Summary struct {
 	LatencyDue Quantiles          `json:"latency_due"`
 	Wait       Quantiles          `json:"wait"`
 	Refused    Quantiles          `json:"refused"` // time to a refusal for load
+	Failed     Quantiles          `json:"failed"`  // time to another error reply (DEADLINE_EXCEEDED, INTERNAL, ...)
 	Peak       map[string]float64 `json:"peak"`    // max of each level
 }
 
@@ -167,7 +170,7 @@ func quantiles(h *record.Hist) Quantiles {
 // peaks.
 func Summarize(points []record.Point) Summary {
 	s := Summary{Counters: map[string]int64{}, Peak: map[string]float64{}}
-	lat, due, wait, refused := record.NewHist(), record.NewHist(), record.NewHist(), record.NewHist()
+	lat, due, wait, refused, failed := record.NewHist(), record.NewHist(), record.NewHist(), record.NewHist(), record.NewHist()
 	for _, p := range points {
 		if e := float64(p.T + 1); e > s.Elapsed {
 			s.Elapsed = e
@@ -184,7 +187,9 @@ func Summarize(points []record.Point) Summary {
 		due.Merge(p.Hists[record.HistLatDue])
 		wait.Merge(p.Hists["wait"])
 		refused.Merge(p.Hists[record.HistLatRefused])
+		failed.Merge(p.Hists[record.HistLatFailed])
 	}
 	s.Latency, s.LatencyDue, s.Wait, s.Refused = quantiles(lat), quantiles(due), quantiles(wait), quantiles(refused)
+	s.Failed = quantiles(failed)
 	return s
 }

@@ -46,7 +46,10 @@ import (
 // Scalars are the names of the run's single figures.
 var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed", "lost_replies", "error_rate",
 	"refused_rate", "arrived", "connected", "admitted", "left", "dial_failures", "reconnects", "goodput",
-	"capacity", "duration", "max_wait", "order_inversions"}
+	"capacity", "duration", "max_wait", "order_inversions",
+	// The drills' (loadtest/report/drill.go and the driver's counters).
+	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "max_failed_latency",
+	"duplicate_replies", "unhinted_refusals", "storage_refusals"}
 
 // SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "p99", "logic_queue_depth",
@@ -57,7 +60,8 @@ var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput",
 var Aggregates = []string{"max", "min", "avg", "last"}
 
 // seconds are the figures measured in seconds (shown as durations).
-var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true}
+var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true,
+	"fault_recovery": true, "max_failed_latency": true}
 
 // ErrSyntax is wrapped by every Parse error.
 var ErrSyntax = errors.New("threshold")

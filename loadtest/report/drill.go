@@ -1,0 +1,112 @@
+package report
+
+import "math"
+
+// The figures of a drill's faults (scalars; see FaultFigures), computed
+// from the run's fault events and its per-second goodput.
+//
+// The fault window runs from the first fault event to the last moment any
+// fault event names: its T, or its End when the fault lasted (a pause, a
+// squeeze, a cut) or the target came back (a kill, a restart).
+//
+//	fault_goodput_before  mean ok replies per second over the 10 s before the window
+//	fault_goodput_during  mean ok replies per second inside the window
+//	fault_recovery        seconds from the window's end until the goodput of 3
+//	                      seconds in a row averages >= 95 % of before (0 when it
+//	                      never fell below; +Inf when it did not come back before
+//	                      the run ended)
+//	max_failed_latency    the slowest error reply (refusals for load and
+//	                      failures such as DEADLINE_EXCEEDED), seconds: a request
+//	                      to a frozen node must fail by its deadline, not later
+var FaultFigures = []string{"fault_goodput_before", "fault_goodput_during", "fault_recovery", "max_failed_latency"}
+
+// Bounds of the drill figures.
+const (
+	faultBefore     = 10   // seconds of goodput before the window
+	recoveryShare   = 0.95 // of the goodput before
+	recoverySeconds = 3    // in a row, averaged
+)
+
+// faultWindow is the run's fault window in wall seconds; ok false when it
+// has no fault event.
+func (r *Run) faultWindow() (start, end float64, ok bool) {
+	for _, e := range r.Events {
+		if e.Kind != EventFault {
+			continue
+		}
+		if !ok || e.T < start {
+			start = e.T
+		}
+		end = max(end, e.T, e.End)
+		ok = true
+	}
+	return start, end, ok
+}
+
+// goodputIn is the mean of goodput over the points with T in [from, to),
+// and how many there were.
+func goodputIn(points []pointGoodput, from, to float64) (float64, int) {
+	sum, n := 0.0, 0
+	for _, p := range points {
+		if p.t >= from && p.t < to {
+			sum += p.ok
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN(), 0
+	}
+	return sum / float64(n), n
+}
+
+type pointGoodput struct{ t, ok float64 }
+
+func (r *Run) goodputSeries() []pointGoodput {
+	out := make([]pointGoodput, len(r.Points))
+	for i, p := range r.Points {
+		out[i] = pointGoodput{float64(p.T), float64(p.Counters["ok"])}
+	}
+	return out
+}
+
+// faultFigure is one of FaultFigures; ok false when the run has no fault
+// (or, for max_failed_latency, no error reply).
+func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
+	if name == "max_failed_latency" {
+		m := 0.0
+		if sum.Refused.Count > 0 {
+			m = sum.Refused.Max
+		}
+		if sum.Failed.Count > 0 {
+			m = max(m, sum.Failed.Max)
+		}
+		return m, sum.Refused.Count+sum.Failed.Count > 0 || sum.Counters["sent"] > 0
+	}
+	start, end, ok := r.faultWindow()
+	if !ok {
+		return 0, false
+	}
+	pts := r.goodputSeries()
+	before, n := goodputIn(pts, start-faultBefore, start)
+	if n == 0 {
+		return 0, false
+	}
+	switch name {
+	case "fault_goodput_before":
+		return before, true
+	case "fault_goodput_during":
+		during, n := goodputIn(pts, start, math.Max(end, start+1))
+		return during, n > 0
+	case "fault_recovery":
+		// The first second s >= end whose next recoverySeconds average
+		// reaches the share of before.
+		last := float64(r.Points[len(r.Points)-1].T)
+		for s := math.Floor(end); s+recoverySeconds-1 <= last; s++ {
+			if g, k := goodputIn(pts, s, s+recoverySeconds); k == recoverySeconds && g >= recoveryShare*before {
+				return math.Max(0, s-end), true
+			}
+		}
+		return math.Inf(1), true
+	}
+	return 0, false
+}

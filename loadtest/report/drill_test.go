@@ -1,0 +1,103 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"levee/loadtest/record"
+)
+
+// drillRun is 60 s of 100 ok/s with a fault at 20 s that ends at 23 s;
+// okAt overrides the goodput of some seconds.
+func drillRun(okAt map[int]int64) *Run {
+	r := &Run{Meta: Meta{Scenario: "battle-killed", Description: "a kill"}}
+	for t := range 60 {
+		ok := int64(100)
+		if v, set := okAt[t]; set {
+			ok = v
+		}
+		r.Points = append(r.Points, record.Point{T: t, Counters: map[string]int64{"sent": 100, "ok": ok}})
+	}
+	r.Events = []Event{
+		{T: 20, What: "fault kill battle-1", Kind: EventFault},
+		{T: 23, What: "battle-1 back (healthy) after 3.0 s", Kind: EventFault},
+		{T: 5, What: "line open", Kind: "line"},
+	}
+	r.Summary = Summarize(r.Points)
+	return r
+}
+
+func TestFaultFigures(t *testing.T) {
+	dip := map[int]int64{20: 0, 21: 0, 22: 0, 23: 0, 24: 0, 25: 50, 26: 80, 27: 100}
+	f := drillRun(dip).Facts()
+	for name, want := range map[string]float64{
+		"fault_goodput_before": 100,
+		"fault_goodput_during": 0,   // seconds 20..22
+		"fault_recovery":       4,   // 27..29 average 100; 26..28 average 93 < 95
+		"max_failed_latency":   0,   // no error reply
+	} {
+		if got, ok := f.Value(name); !ok || math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, %v; want %v", name, got, ok, want)
+		}
+	}
+	// It never comes back: +Inf, so that "fault_recovery <= 5s" fails.
+	never := map[int]int64{}
+	for s := 20; s < 60; s++ {
+		never[s] = 10
+	}
+	if got, ok := drillRun(never).Facts().Value("fault_recovery"); !ok || !math.IsInf(got, 1) {
+		t.Errorf("fault_recovery without recovery = %v, %v; want +Inf", got, ok)
+	}
+	// It never fell: 0.
+	if got, _ := drillRun(nil).Facts().Value("fault_recovery"); got != 0 {
+		t.Errorf("fault_recovery without a dip = %v; want 0", got)
+	}
+	// No fault: no figure (a threshold on it fails with "no figure").
+	r := drillRun(nil)
+	r.Events = nil
+	if _, ok := r.Facts().Value("fault_recovery"); ok {
+		t.Error("fault_recovery of a run without faults should be missing")
+	}
+}
+
+func TestMaxFailedLatency(t *testing.T) {
+	r := drillRun(nil)
+	h := record.NewHist()
+	h.Record(4_200_000_000) // 4.2 s in ns
+	r.Points[30].Hists = map[string]*record.Hist{record.HistLatFailed: h}
+	r.Summary = Summarize(r.Points)
+	got, ok := r.Facts().Value("max_failed_latency")
+	if !ok || math.Abs(got-4.2) > 0.01 {
+		t.Fatalf("max_failed_latency = %v, %v; want 4.2", got, ok)
+	}
+}
+
+func TestWriteReliability(t *testing.T) {
+	pass := drillRun(map[int]int64{20: 0, 21: 0})
+	pass.Criteria = []Criterion{{Threshold: "fault_recovery <= 5s", Passed: true, Value: 0, Limit: 5}}
+	fail := drillRun(nil)
+	fail.Meta.Scenario = "logic-killed"
+	fail.Criteria = []Criterion{{Threshold: "ledger_lost == 0", Passed: false, Value: 2}}
+	ref := drillRun(nil)
+	ref.Meta.Scenario = "cpu-squeeze-naive"
+	var b bytes.Buffer
+	if err := WriteReliability(&b, Reliability{Command: "make drills", Machine: "2 cores", Capacity: 400, Date: "2026-12-01"}, []*Run{pass, fail, ref}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"`make drills`", "2 cores", "400 requests/s", "1 of 2 drills passed (and 1 reference runs,
+		"| **battle-killed**<br>a kill | T+20s kill battle-1 |", "✓ `fault_recovery <= 5s` (0)", "**PASS**",
+		"✗ `ledger_lost == 0` (2)", "**FAIL**", "reference (no thresholds)",
+		"fault_recovery 0 s", "- T+23.0s battle-1 back (healthy) after 3.0 s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("RELIABILITY.md lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "line open") {
+		t.Error("line events are not faults")
+	}
+}
