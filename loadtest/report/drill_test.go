@@ -88,7 +88,7 @@ func TestWriteReliability(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"`make drills`", "2 cores", "400 requests/s", "1 of 2 drills passed (and 1 reference runs,
+		"`make drills`", "2 cores", "400 requests/s", "1 of 2 drills passed (and 1 reference runs",
 		"| **battle-killed**<br>a kill | T+20s kill battle-1 |", "✓ `fault_recovery <= 5s` (0)", "**PASS**",
 		"✗ `ledger_lost == 0` (2)", "**FAIL**", "reference (no thresholds)",
 		"fault_recovery 0 s", "- T+23.0s battle-1 back (healthy) after 3.0 s",
