@@ -34,9 +34,9 @@ func TestFaultFigures(t *testing.T) {
 	f := drillRun(dip).Facts()
 	for name, want := range map[string]float64{
 		"fault_goodput_before": 100,
-		"fault_goodput_during": 0,   // seconds 20..22
-		"fault_recovery":       4,   // 27..29 average 100; 26..28 average 93 < 95
-		"max_failed_latency":   0,   // no error reply
+		"fault_goodput_during": 0, // seconds 20..22
+		"fault_recovery":       4, // 27..29 average 100; 26..28 average 93 < 95
+		"max_failed_latency":   0, // no error reply
 	} {
 		if got, ok := f.Value(name); !ok || math.Abs(got-want) > 1e-9 {
 			t.Errorf("%s = %v, %v; want %v", name, got, ok, want)
