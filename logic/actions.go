@@ -171,6 +171,10 @@ func (b *batch) store(req *leveev1.LogicRequest, reply *leveev1.LogicReply, now 
 	for _, key := range keys {
 		b.addOutcome(outcome{key: key, at: now, enc: enc})
 	}
+	if b.touched == nil {
+		b.touched = map[string]bool{}
+	}
+	b.touched[req.GetPlayerId()] = true
 	return nil
 }
 

@@ -3,6 +3,7 @@ package logic
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -181,6 +182,7 @@ type envOpts struct {
 	battle     *fakeBattle
 	hookCommit func() error
 	clock      *clock.Fake // the server's clock (arrivals, battle cooling)
+	log        *slog.Logger
 }
 
 // testConfig is the default configuration on loopback with one shard,
@@ -212,7 +214,7 @@ func start(t testing.TB, o envOpts) *env {
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
-	srv, err := New(cfg, nil)
+	srv, err := New(cfg, o.log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ type tierMetrics struct {
 	duration    prometheus.Histogram
 	batchSize   prometheus.Histogram
 	commitTime  prometheus.Histogram
+	storeErrors *prometheus.CounterVec
 	rejections  *prometheus.CounterVec
 	blocked     prometheus.Gauge
 	battleCalls *prometheus.CounterVec
@@ -31,6 +32,12 @@ const (
 	reasonQueueWait     = "queue_wait"
 	reasonExpired       = "expired"
 	reasonBattleCooling = "battle_cooling"
+)
+
+// logic_store_errors_total ops.
+const (
+	storeOpCommit = "commit"
+	storeOpPurge  = "purge"
 )
 
 // logic_battle_calls_total outcome of a call refused locally because every
@@ -71,6 +78,12 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 			Help:    "Time one group commit takes, fsync included.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14), // 0.1 ms .. 0.8 s
 		}),
+		storeErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "logic_store_errors_total",
+			Help: "Failed writes to a shard's bbolt file, by op (commit: a group commit, whose mutations were all refused and nothing of it kept; " +
+				"purge: removing expired outcomes, tried again later) and reason (no_space: the file system is full or out of quota, " +
+				"the commit's mutations answered UNAVAILABLE with a retry delay; io: any other failure, answered INTERNAL).",
+		}, []string{"op", "reason"}),
 		rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_rejections_total",
 			Help: "Requests a shard refused unexecuted, by shard, reason and criticality (critical, default, sheddable). " +
@@ -123,5 +136,10 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		m.retries.WithLabelValues(o)
 	}
 	m.battleCalls.WithLabelValues(outcomeCooling)
+	for _, op := range []string{storeOpCommit, storeOpPurge} {
+		for _, r := range []string{reasonNoSpace, reasonIO} {
+			m.storeErrors.WithLabelValues(op, r)
+		}
+	}
 	return m
 }

@@ -92,6 +92,7 @@ type shard struct {
 	// purgeMore: the last purge stopped at purgeBatch with expired
 	// outcomes left, so the loop purges again before it waits.
 	purgeMore bool
+	health    storeHealth
 }
 
 func newShard(id int, st *store, srv *Server) *shard {
@@ -206,6 +207,7 @@ func (sh *shard) purge() {
 	_, more, err := sh.store.purge(sh.srv.clk.Now().Add(-sh.srv.cfg.keepOutcomes()), purgeBatch)
 	sh.purgeMore = more
 	if err != nil {
+		sh.srv.m.storeErrors.WithLabelValues(storeOpPurge, storeReason(err)).Inc()
 		sh.srv.log.Error("purging expired outcomes failed", "shard", sh.id, "err", err)
 	}
 }
@@ -220,14 +222,29 @@ type batch struct {
 	pending   []pendingReply
 	launches  []*flight
 	mutations int
+	// touched are the players with an outcome in the batch (their records
+	// may be in dirty too): what is answered about them depends on the
+	// commit.
+	touched map[string]bool
 }
 
+// pendingReply is an answer waiting for the commit. committed says that it
+// depends only on what was committed before the batch (a read, a replay
+// from the store): it goes out even if the batch's commit fails.
 type pendingReply struct {
-	o *op
-	r result
+	o         *op
+	r         result
+	committed bool
 }
 
-func (b *batch) reply(o *op, r result) { b.pending = append(b.pending, pendingReply{o, r}) }
+// reply answers o once the batch has committed. An answer about a player
+// the batch has changed so far (a record or an outcome) depends on the
+// commit; any other does not.
+func (b *batch) reply(o *op, r result) {
+	id := o.req.GetPlayerId()
+	_, dirty := b.dirty[id]
+	b.pending = append(b.pending, pendingReply{o: o, r: r, committed: !dirty && !b.touched[id]})
+}
 
 // addOutcome stores o with the batch's commit.
 func (b *batch) addOutcome(o outcome) {
@@ -258,23 +275,35 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 
 // commit writes the batch's dirty records in one transaction, then sends its
 // replies and starts its battles. If the write fails nothing of the batch is
-// kept: the copies are dropped and every reply becomes INTERNAL.
+// kept: the copies are dropped, its battles are not started, and every reply
+// that depends on the commit becomes the failure (UNAVAILABLE for a full
+// disk, else INTERNAL; see commitFailed), while the others (reads of
+// committed state, replays of stored outcomes) go out as they are.
 func (sh *shard) commit(b *batch) {
 	if len(b.dirty) > 0 || len(b.outcomes) > 0 {
 		start := time.Now()
 		err := sh.store.put(b.dirty, b.outcomes, sh.srv.hookCommit)
 		sh.srv.m.commitTime.Observe(time.Since(start).Seconds())
 		if err != nil {
-			sh.srv.log.Error("group commit failed; batch rolled back", "shard", sh.id, "records", len(b.dirty), "outcomes", len(b.outcomes), "err", err)
-			fail := result{err: fmt.Errorf("%w: %w", apperr.ErrInternal, err)}
+			fail := sh.commitFailed(b, err)
+			for id := range b.dirty {
+				// Read again from the store next time: whatever a
+				// failed commit left there is the truth.
+				delete(sh.cache, id)
+			}
 			for _, p := range b.pending {
-				sh.send(p.o, fail)
+				if p.committed {
+					sh.send(p.o, p.r)
+				} else {
+					sh.send(p.o, fail)
+				}
 			}
 			for _, f := range b.launches {
 				sh.failFlight(f, fail)
 			}
 			return
 		}
+		sh.commitSucceeded()
 		sh.srv.m.batchSize.Observe(float64(b.mutations))
 		for id, rec := range b.dirty {
 			sh.cache[id] = rec

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -19,6 +20,28 @@ import (
 
 // ErrStore wraps every storage failure.
 var ErrStore = errors.New("logic: store")
+
+// Storage failure reasons (the logic_store_errors_total reason label).
+const (
+	// reasonNoSpace: the file system is full (ENOSPC) or the quota is
+	// used up (EDQUOT).
+	reasonNoSpace = "no_space"
+	// reasonIO: any other failure of the store.
+	reasonIO = "io"
+)
+
+// storeReason is err's storage failure reason. bbolt wraps write errors
+// with %w but formats those of growing and syncing the file with %s, so a
+// full disk is also recognised by its text.
+func storeReason(err error) string {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return reasonNoSpace
+	}
+	if msg := err.Error(); strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error()) {
+		return reasonNoSpace
+	}
+	return reasonIO
+}
 
 // openTimeout bounds how long opening a shard file waits for another
 // process's lock, so a second process on the same -data-dir fails fast.
