@@ -16,7 +16,7 @@ METRICS_ADAPTER := $(TOOLS)/levee-metrics-adapter
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
 
-.PHONY: all build images up down compose-test demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
+.PHONY: all build images up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
 all: build
 
@@ -41,6 +41,14 @@ down:
 # no reply was lost and it came back; remove everything (CI runs it).
 compose-test:
 	GO=$(GO) ./scripts/compose-test.sh
+
+# The failure drills (issue 13, scripts/drills.sh): the capacity of the
+# compose cluster measured, then each drill of loadtest/scenarios/drills/
+# on a compose project of its own at its share of it, the load tool
+# killing, pausing, squeezing, cutting and restarting containers; writes
+# RELIABILITY.md. About 20 minutes. `scripts/drills.sh NAME...` runs some.
+drills:
+	GO=$(GO) ./scripts/drills.sh
 
 demo: build
 	./scripts/demo.sh

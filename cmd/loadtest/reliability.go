@@ -98,8 +98,9 @@ func procValue(path, key string) string {
 }
 
 // figureCmd is `loadtest figure [-from S] [-to S] RUN NAME`: one figure of
-// a run file on stdout. NAME is a scalar figure, p(N), or AGG:SERIES with
-// AGG one of median, avg, max, min over the seconds in [from, to).
+// a run file on stdout. NAME is a scalar figure, or AGG:SERIES with AGG
+// one of median, avg, max, min over the seconds in [from, to); SERIES is a
+// series name or @COUNTER, a counter per second ("@battle/ok").
 func figureCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest figure", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -113,7 +114,7 @@ func figureCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(stderr, "usage: loadtest figure [-from S] [-to S] run.ndjson NAME|AGG:SERIES (AGG: median, avg, max, min)")
+		fmt.Fprintln(stderr, "usage: loadtest figure [-from S] [-to S] run.ndjson NAME|AGG:SERIES|AGG:@COUNTER (AGG: median, avg, max, min)")
 		return exitUsage
 	}
 	r, err := readRun(pos[0])
@@ -139,8 +140,13 @@ func figure(r *report.Run, name string, from, to float64) (float64, error) {
 		}
 		return 0, fmt.Errorf("the run has no figure %q", name)
 	}
-	all, ok := f.Series(ser)
-	if !ok {
+	var all []float64
+	if c, isCounter := strings.CutPrefix(ser, "@"); isCounter {
+		// @COUNTER: a counter of the points per second ("@battle/ok").
+		for _, p := range r.Points {
+			all = append(all, float64(p.Counters[c]))
+		}
+	} else if all, ok = f.Series(ser); !ok {
 		return 0, fmt.Errorf("the run has no series %q", ser)
 	}
 	var vs []float64
