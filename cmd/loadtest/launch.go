@@ -12,6 +12,7 @@ import (
 
 	"levee/internal/cli"
 	"levee/loadtest/engine"
+	"levee/loadtest/fault"
 	"levee/loadtest/probe"
 	"levee/loadtest/report"
 	"levee/loadtest/scenario"
@@ -42,6 +43,7 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 	var gates, admins, metrics, sources []string
 	fs.Var((*cli.List)(&gates), "gate-urls", "comma-separated gate WebSocket URLs (loopback); player n goes to the n-th mod count (default ws://127.0.0.1:8080/ws)")
 	fs.Var((*cli.List)(&admins), "admin-urls", "comma-separated gates' line admin URLs (http://127.0.0.1:8082/admin/line) the timeline changes; empty: the timeline is skipped")
+	faultsSpec := fs.String("faults", "", "inject the timeline's fault steps: docker:PROJECT (the containers of compose project PROJECT, through the docker CLI; kill and fill need root on the Docker host); empty: fault steps are recorded as skipped")
 	adminToken := fs.String("admin-token", "", "bearer token of the admin API; empty: $GATE_ADMIN_TOKEN (keeps it out of ps)")
 	fs.Var((*cli.List)(&metrics), "metrics", "comma-separated tier=URL of the servers' /metrics (gate=, logic=, battle=) probed each second")
 	secret := fs.String("token-secret", "levee-dev-secret", "the gates' token signing secret")
@@ -70,6 +72,13 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return exitUsage
 	}
 	name := pos[0]
+	var injector fault.Injector
+	if *faultsSpec != "" {
+		if injector, err = fault.ParseSpec(*faultsSpec); err != nil {
+			fmt.Fprintln(stderr, "-faults:", err)
+			return exitUsage
+		}
+	}
 	if *adminToken == "" {
 		*adminToken = getenv("GATE_ADMIN_TOKEN")
 	}
@@ -116,7 +125,7 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 	var outF *os.File
 	cfg := engine.Config{
 		Scenario: sc, Name: name, Overrides: overrides,
-		Gates: gates, Admin: admins, AdminToken: *adminToken, Metrics: targets, TokenSecret: *secret,
+		Gates: gates, Admin: admins, AdminToken: *adminToken, Faults: injector, Metrics: targets, TokenSecret: *secret,
 		AllowNonlocal: *allowNonlocal, Workers: *workers, PerWorker: *perWorker, SourceAddrs: sources,
 		Label: *label, Command: append([]string{"loadtest", "run"}, args...),
 		Progress: prog, TTY: tty, Log: logger,

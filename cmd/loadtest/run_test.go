@@ -151,6 +151,8 @@ func TestRunRefusesBadScenario(t *testing.T) {
 		{"run", "-gate-urls", g.URL(), "nosuchpreset"},
 		{"run", "-gate-urls", "ws://10.1.2.3:8080/ws", "launch"},
 		{"run", "-metrics", "db=http://127.0.0.1:1/metrics", "launch"},
+		{"run", "-faults", "k8s:levee", "launch"},
+		{"run", "-faults", "docker:", "launch"},
 		{"run"},
 	} {
 		stderr.Reset()
@@ -160,6 +162,40 @@ func TestRunRefusesBadScenario(t *testing.T) {
 	}
 	if n := sent.Load(); n != 0 {
 		t.Errorf("%d connections reached the gate", n)
+	}
+}
+
+// A scenario with fault steps runs without -faults: each fault is
+// recorded as skipped, in the table and the run file.
+func TestRunSkipsFaultsWithoutInjector(t *testing.T) {
+	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	defer g.Close()
+	body := strings.Replace(splitScenario, "players: 300", "players: 20", 1)
+	body = strings.Replace(body, "run:\n", "timeline:\n  - {at: 1s, fault: {do: kill, target: battle-1}}\nrun:\n", 1)
+	file := writeScenario(t, body)
+	out := filepath.Join(t.TempDir(), "run.ndjson")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"fault  0:01 fault kill battle-1: skipped, no fault injector: run with -faults docker:PROJECT",
+		"1 fault step(s) skipped"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := report.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Events) != 1 || r.Events[0].Kind != report.EventFault || r.Events[0].T != 1 {
+		t.Errorf("events %+v", r.Events)
 	}
 }
 

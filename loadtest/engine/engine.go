@@ -33,6 +33,7 @@ import (
 
 	"levee/internal/clock"
 	"levee/loadtest"
+	"levee/loadtest/fault"
 	"levee/loadtest/probe"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
@@ -52,6 +53,7 @@ type Config struct {
 	Gates         []string // WebSocket URLs of the gates; player n goes to Gates[n % len]
 	Admin         []string // the gates' line admin URLs (http://.../admin/line), for the timeline
 	AdminToken    string
+	Faults        fault.Injector // injects the timeline's fault steps; nil: they are recorded as skipped
 	Metrics       []probe.Target
 	TokenSecret   string
 	AllowNonlocal bool
@@ -180,7 +182,10 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	pr := probe.New(r.cfg.Metrics, nil)
 	t := clk.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
-	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, r.cfg.AllowNonlocal)
+	// Faults are injected from here, the main process, only: the workers
+	// get the scenario but no injector.
+	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, r.cfg.AllowNonlocal, r.cfg.Faults,
+		func() time.Duration { return clk.Now().Sub(r.start) })
 	prog := newProgress(r.cfg.Progress, r.cfg.TTY, r.p)
 	lastProbe := -1
 	hardEnd := r.start.Add(r.p.end + r.p.drain + 30*time.Second)
@@ -269,7 +274,7 @@ func (r *run) event(ev report.Event) {
 	if r.w != nil {
 		_ = r.w.Event(ev)
 	}
-	r.cfg.Log.Info("timeline", "t", ev.T, "what", ev.What)
+	r.cfg.Log.Info("timeline", "t", ev.T, "kind", ev.Kind, "what", ev.What)
 }
 
 // sourcePoint is a point from source src (a worker, or this process).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"levee/loadtest/arrival"
+	"levee/loadtest/fault"
 	"levee/loadtest/scenario"
 	leveev1 "levee/proto/leveev1"
 )
@@ -61,6 +62,7 @@ type step struct {
 	conds    []string
 	sc       scenario.Action
 	note     string
+	fault    *fault.Fault // a fault step (wall time); nil: a line change
 }
 
 // Action names a player may do.
@@ -129,6 +131,10 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 	for _, a := range sc.Timeline {
 		s := step{at: sc.Wall(a.Offset), sc: a, note: a.Note, conds: a.If}
 		s.label = p.label(s.at)
+		if a.Fault != nil {
+			f := sc.WallFault(*a.Fault)
+			s.fault = &f
+		}
 		if a.Line != nil {
 			s.mode = a.Line.Mode
 			if a.Line.Rate > 0 {

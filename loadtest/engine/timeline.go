@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"levee/loadtest"
+	"levee/loadtest/fault"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
 	"levee/loadtest/threshold"
@@ -17,21 +18,28 @@ import (
 
 // timeline plays the operator's actions: at each step's time it checks the
 // step's conditions on the last minute (scenario time) of points, then
-// changes every gate's line through the admin API, off the caller's
-// goroutine; poll returns the events of the steps that have finished.
+// changes every gate's line through the admin API or injects the step's
+// fault, off the caller's goroutine; poll returns the events of the steps
+// that have finished and of the faults in progress.
 type timeline struct {
 	p      *plan
 	admins []loadtest.Admin
+	faults fault.Injector       // nil: fault steps are skipped
+	since  func() time.Duration // wall time since the run's start, for the faults' events
 	next   int
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	done   []report.Event
 }
 
+// NoInjector is why a fault step is skipped when the run has no injector.
+const NoInjector = "no fault injector: run with -faults docker:PROJECT"
+
 // newTimeline calls the admin API at urls; unless allowNonlocal, only on
-// loopback (the Admin's own client).
-func newTimeline(p *plan, urls []string, token string, allowNonlocal bool) *timeline {
-	t := &timeline{p: p}
+// loopback (the Admin's own client). faults injects the fault steps (nil:
+// they are skipped); since is the wall time since the run's start.
+func newTimeline(p *plan, urls []string, token string, allowNonlocal bool, faults fault.Injector, since func() time.Duration) *timeline {
+	t := &timeline{p: p, faults: faults, since: since}
 	var hc *http.Client
 	if allowNonlocal {
 		hc = &http.Client{Timeout: 5 * time.Second}
@@ -42,26 +50,40 @@ func newTimeline(p *plan, urls []string, token string, allowNonlocal bool) *time
 	return t
 }
 
-// poll starts the steps due by elapsed and returns the finished ones.
+// poll starts the steps due by elapsed and returns the finished ones (and
+// what the faults in progress emitted). A fault step's goroutine ends when
+// the fault is over and undone; ctx ending cuts it short (it is undone
+// then too).
 func (t *timeline) poll(ctx context.Context, elapsed time.Duration, points []record.Point) []report.Event {
 	for t.next < len(t.p.timeline) && t.p.timeline[t.next].at <= elapsed {
 		s := t.p.timeline[t.next]
 		t.next++
 		at := s.at.Seconds()
-		what := s.label + " " + describe(s)
+		kind, what := report.EventLine, s.label+" "+describe(s)
+		if s.fault != nil {
+			kind, what = report.EventFault, s.label+" fault "+s.fault.String()
+		}
 		if s.note != "" {
 			what += " (" + s.note + ")"
 		}
 		if why := t.unmet(s, points); why != "" {
-			t.add(report.Event{T: at, What: what + ": skipped, " + why})
+			t.add(report.Event{T: at, Kind: kind, What: what + ": skipped, " + why})
 			continue
 		}
-		if len(t.admins) == 0 {
-			t.add(report.Event{T: at, What: what + ": skipped, no admin URL given"})
+		switch {
+		case s.fault != nil && t.faults == nil:
+			t.add(report.Event{T: at, Kind: kind, What: what + ": skipped, " + NoInjector})
+			continue
+		case s.fault != nil:
+			t.add(report.Event{T: at, Kind: kind, What: what})
+			t.wg.Go(func() { t.inject(ctx, s, at, what) })
+			continue
+		case len(t.admins) == 0:
+			t.add(report.Event{T: at, Kind: kind, What: what + ": skipped, no admin URL given"})
 			continue
 		}
 		t.wg.Go(func() {
-			t.add(report.Event{T: at, What: what + t.apply(ctx, s)})
+			t.add(report.Event{T: at, Kind: kind, What: what + t.apply(ctx, s)})
 		})
 	}
 	t.mu.Lock()
@@ -69,6 +91,27 @@ func (t *timeline) poll(ctx context.Context, elapsed time.Duration, points []rec
 	out := t.done
 	t.done = nil
 	return out
+}
+
+// inject runs a fault step: each thing the fault emits is an event at its
+// time, and the end is an event at the step's time that lasts until the
+// fault was over.
+func (t *timeline) inject(ctx context.Context, s step, at float64, what string) {
+	label := s.label + " " + s.fault.Do + " " + s.fault.Target + ": "
+	err := t.faults.Inject(ctx, *s.fault, func(msg string) {
+		t.add(report.Event{T: t.since().Seconds(), Kind: report.EventFault, What: label + msg})
+	})
+	end := max(t.since().Seconds(), at)
+	took := fmt.Sprintf("%.1f s", end-at)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		what += ": cut short after " + took + " (the run was stopped; undone)"
+	case err != nil:
+		what += ": failed after " + took + ": " + err.Error()
+	default:
+		what += ": over after " + took
+	}
+	t.add(report.Event{T: at, End: end, Kind: report.EventFault, What: what})
 }
 
 // finish waits for the steps in progress and returns their events.

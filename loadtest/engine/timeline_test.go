@@ -6,12 +6,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"levee/internal/testwait"
+	"levee/loadtest/fault"
 	"levee/loadtest/record"
+	"levee/loadtest/report"
 	"levee/loadtest/scenario"
 	"levee/loadtest/threshold"
 )
@@ -45,7 +49,7 @@ func TestTimeline(t *testing.T) {
 		{at: 2 * time.Minute, label: "T+5:00", mode: "paced", rate: 200, interval: 2 * time.Second,
 			sc: scenario.Action{Conds: []threshold.Threshold{cond}}},
 	}}
-	tl := newTimeline(p, []string{srv.URL, srv.URL}, "tok", false)
+	tl := newTimeline(p, []string{srv.URL, srv.URL}, "tok", false, nil, nil)
 	ctx := context.Background()
 	// A step's event comes from poll when it finished in time, else from
 	// finish: take both.
@@ -93,7 +97,7 @@ func TestTimelineReportsFailure(t *testing.T) {
 	}))
 	defer srv.Close()
 	p := &plan{speed: 1, timeline: []step{{at: 0, label: "0:00", mode: "open"}}}
-	tl := newTimeline(p, []string{srv.URL}, "", false)
+	tl := newTimeline(p, []string{srv.URL}, "", false, nil, nil)
 	evs := tl.poll(context.Background(), 0, nil)
 	evs = append(evs, tl.finish()...)
 	if len(evs) != 1 || !strings.Contains(evs[0].What, "failed on 1 of 1 gates") || !strings.Contains(evs[0].What, "bad mode") {
@@ -106,5 +110,78 @@ func TestPerGate(t *testing.T) {
 		if got := perGate(c.rate, c.n); got != c.want {
 			t.Errorf("perGate(%d, %d) = %d, want %d", c.rate, c.n, got, c.want)
 		}
+	}
+}
+
+// A fault step runs off the caller's goroutine: its start is an event at
+// once, what the injector emits is an event at the time it did, and the
+// end is an event at the step's time that lasts until the fault was over.
+// Without an injector the step is skipped and says how to get one.
+func TestTimelineFaults(t *testing.T) {
+	kill := fault.Fault{Do: fault.Kill, Target: "battle-1"}
+	pause := fault.Fault{Do: fault.Pause, Target: "battle-1", For: 4 * time.Second}
+	p := &plan{speed: 1, timeline: []step{
+		{at: 10 * time.Second, label: "0:10", fault: &kill, note: "crash"},
+		{at: 20 * time.Second, label: "0:20", fault: &pause},
+	}}
+	var mu sync.Mutex
+	now := 10 * time.Second
+	since := func() time.Duration { mu.Lock(); defer mu.Unlock(); return now }
+	release := make(chan struct{})
+	var got []fault.Fault
+	inj := fault.Func(func(ctx context.Context, f fault.Fault, emit func(string)) error {
+		mu.Lock()
+		got = append(got, f)
+		now += 3 * time.Second
+		mu.Unlock()
+		emit(f.Target + " back (healthy) after 3.0 s")
+		if f.Do == fault.Pause {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		<-release
+		return nil
+	})
+	tl := newTimeline(p, nil, "", false, inj, since)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	evs := tl.poll(ctx, 10*time.Second, nil)
+	if len(evs) == 0 || evs[0] != (report.Event{T: 10, Kind: report.EventFault, What: "0:10 fault kill battle-1 (crash)"}) {
+		t.Fatalf("start: %+v", evs)
+	}
+	testwait.Until(t, "the kill's message", func() bool {
+		evs = append(evs, tl.poll(ctx, 10*time.Second, nil)...)
+		return len(evs) >= 2
+	})
+	if evs[1] != (report.Event{T: 13, Kind: report.EventFault, What: "0:10 kill battle-1: battle-1 back (healthy) after 3.0 s"}) {
+		t.Errorf("message: %+v", evs[1])
+	}
+	close(release)
+	// The kill is over before the pause starts (the injector moves the
+	// clock on at each call, so the kill's end must be read first).
+	testwait.Until(t, "the kill's end", func() bool {
+		evs = append(evs, tl.poll(ctx, 10*time.Second, nil)...)
+		return slices.ContainsFunc(evs, func(e report.Event) bool { return e.End > 0 })
+	})
+	evs = append(evs, tl.poll(ctx, 20*time.Second, nil)...)
+	testwait.Until(t, "the pause to start", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
+	cancel() // the run is stopped: the pause is cut short
+	evs = append(evs, tl.finish()...)
+	var ends []report.Event
+	for _, e := range evs {
+		if e.End > 0 {
+			ends = append(ends, e)
+		}
+	}
+	if len(ends) != 2 || ends[0] != (report.Event{T: 10, End: 13, Kind: report.EventFault, What: "0:10 fault kill battle-1 (crash): over after 3.0 s"}) ||
+		ends[1].T != 20 || !strings.Contains(ends[1].What, "0:20 fault pause battle-1 for 4s: cut short") {
+		t.Errorf("ends: %+v", ends)
+	}
+
+	// No injector: skipped, and says so.
+	tl = newTimeline(&plan{speed: 1, timeline: []step{{at: 0, label: "0:00", fault: &kill}}}, nil, "", false, nil, since)
+	evs = append(tl.poll(context.Background(), 0, nil), tl.finish()...)
+	if len(evs) != 1 || evs[0].Kind != report.EventFault || !strings.HasSuffix(evs[0].What, ": skipped, "+NoInjector) {
+		t.Errorf("no injector: %+v", evs)
 	}
 }

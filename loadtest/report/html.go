@@ -106,6 +106,14 @@ func (r *Run) xMinutes(t float64) float64 {
 
 const plotW, plotH = 8 * vg.Inch, 3.2 * vg.Inch
 
+// The events' colours: line actions grey, faults red, a fault's duration
+// a faint red band.
+var (
+	eventGrey = color.Gray{Y: 110}
+	faultRed  = color.NRGBA{R: 200, G: 30, B: 30, A: 255}
+	faultBand = color.NRGBA{R: 200, G: 30, B: 30, A: 40}
+)
+
 // renderChart draws one chart over every run and returns its SVG element.
 func renderChart(c chart, runs []*Run) ([]byte, error) {
 	p := plot.New()
@@ -171,18 +179,35 @@ func renderChart(c chart, runs []*Run) ([]byte, error) {
 	ymax *= 1.08
 	p.Y.Min, p.Y.Max = ymin, ymax
 
-	// Events: a dashed vertical line each, labelled at the top.
-	grey := color.Gray{Y: 110}
+	// Events: a dashed vertical line each, labelled at the top; faults in
+	// their own colour, and a fault that lasted (its end event) as a
+	// shaded band from its start to its end.
 	for i, r := range runs {
 		var at plotter.XYs
 		var names []string
+		var colours []color.Color
 		for _, e := range r.Events {
 			x := r.xMinutes(e.T)
+			if e.Kind == EventFault && e.End > e.T {
+				x1 := r.xMinutes(e.End)
+				band, err := plotter.NewPolygon(plotter.XYs{{X: x, Y: ymin}, {X: x1, Y: ymin}, {X: x1, Y: ymax}, {X: x, Y: ymax}})
+				if err != nil {
+					return nil, fmt.Errorf("report: plot %s: event %q: %w", c.id, e.What, err)
+				}
+				band.Color = faultBand
+				band.LineStyle.Width = 0
+				p.Add(band)
+				continue
+			}
+			var col color.Color = eventGrey
+			if e.Kind == EventFault {
+				col = faultRed
+			}
 			l, err := plotter.NewLine(plotter.XYs{{X: x, Y: ymin}, {X: x, Y: ymax}})
 			if err != nil {
 				return nil, fmt.Errorf("report: plot %s: event %q: %w", c.id, e.What, err)
 			}
-			l.LineStyle.Color = grey
+			l.LineStyle.Color = col
 			l.LineStyle.Width = vg.Points(0.8)
 			l.LineStyle.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
 			p.Add(l)
@@ -192,6 +217,7 @@ func renderChart(c chart, runs []*Run) ([]byte, error) {
 			}
 			at = append(at, plotter.XY{X: x, Y: ymax * (0.97 - 0.06*float64(len(at)%4))})
 			names = append(names, what)
+			colours = append(colours, col)
 		}
 		if len(at) > 0 {
 			lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: at, Labels: names})
@@ -200,7 +226,7 @@ func renderChart(c chart, runs []*Run) ([]byte, error) {
 			}
 			for k := range lbl.TextStyle {
 				lbl.TextStyle[k].Font.Size = vg.Points(7)
-				lbl.TextStyle[k].Color = grey
+				lbl.TextStyle[k].Color = colours[k]
 			}
 			lbl.Offset = vg.Point{X: vg.Points(2)}
 			p.Add(lbl)

@@ -153,6 +153,3 @@ func (r *Run) figureCell() string {
 
 // cell escapes a Markdown table cell.
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-// EventFault is the Kind of a fault's events.
-const EventFault = "fault"

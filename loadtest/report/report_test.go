@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -509,5 +510,70 @@ func TestHTML(t *testing.T) {
 	bare := &Run{Meta: Meta{Scenario: "smoke"}, Points: []record.Point{{T: 0, Counters: map[string]int64{"sent": 1, "ok": 1}}}}
 	if s := htmlOf(t, bare); strings.Count(s, "<svg") != len(charts) || !strings.Contains(s, "no data") {
 		t.Error("bare run's plots")
+	}
+}
+
+// Faults in the report: the table lists every event with its kind and,
+// for a fault that lasted, its span, and counts the skipped ones; the
+// plots draw faults in red and shade a fault's duration.
+func TestFaultEvents(t *testing.T) {
+	r := synthRun(t)
+	r.Events = append(r.Events,
+		Event{T: 120, Kind: EventFault, What: "T+0:00 fault pause battle-1 for 20s"},
+		Event{T: 121, Kind: EventFault, What: "T+0:00 pause battle-1: battle-1 paused (docker pause)"},
+		Event{T: 120, End: 140, Kind: EventFault, What: "T+0:00 fault pause battle-1 for 20s: over after 20.0 s"},
+		Event{T: 150, Kind: EventFault, What: "T+0:30 fault kill logic: skipped, no fault injector: run with -faults docker:PROJECT"},
+	)
+	var b bytes.Buffer
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"\ntimeline\n",
+		"  at T-1:00         -      line: queueing\n",
+		"  at T+2:00         fault  T+0:00 fault pause battle-1 for 20s\n",
+		"  at T+2:02         fault  T+0:00 pause battle-1: battle-1 paused (docker pause)\n",
+		"  at T+2:00-T+2:40  fault  T+0:00 fault pause battle-1 for 20s: over after 20.0 s\n",
+		"1 fault step(s) skipped: no fault was injected for them\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	withFaults := htmlOf(t, r)
+	r.Events = r.Events[:3]
+	without := htmlOf(t, r)
+	const red, band = "#C81E1E", "fill-opacity"
+	if strings.Contains(without, red) || strings.Contains(without, band) {
+		t.Fatal("fault colours in a run without faults")
+	}
+	// Per plot: 3 red dashed lines and their 3 labels (start, message,
+	// skipped), and one band (the pause from start to end).
+	if n := strings.Count(withFaults, red); n != len(charts)*6 {
+		t.Errorf("%d red marks, want %d", n, len(charts)*6)
+	}
+	if n := strings.Count(withFaults, band); n != len(charts) {
+		t.Errorf("%d shaded bands, want %d", n, len(charts))
+	}
+}
+
+// The run file keeps an event's kind and end, and leaves them out when
+// unset (the format of files without faults is unchanged).
+func TestEventKindRoundTrip(t *testing.T) {
+	r := synthRun(t)
+	r.Events = []Event{{T: 30, What: "legacy phase"}, {T: 40, Kind: EventLine, What: "mode open"},
+		{T: 50, End: 63.5, Kind: EventFault, What: "fault kill battle-1: over after 13.5 s"}}
+	data := writeRun(t, r)
+	if !bytes.Contains(data, []byte(`{"type":"event","t":30,"what":"legacy phase"}`+"\n")) ||
+		!bytes.Contains(data, []byte(`{"type":"event","t":50,"what":"fault kill battle-1: over after 13.5 s","kind":"fault","end":63.5}`)) {
+		t.Errorf("event lines:\n%s", data)
+	}
+	back, err := Read(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.Events, r.Events) {
+		t.Errorf("events %+v, want %+v", back.Events, r.Events)
 	}
 }

@@ -62,9 +62,15 @@ type Meta struct {
 type Event struct {
 	T    float64 `json:"t"`
 	What string  `json:"what"`
-	Kind string  `json:"kind,omitempty"` // "line" | "fault"
-	End  float64 `json:"end,omitempty"`  // wall seconds the fault ended; 0: instant
+	Kind string  `json:"kind,omitempty"` // EventLine | EventFault; "" for older files and the legacy engines' phases
+	End  float64 `json:"end,omitempty"`  // wall seconds when it was over; 0: an instant
 }
+
+// The kinds of Event.
+const (
+	EventLine  = "line"  // a change of the gates' admission line
+	EventFault = "fault" // a fault of the timeline (package fault)
+)
 
 // Quantiles of a latency distribution, in seconds.
 type Quantiles struct {

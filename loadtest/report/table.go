@@ -231,6 +231,7 @@ func writeTable(w *errWriter, r *Run) {
 	}
 
 	writeOutcomes(w, s.Counters)
+	writeEvents(w, r)
 
 	if len(r.Criteria) > 0 {
 		w.printf("\nthresholds\n")
@@ -251,6 +252,35 @@ func writeTable(w *errWriter, r *Run) {
 	writeLoad(w, r)
 	for _, warn := range r.Warnings {
 		w.printf("warning: %s\n", warn)
+	}
+}
+
+// writeEvents writes the timeline: every event in the order it happened
+// at its scenario time, with its kind (line, fault) and, for one that
+// lasted, when it was over. A fault that was skipped says so.
+func writeEvents(w *errWriter, r *Run) {
+	if len(r.Events) == 0 {
+		return
+	}
+	w.printf("\ntimeline\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	skipped := 0
+	for _, e := range r.Events {
+		at := r.scenarioLabel(e.T * r.speed())
+		if e.End > e.T {
+			at += "-" + r.scenarioLabel(e.End*r.speed())
+		}
+		kind := cmp.Or(e.Kind, "-")
+		if e.Kind == EventFault && strings.Contains(e.What, ": skipped, ") {
+			skipped++
+		}
+		fmt.Fprintf(tw, "  at %s\t%s\t%s\n", at, kind, e.What)
+	}
+	if err := tw.Flush(); err != nil && w.err == nil {
+		w.err = err
+	}
+	if skipped > 0 {
+		w.printf("%d fault step(s) skipped: no fault was injected for them\n", skipped)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"levee/loadtest/fault"
 	"levee/loadtest/threshold"
 )
 
@@ -43,7 +44,7 @@ func TestReadmeDocumentsEverything(t *testing.T) {
 			t.Errorf("README does not document figure %s", n)
 		}
 	}
-	for _, s := range append(append(append([]string{}, Acts...), LineModes...), Criticalities...) {
+	for _, s := range append(append(append(append([]string{}, Acts...), LineModes...), Criticalities...), fault.Kinds...) {
 		if !strings.Contains(doc, "`"+s+"`") {
 			t.Errorf("README does not mention %q", s)
 		}

@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"levee/loadtest/arrival"
+	"levee/loadtest/fault"
 	"levee/loadtest/threshold"
 )
 
@@ -169,12 +170,14 @@ type Retry struct {
 // Policies are the values of Client.Policy.
 var Policies = []string{"sdk", "naive"}
 
-// Action is one step of the operator's timeline.
+// Action is one step of the operator's timeline: a line change or a
+// fault (exactly one of the two).
 type Action struct {
-	At   string      `yaml:"at"`   // "T-5m", "T+0", "T+15m" (relative to t0) or a plain duration from the start
-	Line *LineChange `yaml:"line"` // the gate admin API change (all gates); required
-	If   []string    `yaml:"if"`   // threshold-syntax conditions on the last minute; all must hold or the action is skipped
-	Note string      `yaml:"note"` // shown in the report
+	At    string      `yaml:"at"`    // "T-5m", "T+0", "T+15m" (relative to t0) or a plain duration from the start
+	Line  *LineChange `yaml:"line"`  // the gate admin API change (all gates), or
+	Fault *FaultStep  `yaml:"fault"` // a fault injected into the cluster (loadtest/fault)
+	If    []string    `yaml:"if"`    // threshold-syntax conditions on the last minute; all must hold or the action is skipped
+	Note  string      `yaml:"note"`  // shown in the report
 
 	Offset time.Duration         `yaml:"-"` // At resolved, scenario time from the start (>= 0)
 	Conds  []threshold.Threshold `yaml:"-"` // If parsed
@@ -186,6 +189,33 @@ type LineChange struct {
 	Mode     string   `yaml:"mode"`     // open | queueing | paced | closed | auto
 	Rate     int      `yaml:"rate"`     // players per interval (x scale at run time, at least 1)
 	Interval Duration `yaml:"interval"` // scenario time (/ speed at run time), 1ms..1h
+}
+
+// FaultStep is a fault of the timeline (see package fault for what each
+// kind does).
+type FaultStep struct {
+	Do     string   `yaml:"do"`     // kill | pause | restart | cpu | cut | fill
+	Target string   `yaml:"target"` // a compose service name (gate, logic, battle-1); required
+	For    Duration `yaml:"for"`    // pause, cpu, cut, fill: how long (> 0), scenario time (/ speed at run time)
+	Grace  Duration `yaml:"grace"`  // restart: SIGTERM to SIGKILL, wall time; default 10s
+	Factor float64  `yaml:"factor"` // cpu: the CPU limit x factor, in (0, 1); required
+	Path   string   `yaml:"path"`   // fill: the absolute path inside the target whose filesystem fills; required
+}
+
+// WallFault is a fault step as injected at run time: For in wall time
+// (Grace is wall time already; its default filled in by Parse).
+func (s *Scenario) WallFault(f FaultStep) fault.Fault {
+	return fault.Fault{Do: f.Do, Target: f.Target, For: s.Wall(time.Duration(f.For)), Grace: time.Duration(f.Grace),
+		Factor: f.Factor, Path: f.Path}
+}
+
+// End is when the step is over in scenario time, as far as the file
+// says: Offset, plus For for a timed fault.
+func (a *Action) End() time.Duration {
+	if a.Fault != nil {
+		return a.Offset + time.Duration(a.Fault.For)
+	}
+	return a.Offset
 }
 
 // LineModes are the values of LineChange.Mode.

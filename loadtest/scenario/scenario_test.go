@@ -278,3 +278,34 @@ func TestAliases(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// Fault steps: defaults filled (grace 10s), for in wall time at the run's
+// speed, conditions and notes as for line steps, and the run lasts past
+// the last fault's end.
+func TestFaultSteps(t *testing.T) {
+	in := "speed: 2\n" + minimal + `timeline:
+  - {at: 20s, fault: {do: kill, target: battle-1}, note: crash}
+  - {at: 30s, fault: {do: restart, target: gate}, if: ["max(logic_queue_depth) < 100"]}
+  - {at: 40s, fault: {do: cpu, target: battle-1, factor: 0.2, for: 10s}}
+  - {at: 50s, fault: {do: fill, target: logic, path: /data, for: 4m}}
+`
+	s, err := Parse("f.yaml", []byte(in), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := s.Timeline
+	if tl[0].Fault.Do != "kill" || tl[0].Note != "crash" || tl[0].Line != nil {
+		t.Errorf("kill step %+v", tl[0])
+	}
+	if tl[1].Fault.Grace != Duration(10*time.Second) || len(tl[1].Conds) != 1 {
+		t.Errorf("restart step %+v", tl[1])
+	}
+	f := s.WallFault(*tl[2].Fault)
+	if f.For != 5*time.Second || f.Factor != 0.2 || f.Target != "battle-1" {
+		t.Errorf("cpu at speed 2: %+v, want for 5s", f)
+	}
+	// The fill ends at 50s + 4m, after the curve (1m): run.duration 4m50s + 1m.
+	if s.Run.Duration != Duration(5*time.Minute+50*time.Second) {
+		t.Errorf("run.duration %v", s.Run.Duration)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"levee/loadtest/arrival"
+	"levee/loadtest/fault"
 	"levee/loadtest/threshold"
 )
 
@@ -348,24 +349,19 @@ func (d *decoder) validateTimeline(s *Scenario) error {
 			return d.fail(path+".at", "%s is before timeline[%d]'s %s; keep the timeline in order", at, i-1, s.Timeline[i-1].At)
 		}
 		a.Offset, last = off, off
-		if a.Line == nil {
-			return d.fail(path+".line", "required: the line change (mode, rate, interval)")
-		}
-		l := a.Line
-		lp := path + ".line"
 		switch {
-		case l.Mode == "" && l.Rate == 0 && l.Interval == 0:
-			return d.fail(lp, "changes nothing; give mode, rate or interval")
-		case l.Mode != "" && !slices.Contains(LineModes, l.Mode):
-			return d.fail(lp+".mode", "unknown line mode %q; want %s", l.Mode, or(LineModes))
-		case l.Rate < 0 || (l.Rate == 0 && d.has(lp+".rate")):
-			return d.fail(lp+".rate", "must be >= 1 (players per interval), got %d", l.Rate)
-		case l.Interval == 0 && d.has(lp+".interval"):
-			return d.fail(lp+".interval", "must be > 0")
-		case l.Interval != 0 && (l.Interval < Duration(minLineInterval) || l.Interval > Duration(maxLineInterval)):
-			return d.fail(lp+".interval", "must be in %v..%v, got %v", minLineInterval, maxLineInterval, l.Interval)
-		case l.Interval != 0 && s.Wall(time.Duration(l.Interval)) < minLineInterval:
-			return d.fail(lp+".interval", "%v at speed %v is below the gate's %v", l.Interval, s.Speed, minLineInterval)
+		case a.Line != nil && a.Fault != nil:
+			return d.fail(path+".fault", "a step is a line change or a fault, not both; make it two steps")
+		case a.Fault != nil:
+			if err := d.validateFault(s, a, path+".fault"); err != nil {
+				return err
+			}
+		case a.Line == nil:
+			return d.fail(path, "required: line (a line change: mode, rate, interval) or fault (%s)", or(fault.Kinds))
+		default:
+			if err := d.validateLine(s, a.Line, path+".line"); err != nil {
+				return err
+			}
 		}
 		for j, c := range a.If {
 			th, err := threshold.Parse(c)
@@ -374,6 +370,93 @@ func (d *decoder) validateTimeline(s *Scenario) error {
 			}
 			a.Conds = append(a.Conds, th)
 		}
+	}
+	return nil
+}
+
+// validateLine checks a line change at lp.
+func (d *decoder) validateLine(s *Scenario, l *LineChange, lp string) error {
+	switch {
+	case l.Mode == "" && l.Rate == 0 && l.Interval == 0:
+		return d.fail(lp, "changes nothing; give mode, rate or interval")
+	case l.Mode != "" && !slices.Contains(LineModes, l.Mode):
+		return d.fail(lp+".mode", "unknown line mode %q; want %s", l.Mode, or(LineModes))
+	case l.Rate < 0 || (l.Rate == 0 && d.has(lp+".rate")):
+		return d.fail(lp+".rate", "must be >= 1 (players per interval), got %d", l.Rate)
+	case l.Interval == 0 && d.has(lp+".interval"):
+		return d.fail(lp+".interval", "must be > 0")
+	case l.Interval != 0 && (l.Interval < Duration(minLineInterval) || l.Interval > Duration(maxLineInterval)):
+		return d.fail(lp+".interval", "must be in %v..%v, got %v", minLineInterval, maxLineInterval, l.Interval)
+	case l.Interval != 0 && s.Wall(time.Duration(l.Interval)) < minLineInterval:
+		return d.fail(lp+".interval", "%v at speed %v is below the gate's %v", l.Interval, s.Speed, minLineInterval)
+	}
+	return nil
+}
+
+// timedFaults are the fault kinds that last a given time (for).
+var timedFaults = []string{fault.Pause, fault.CPU, fault.Cut, fault.Fill}
+
+// validateFault checks a fault step at fp and fills its defaults.
+func (d *decoder) validateFault(s *Scenario, a *Action, fp string) error {
+	f := a.Fault
+	switch {
+	case f.Do == "":
+		return d.fail(fp+".do", "required: %s", or(fault.Kinds))
+	case !slices.Contains(fault.Kinds, f.Do):
+		return d.fail(fp+".do", "unknown fault %q; want %s", f.Do, or(fault.Kinds))
+	case strings.TrimSpace(f.Target) == "":
+		return d.fail(fp+".target", "required: what to hurt (a compose service name: gate, logic, battle-1)")
+	case strings.TrimSpace(f.Target) != f.Target:
+		return d.fail(fp+".target", "bad target %q", f.Target)
+	}
+	if slices.Contains(timedFaults, f.Do) {
+		if f.For <= 0 {
+			if !d.has(fp + ".for") {
+				return d.fail(fp+".for", "required for %s: how long (e.g. 20s)", f.Do)
+			}
+			return d.fail(fp+".for", "must be > 0")
+		}
+		if s.Wall(time.Duration(f.For)) < time.Millisecond {
+			return d.fail(fp+".for", "%v at speed %v is under 1ms", f.For, s.Speed)
+		}
+	} else if d.has(fp + ".for") {
+		return d.fail(fp+".for", "not for %s: it is over when the target is back", f.Do)
+	}
+	if f.Do == fault.CPU {
+		if !(f.Factor > 0 && f.Factor < 1) {
+			if !d.has(fp + ".factor") {
+				return d.fail(fp+".factor", "required for cpu: the share of the CPU limit left, in (0, 1) (0.2 takes 80 %% away)")
+			}
+			return d.fail(fp+".factor", "must be in (0, 1), got %v", f.Factor)
+		}
+	} else if d.has(fp + ".factor") {
+		return d.fail(fp+".factor", "only for cpu")
+	}
+	if f.Do == fault.Fill {
+		if f.Path == "" {
+			return d.fail(fp+".path", "required for fill: the absolute path inside the target whose filesystem fills (e.g. /data)")
+		}
+		if !strings.HasPrefix(f.Path, "/") {
+			return d.fail(fp+".path", "must be absolute, got %q", f.Path)
+		}
+	} else if d.has(fp + ".path") {
+		return d.fail(fp+".path", "only for fill")
+	}
+	if f.Do == fault.Restart {
+		if f.Grace == 0 {
+			if d.has(fp + ".grace") {
+				return d.fail(fp+".grace", "must be > 0")
+			}
+			f.Grace = Duration(fault.DefaultGrace)
+		}
+		if f.Grace > Duration(10*time.Minute) {
+			return d.fail(fp+".grace", "must be at most 10m, got %v", f.Grace)
+		}
+	} else if d.has(fp + ".grace") {
+		return d.fail(fp+".grace", "only for restart")
+	}
+	if err := s.WallFault(*f).Check(); err != nil { // the same rules; a difference is a bug here
+		return d.fail(fp, "%v", err)
 	}
 	return nil
 }
@@ -412,13 +495,18 @@ func (d *decoder) validateRun(s *Scenario) error {
 			return d.fail("run.duration", "must be > 0")
 		}
 		end := s.Curve.End()
-		if n := len(s.Timeline); n > 0 {
-			end = max(end, s.Timeline[n-1].Offset)
+		for i := range s.Timeline {
+			end = max(end, s.Timeline[i].End())
 		}
 		r.Duration = Duration(end + DefaultRunTail)
 	}
 	if n := len(s.Timeline); n > 0 && s.Timeline[n-1].Offset >= time.Duration(r.Duration) {
 		return d.fail(fmt.Sprintf("timeline[%d].at", n-1), "%s is at or after the end of the run (run.duration %v)", s.Timeline[n-1].At, r.Duration)
+	}
+	for i := range s.Timeline {
+		if a := &s.Timeline[i]; a.End() > time.Duration(r.Duration) {
+			return d.fail(fmt.Sprintf("timeline[%d].fault.for", i), "the fault lasts until %v, after the end of the run (run.duration %v)", a.End(), r.Duration)
+		}
 	}
 	if !d.has("run.drain") {
 		r.Drain = s.Client.RequestTimeout + Duration(DefaultDrainExtra)
