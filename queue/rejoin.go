@@ -119,3 +119,12 @@ func (l *lane) before(key int64) int {
 	i := sort.Search(len(l.slots), func(i int) bool { return l.slots[i].key >= key })
 	return int(l.fen.sum1(i))
 }
+
+// Knows reports whether id is in the line (waiting or away) or held for
+// its player.
+func (q *Queue) Knows(id TicketID, now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.sweep(now)
+	return q.known(id)
+}
