@@ -2,13 +2,16 @@ package gate
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"levee/internal/clock"
 	"levee/internal/testwait"
+	"levee/internal/wire"
 	leveev1 "levee/proto/leveev1"
 )
 
@@ -93,5 +96,58 @@ func TestRestartedGateGivesPlacesBack(t *testing.T) {
 	}
 	if got := g2.stats(); got.Length != 6 || got.Joined != 6 {
 		t.Fatalf("stats %+v", got)
+	}
+}
+
+// A reconnect storm against the connection cap: many players dial at once
+// into a line; gate_connections_peak reaches the cap and never passes it,
+// and gate_connection_cap says what it is.
+func TestConnectionPeakNeverPassesTheCap(t *testing.T) {
+	const capN, players = 8, 40
+	g := lineGate(t, "queueing", 1, time.Second, func(c *Config) { c.MaxConns = capN })
+	if got := testutil.ToFloat64(g.m.connCap); got != capN {
+		t.Fatalf("gate_connection_cap = %v, want %d", got, capN)
+	}
+	type result struct {
+		c    *websocket.Conn
+		full bool
+		err  error
+	}
+	results := make(chan result, players)
+	var wg sync.WaitGroup
+	for i := range players {
+		u := g.lineURL(t, fmt.Sprintf("s%d", i), "")
+		wg.Go(func() {
+			ws, _, err := (&websocket.Dialer{Subprotocols: []string{wire.ProtoSubprotocol}}).Dial(u, nil)
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			_, data, err := ws.ReadMessage()
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			f, err := wire.Codec{}.DecodeServer(data)
+			results <- result{c: ws, full: f.GetError().GetCode() == leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, err: err}
+		})
+	}
+	wg.Wait()
+	close(results)
+	waiting := 0
+	for r := range results {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if !r.full {
+			waiting++
+		}
+		defer r.c.Close()
+	}
+	if waiting != capN {
+		t.Fatalf("%d players in line, want the cap %d", waiting, capN)
+	}
+	if got := testutil.ToFloat64(g.m.connPeak); got != capN {
+		t.Fatalf("gate_connections_peak = %v, want %d", got, capN)
 	}
 }
