@@ -99,8 +99,7 @@ func (q *Queue) join(playerID string, now time.Time, hasRoom, prio bool) (Status
 	defer q.mu.Unlock()
 	q.sweep(now)
 	if q.mode == Closed {
-		q.refusedClosed++
-		return Status{}, &RefusedError{Err: ErrClosed, RetryAfter: q.retryAfter}
+		return Status{}, q.refuseClosed()
 	}
 	n := q.length()
 	if q.mode == Open && hasRoom && n == 0 {
@@ -110,8 +109,7 @@ func (q *Queue) join(playerID string, now time.Time, hasRoom, prio bool) (Status
 		return Status{Ticket: t, State: Admitted}, nil
 	}
 	if n >= q.maxLen {
-		q.refusedFull++
-		return Status{}, &RefusedError{Err: ErrLineFull, RetryAfter: max(q.rate.Interval, time.Second)}
+		return Status{}, q.refuseFull()
 	}
 	t := q.issue(playerID, now, prio)
 	l := q.laneOf(prio)
@@ -127,6 +125,18 @@ func (q *Queue) join(playerID string, now time.Time, hasRoom, prio bool) (Status
 		q.nonEmptySince = now
 	}
 	return q.statusAt(l.at(idx), lc, now), nil
+}
+
+// refuseClosed counts and returns the refusal of a closed line.
+func (q *Queue) refuseClosed() error {
+	q.refusedClosed++
+	return &RefusedError{Err: ErrClosed, RetryAfter: q.retryAfter}
+}
+
+// refuseFull counts and returns the refusal of a full line.
+func (q *Queue) refuseFull() error {
+	q.refusedFull++
+	return &RefusedError{Err: ErrLineFull, RetryAfter: max(q.rate.Interval, time.Second)}
 }
 
 func (q *Queue) issue(playerID string, now time.Time, prio bool) Ticket {

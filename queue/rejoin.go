@@ -33,8 +33,7 @@ func (q *Queue) Rejoin(id TicketID, playerID string, joined, now time.Time, hasR
 	}
 	q.sweep(now)
 	if q.mode == Closed {
-		q.refusedClosed++
-		return Status{}, &RefusedError{Err: ErrClosed, RetryAfter: q.retryAfter}
+		return Status{}, q.refuseClosed()
 	}
 	if joined.After(now) {
 		joined = now
@@ -48,8 +47,7 @@ func (q *Queue) Rejoin(id TicketID, playerID string, joined, now time.Time, hasR
 		return Status{Ticket: t, State: Admitted}, nil
 	}
 	if n >= q.maxLen {
-		q.refusedFull++
-		return Status{}, &RefusedError{Err: ErrLineFull, RetryAfter: max(q.rate.Interval, time.Second)}
+		return Status{}, q.refuseFull()
 	}
 	key := joined.UnixNano()
 	q.ret.insert(slot{id: id, player: playerID, seq: t.Seq, joined: joined, key: key})
