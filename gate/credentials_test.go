@@ -59,7 +59,7 @@ func TestTokenMaxLifetimeDefaultAndValidation(t *testing.T) {
 func FuzzHandshakeCredentials(f *testing.F) {
 	g := startGate(f, nil, startFakeLogic(f))
 	good := g.tokenFor(f, "alice")
-	ticket := signTicket(g.secret, g.line.id, 7, "alice", t0.Add(time.Minute))
+	ticket := signTicket(g.secret, g.line.id, 7, "alice", t0, t0.Add(time.Minute))
 	long, _ := token.Sign(g.secret, "alice", t0.Add(48*time.Hour))
 	f.Add("", "token="+url.QueryEscape(good))
 	f.Add("Bearer "+good, "")

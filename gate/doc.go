@@ -138,12 +138,31 @@
 //     old connection must close first (a dead one is dropped after
 //     -ping-interval + -pong-timeout).
 //
-// Tickets (ticket.go): "t1.<line id>.<ticket id>.<player>.<expiry>.<mac>",
-// an HMAC-SHA256 with the gate's token secret over the rest; valid 24 h
-// (the line decides how long a place is kept). The line id is drawn at
-// random when the gate starts, so a ticket of another gate or of an
-// earlier run of this one is recognised and ignored: the player joins the
-// back of the line and gets a new ticket (this is not an error).
+// Tickets (ticket.go): "t2.<line id>.<ticket id>.<player>.<joined
+// ms>.<expiry>.<mac>", an HMAC-SHA256 with the gate's token secret over the
+// rest; valid 24 h (the line decides how long a place is kept). joined is
+// when the player first joined a line, kept through every rejoin. The line
+// id is drawn at random when the gate starts, so a ticket of another gate
+// or of an earlier run of this one is recognised as such: a ticket of
+// another line. Old "t1" tickets (no join time) still verify; one of
+// another line is ignored (the back of the line, a new t2 ticket).
+//
+// A gate that restarts gives its players their places back. For
+// -line-grace after it starts (the return window: the grace any away
+// player has, counted from the moment the line was lost), a verified,
+// unexpired ticket of another line is put back by its signed join time
+// (queue.Rejoin, same ticket id): behind the returning players who joined
+// before, and ahead of everyone who joined later, arrivals after the
+// restart included (who move back a place for each). The player gets a
+// ticket of the new line with the same id and join time; presenting the
+// old one again is that place's ticket (ticket_in_use while connected,
+// Resume once away). Forged, expired, other-player and in-use tickets are
+// refused as below. After the window, a ticket of another line that this
+// line has not taken back joins the back. Join times are the gates' wall
+// clocks: gates of one deployment need synchronised clocks for the order
+// to hold across them. A player let in before the restart who still has a
+// ticket comes back by its join time too, near the front, as the priority
+// lane would have put them.
 //
 // Reconnecting with ?ticket= (same player token):
 //
@@ -238,20 +257,35 @@
 // evenly, or the longer lines wait longer). In auto mode each gate adapts on
 // its own from the same tier signals (plus its own replies' backpressure),
 // so they move together, but the bounds are per gate: set them to the
-// global bounds / N. When a reconnecting player is routed to another gate,
-// their ticket verifies (same secret) but names another gate's line: the
-// player joins the back of the new gate's line with a new ticket, and loses
-// both their place and the priority lane. The old gate keeps the place for
-// the grace period; if its turn comes meanwhile it uses a slot of that
-// gate's pace for nobody. Only routing that sends a player back to the same
-// gate (session affinity on the client address, or a hash of the player id
-// in the load balancer) keeps places across reconnects; there is no
-// cross-gate hand-over, and no global order across gates. A gate that
-// restarts forgets its line: its players join the new line at the back.
+// global bounds / N.
+//
+// When a reconnecting player is routed to another gate, their ticket
+// verifies (same secret) but names another gate's line: while that gate is
+// in its return window (it has just started, e.g. in a rolling restart)
+// the player takes a place by their join time, which is fair across the
+// gates (one order by join time); later the player joins the back of the
+// new gate's line with a new ticket and loses their place and the priority
+// lane. The old gate keeps the place for the grace period; if its turn
+// comes meanwhile it uses a slot of that gate's pace for nobody. Routing
+// that sends a player back to the same gate (session affinity on the
+// client address, or a hash of the player id in the load balancer) keeps
+// places across reconnects; there is no hand-over of a running line
+// between gates.
+//
+// # Stopping
+//
+// On SIGTERM (internal/serve) the line stops moving, the listener stops,
+// in-flight requests finish, and every player socket, waiting ones
+// included, is closed with 1012 (Service Restart); the SDK
+// (client.Reconnect, backoff.DefaultReconnect) and the waiting page spread
+// their first redial uniformly over [0, 5 s) and present their tickets.
 //
 // # Metrics
 //
-// gate_line_length (in line, away ones included), gate_line_waiting,
+// gate_connections_peak (the most connection slots held at once since the
+// gate started: upgrading, waiting and logged in; the connection cap is on
+// slots, so it never passes gate_connection_cap, which is -max-conns with
+// -conn-cap on and 0 with it off), gate_line_length (in line, away ones included), gate_line_waiting,
 // gate_line_admitted_total, gate_line_release_rate (configured, per
 // second), gate_line_measured_rate, gate_line_wait_seconds (join to
 // admission, for players who waited; up to 30 min),

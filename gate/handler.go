@@ -104,9 +104,12 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	s.enterLine(c, hs.handOff(), claims)
 }
 
-// ticketOf reads and verifies the ticket query parameter. No ticket, or a
-// ticket of another gate's line (or of an earlier run of this gate), gives
-// nil claims: the player joins the back of the line. A ticket that fails
+// ticketOf reads and verifies the ticket query parameter. No ticket gives
+// nil claims: the player joins the back of the line. A ticket of another
+// line (another gate's, or an earlier run of this gate's) is given to the
+// line as such (foreign), which puts it back by its join time while it
+// takes returning players, or else at the back; a t1 ticket of another
+// line, which has no join time, gives nil claims. A ticket that fails
 // verification is an error, and the player is refused.
 func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*ticketClaims, error) {
 	tok := r.URL.Query().Get("ticket")
@@ -118,8 +121,11 @@ func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*tic
 		return nil, ticketError(err)
 	}
 	if cl.Line != s.line.id {
-		s.log.Debug("ticket of another gate's line; joining at the back", "player", playerID)
-		return nil, nil
+		if cl.Joined.IsZero() {
+			s.log.Debug("t1 ticket of another line; joining at the back", "player", playerID)
+			return nil, nil
+		}
+		cl.foreign = true
 	}
 	return &cl, nil
 }
@@ -156,7 +162,7 @@ func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	}
 	if st.State == queue.Waiting {
 		exp := now.Add(ticketTTL).Unix()
-		if resumed {
+		if resumed && !claims.foreign {
 			exp = claims.Expiry.Unix() // the same token as presented
 		}
 		c.startWaiting(st, exp, hs)

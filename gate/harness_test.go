@@ -41,11 +41,16 @@ func startGate(t testing.TB, mod func(*Config), logics ...*fakeLogic) *testGate 
 // startGateLog is startGate with a logger.
 func startGateLog(t testing.TB, mod func(*Config), logger *slog.Logger, logics ...*fakeLogic) *testGate {
 	t.Helper()
+	return startGateClock(t, mod, logger, clock.NewFake(t0), logics...)
+}
+
+// startGateClock is startGateLog on the fake clock fc.
+func startGateClock(t testing.TB, mod func(*Config), logger *slog.Logger, fc *clock.Fake, logics ...*fakeLogic) *testGate {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.TokenSecret = testSecret
 	cfg.ShutdownGrace = 5 * time.Second
-	fc := clock.NewFake(t0)
 	cfg.Clock = fc
 	for _, l := range logics {
 		cfg.LogicAddrs = append(cfg.LogicAddrs, l.addr)

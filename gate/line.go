@@ -54,6 +54,9 @@ type line struct {
 	grace time.Duration
 	push  time.Duration // the walk interval: the fastest a waiting player is pushed
 	start time.Time     // tick 0 of the walker's ticks (pushMark.at)
+	// returnUntil ends the return window: until then a ticket of another
+	// line takes its place by its join time (queue.Rejoin); start + grace.
+	returnUntil time.Time
 
 	// gen is the line's generation: the walker moves it on when the mode
 	// or the release rate changes (lineChanged against genInfo), and every
@@ -118,13 +121,17 @@ func newLine(s *Server, now time.Time) (*line, error) {
 	qc.Grace = cfg.LineGrace
 	qc.ClosedRetryAfter = cfg.LineRetryAfter
 	l := &line{
-		s:       s,
-		id:      rand.Uint64(),
-		grace:   cfg.LineGrace,
-		push:    cfg.LinePush,
-		start:   now,
-		waiters: map[queue.TicketID]*conn{},
-		auto:    auto,
+		s:     s,
+		id:    rand.Uint64(),
+		grace: cfg.LineGrace,
+		push:  cfg.LinePush,
+		start: now,
+		// The players of a line that was lost (this gate's before a
+		// restart, or a gate that went away) get the grace any away
+		// player gets to come back.
+		returnUntil: now.Add(cfg.LineGrace),
+		waiters:     map[queue.TicketID]*conn{},
+		auto:        auto,
 		// Starting from the configured rate, inside the bounds.
 		pace: autopace.New(autoConfig(cfg), qc.Rate.PerSecond()),
 		kick: make(chan struct{}, 1),
@@ -206,7 +213,16 @@ func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status,
 	case cl == nil:
 		st, err = l.q.Join(c.playerID, now, true)
 	default:
-		st, err = l.q.Resume(cl.ID, c.playerID, now)
+		switch {
+		case !cl.foreign:
+			st, err = l.q.Resume(cl.ID, c.playerID, now)
+		case now.Before(l.returnUntil) || l.q.Knows(cl.ID, now):
+			// Back by the original join time, or, for a ticket this line
+			// took back before, as Resume.
+			st, err = l.q.Rejoin(cl.ID, c.playerID, cl.Joined, now, true)
+		default: // the return window is over: as an unknown ticket
+			err = queue.ErrUnknownTicket
+		}
 		switch {
 		case err == nil:
 			resumed = true

@@ -262,8 +262,8 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	}{
 		{"forged signature", "alice", flipped, unauthorized, "signature"},
 		{"garbage", "alice", "not-a-ticket", unauthorized, "malformed"},
-		{"other secret", "alice", signTicket([]byte("other"), g.line.id, claims.ID, "alice", t0.Add(time.Hour)), unauthorized, "signature"},
-		{"expired", "alice", signTicket(g.secret, g.line.id, claims.ID, "alice", t0.Add(-time.Second)), unauthorized, "expired"},
+		{"other secret", "alice", signTicket([]byte("other"), g.line.id, claims.ID, "alice", t0, t0.Add(time.Hour)), unauthorized, "signature"},
+		{"expired", "alice", signTicket(g.secret, g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
 		{"player token as ticket", "alice", g.tokenFor(t, "alice"), unauthorized, "malformed"},
 		{"another player's", "bob", tok, forbidden, "another player"},
 		{"in use", "alice", tok, forbidden, "another connection"},
@@ -288,9 +288,9 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 		t.Fatalf("alice is at %d, want 1", st.GetPosition())
 	}
 
-	// A ticket of another gate's line (same secret) is not an error: the
-	// player joins the back.
-	other := signTicket(g.secret, g.line.id+1, claims.ID, "alice", t0.Add(time.Hour))
+	// A t1 ticket of another gate's line (same secret, no join time) is
+	// not an error: the player joins the back.
+	other := signTicketV1(g.secret, g.line.id+1, claims.ID, "alice", t0.Add(time.Hour))
 	_, st := g.join(t, "alice", other)
 	if st.GetPosition() != 3 || st.GetTicket() == other {
 		t.Fatalf("a ticket from another gate: %v, want the back (3) and a new ticket", st)
@@ -489,7 +489,7 @@ func TestQueueStatusOverJSON(t *testing.T) {
 	if err != nil || mt != websocket.TextMessage {
 		t.Fatalf("read %v %v", mt, err)
 	}
-	for _, want := range []string{`"queue"`, `"position":"1"`, `"ticket":"t1.`, `"mode":"queueing"`, `"graceMs":60000`} {
+	for _, want := range []string{`"queue"`, `"position":"1"`, `"ticket":"t2.`, `"mode":"queueing"`, `"graceMs":60000`} {
 		if !strings.Contains(string(b), want) {
 			t.Fatalf("JSON push %s lacks %s", b, want)
 		}

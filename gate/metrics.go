@@ -53,6 +53,8 @@ type gateMetrics struct {
 	reqRejects  *prometheus.CounterVec
 	upgrades    *prometheus.CounterVec
 	handshakes  prometheus.GaugeFunc
+	connPeak    prometheus.GaugeFunc // gate_connections_peak
+	connCap     prometheus.Gauge     // gate_connection_cap
 
 	// Resolved once, so the refusal paths do no label look-ups.
 	fullConns         prometheus.Counter // gate_connections_total{server_full}
@@ -71,8 +73,9 @@ type gateMetrics struct {
 var requestBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
 
 // newMetrics registers the gate's metrics; handshakes reads the number of
-// handshakes in progress.
-func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetrics {
+// handshakes in progress, peak the most connection slots held at once, and
+// connCap is the connection cap (0: off).
+func newMetrics(reg prometheus.Registerer, handshakes, peak func() float64, connCap int) *gateMetrics {
 	f := promauto.With(reg)
 	m := &gateMetrics{
 		active: f.NewGauge(prometheus.GaugeOpts{
@@ -112,6 +115,16 @@ func newMetrics(reg prometheus.Registerer, handshakes func() float64) *gateMetri
 		Name: "gate_handshakes_in_progress",
 		Help: "Player connections starting: from the upgrade request until the player is welcomed or refused.",
 	}, handshakes)
+	m.connPeak = f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gate_connections_peak",
+		Help: "The most player connections this gate held at once since it started (slots taken: upgrading, waiting in line and " +
+			"logged in); never above gate_connection_cap when the cap is on.",
+	}, peak)
+	m.connCap = f.NewGauge(prometheus.GaugeOpts{
+		Name: "gate_connection_cap",
+		Help: "The connection cap (-max-conns) when -conn-cap is on, 0 when it is off.",
+	})
+	m.connCap.Set(float64(connCap))
 	for _, r := range []string{resultAccepted, resultUnauthorized, resultLogicRefused, resultRefused, resultShuttingDown, resultServerFull} {
 		m.connections.WithLabelValues(r)
 	}

@@ -60,6 +60,8 @@ type Server struct {
 	// given back when the upgrade fails or the tracked connection ends.
 	// The connection cap compares it to MaxConns.
 	slots atomic.Int64
+	// slotsPeak is the most slots held at once (gate_connections_peak).
+	slotsPeak atomic.Int64
 	// handshakes counts connections starting: from the upgrade request
 	// until the player is welcomed or refused.
 	handshakes atomic.Int64
@@ -112,7 +114,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.conns = newConnSet(s.ka.slots)
 	s.cooling = newCoolingTable(cfg.Shards)
-	s.m = newMetrics(s.reg, func() float64 { return float64(s.handshakes.Load()) })
+	connCap := 0
+	if cfg.connCapOn() {
+		connCap = cfg.MaxConns
+	}
+	s.m = newMetrics(s.reg, func() float64 { return float64(s.handshakes.Load()) },
+		func() float64 { return float64(s.slotsPeak.Load()) }, connCap)
 	card, err := loadCard(cfg.FullCardFile)
 	if err != nil {
 		return nil, err
@@ -366,7 +373,7 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
 // and MaxConns slots are taken. The slot is given back by releaseSlot.
 func (s *Server) takeSlot() bool {
 	if !s.cfg.connCapOn() {
-		s.slots.Add(1)
+		s.notePeak(s.slots.Add(1))
 		return true
 	}
 	limit := int64(s.cfg.MaxConns)
@@ -376,7 +383,18 @@ func (s *Server) takeSlot() bool {
 			return false
 		}
 		if s.slots.CompareAndSwap(n, n+1) {
+			s.notePeak(n + 1)
 			return true
+		}
+	}
+}
+
+// notePeak raises slotsPeak to n if it is lower.
+func (s *Server) notePeak(n int64) {
+	for {
+		p := s.slotsPeak.Load()
+		if n <= p || s.slotsPeak.CompareAndSwap(p, n) {
+			return
 		}
 	}
 }

@@ -18,13 +18,19 @@ import (
 // player who drops can come back to it. Its format, like the player token's
 // but with its own version tag so neither passes for the other:
 //
-//	"t1.<line id, hex>.<ticket id, hex>.<base64url(player id)>.<expiry unix>.<base64url(mac)>"
+//	"t2.<line id, hex>.<ticket id, hex>.<base64url(player id)>.<joined unix ms>.<expiry unix>.<base64url(mac)>"
 //
 // mac is HMAC-SHA256, keyed with the gate's token secret, over everything
 // before the last dot. The line id is drawn at random when a gate starts, so
 // a ticket from another gate (or an earlier run of this one) is recognised
-// as such and not looked up. The token only proves who the place was given
-// to and until when; whether the place still exists is the line's business.
+// as such. joined is when the player first joined a line (kept across
+// rejoins), so that a line that never saw the ticket can put it back in
+// its place (queue.Rejoin). The token only proves who the place was given
+// to, since when and until when; whether the place still exists is the
+// line's business.
+//
+// The older "t1.<line>.<id>.<player>.<expiry>.<mac>" (no join time) still
+// verifies; its place can only be taken back in the line that issued it.
 
 // Errors of ticket verification. A player who presents a bad ticket is
 // refused (see the package doc) and nothing about the line changes.
@@ -38,7 +44,11 @@ var (
 )
 
 // ticketVersion tags ticket tokens; player tokens start with "v1.".
-const ticketVersion = "t1"
+// ticketVersionV1 is the older format, without a join time.
+const (
+	ticketVersion   = "t2"
+	ticketVersionV1 = "t1"
+)
 
 // ticketTTL is how long a ticket token is valid: longer than any line is
 // expected to last, as the line itself decides (by its grace period) how
@@ -54,7 +64,13 @@ type ticketClaims struct {
 	Line   uint64
 	ID     queue.TicketID
 	Player string
+	// Joined is when the player joined the line (ms precision); zero for a
+	// t1 ticket.
+	Joined time.Time
 	Expiry time.Time
+	// foreign: the ticket names another line than this gate's (set by
+	// Server.ticketOf, not signed).
+	foreign bool
 }
 
 var ticketB64 = base64.RawURLEncoding.Strict()
@@ -65,9 +81,9 @@ func ticketMAC(secret []byte, payload string) []byte {
 	return h.Sum(nil)
 }
 
-// signTicket returns the token of ticket id in line for player, valid until
-// exp (whole seconds).
-func signTicket(secret []byte, line uint64, id queue.TicketID, player string, exp time.Time) string {
+// signTicket returns the token of ticket id in line for player, who joined
+// at joined (kept in ms), valid until exp (whole seconds).
+func signTicket(secret []byte, line uint64, id queue.TicketID, player string, joined, exp time.Time) string {
 	var b strings.Builder
 	b.Grow(120)
 	b.WriteString(ticketVersion)
@@ -77,6 +93,8 @@ func signTicket(secret []byte, line uint64, id queue.TicketID, player string, ex
 	b.WriteString(strconv.FormatUint(uint64(id), 16))
 	b.WriteByte('.')
 	b.WriteString(ticketB64.EncodeToString([]byte(player)))
+	b.WriteByte('.')
+	b.WriteString(strconv.FormatInt(max(joined.UnixMilli(), 0), 10))
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatInt(exp.Unix(), 10))
 	payload := b.String()
@@ -96,14 +114,18 @@ func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaim
 		}
 	}
 	parts := strings.Split(tok, ".")
-	if len(parts) != 6 || parts[0] != ticketVersion {
+	switch {
+	case len(parts) == 7 && parts[0] == ticketVersion:
+	case len(parts) == 6 && parts[0] == ticketVersionV1:
+	default:
 		return ticketClaims{}, ErrTicketMalformed
 	}
-	sig, err := ticketB64.DecodeString(parts[5])
+	last := parts[len(parts)-1]
+	sig, err := ticketB64.DecodeString(last)
 	if err != nil {
 		return ticketClaims{}, ErrTicketMalformed
 	}
-	payload := tok[:len(tok)-len(parts[5])-1]
+	payload := tok[:len(tok)-len(last)-1]
 	if !hmac.Equal(sig, ticketMAC(secret, payload)) {
 		return ticketClaims{}, ErrTicketSignature
 	}
@@ -111,11 +133,18 @@ func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaim
 	line, err1 := strconv.ParseUint(parts[1], 16, 64)
 	id, err2 := strconv.ParseUint(parts[2], 16, 64)
 	p, err3 := ticketB64.DecodeString(parts[3])
-	exp, err4 := strconv.ParseInt(parts[4], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || !token.ValidPlayerID(string(p)) {
+	exp, err4 := strconv.ParseInt(parts[len(parts)-2], 10, 64)
+	var joined time.Time
+	var err5 error
+	if len(parts) == 7 {
+		var ms int64
+		ms, err5 = strconv.ParseInt(parts[4], 10, 64)
+		joined = time.UnixMilli(ms)
+	}
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || !token.ValidPlayerID(string(p)) {
 		return ticketClaims{}, ErrTicketMalformed
 	}
-	c := ticketClaims{Line: line, ID: queue.TicketID(id), Player: string(p), Expiry: time.Unix(exp, 0)}
+	c := ticketClaims{Line: line, ID: queue.TicketID(id), Player: string(p), Joined: joined, Expiry: time.Unix(exp, 0)}
 	if !now.Before(c.Expiry) {
 		return ticketClaims{}, ErrTicketExpired
 	}

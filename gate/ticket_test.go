@@ -2,21 +2,29 @@ package gate
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"levee/internal/token"
+	"levee/queue"
 )
 
 func TestTicketRoundTripAndRefusals(t *testing.T) {
 	secret := []byte("k")
 	now := t0
-	tok := signTicket(secret, 0xabc, 42, "alice", now.Add(time.Hour))
+	joined := now.Add(-90*time.Second - 123*time.Millisecond)
+	tok := signTicket(secret, 0xabc, 42, "alice", joined, now.Add(time.Hour))
 	c, err := verifyTicket(secret, tok, "alice", now)
-	if err != nil || c.Line != 0xabc || c.ID != 42 || c.Player != "alice" || !c.Expiry.Equal(now.Add(time.Hour)) {
+	if err != nil || c.Line != 0xabc || c.ID != 42 || c.Player != "alice" || !c.Joined.Equal(joined) || !c.Expiry.Equal(now.Add(time.Hour)) || c.foreign {
 		t.Fatalf("verify: %+v %v", c, err)
 	}
+	old := signTicketV1(secret, 0xabc, 42, "alice", now.Add(time.Hour))
+	if c, err := verifyTicket(secret, old, "alice", now); err != nil || c.ID != 42 || !c.Joined.IsZero() {
+		t.Fatalf("a t1 ticket: %+v %v", c, err)
+	}
+	oldParts := strings.Split(old, ".")
 	parts := strings.Split(tok, ".")
 	swap := func(i int, v string) string {
 		p := append([]string(nil), parts...)
@@ -31,17 +39,24 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 	}{
 		{"other player", tok, "bob", now, ErrTicketPlayer},
 		{"expired", tok, "alice", now.Add(time.Hour), ErrTicketExpired},
-		{"other secret", signTicket([]byte("x"), 0xabc, 42, "alice", now.Add(time.Hour)), "alice", now, ErrTicketSignature},
+		{"other secret", signTicket([]byte("x"), 0xabc, 42, "alice", joined, now.Add(time.Hour)), "alice", now, ErrTicketSignature},
 		{"id changed", swap(2, "2b"), "alice", now, ErrTicketSignature},
 		{"line changed", swap(1, "abd"), "alice", now, ErrTicketSignature},
-		{"expiry extended", swap(4, "9999999999"), "alice", now, ErrTicketSignature},
+		{"join time moved earlier", swap(4, "1"), "alice", now, ErrTicketSignature},
+		{"expiry extended", swap(5, "9999999999"), "alice", now, ErrTicketSignature},
 		{"player swapped", swap(3, "Ym9i"), "bob", now, ErrTicketSignature},
-		{"version", swap(0, "t2"), "alice", now, ErrTicketMalformed},
+		{"version", swap(0, "t3"), "alice", now, ErrTicketMalformed},
+		{"t2 tag on a t1 ticket", "t2" + old[2:], "alice", now, ErrTicketMalformed},
+		{"t1 tag on a t2 ticket", "t1" + tok[2:], "alice", now, ErrTicketMalformed},
+		{"t1 join time dropped", strings.Join(append(parts[:4:4], parts[5:]...), "."), "alice", now, ErrTicketMalformed},
+		{"t1 other player", old, "bob", now, ErrTicketPlayer},
+		{"t1 expired", old, "alice", now.Add(time.Hour), ErrTicketExpired},
+		{"t1 expiry extended", strings.Join(append(oldParts[:4:4], "9999999999", oldParts[5]), "."), "alice", now, ErrTicketSignature},
 		{"a player token", playerTok, "alice", now, ErrTicketMalformed},
 		{"empty", "", "alice", now, ErrTicketMalformed},
 		{"space", tok + " ", "alice", now, ErrTicketMalformed},
 		{"too long", strings.Repeat("a", 300), "alice", now, ErrTicketMalformed},
-		{"bad signature encoding", swap(5, "!!"), "alice", now, ErrTicketMalformed},
+		{"bad signature encoding", swap(6, "!!"), "alice", now, ErrTicketMalformed},
 	} {
 		if _, err := verifyTicket(secret, tc.tok, tc.player, tc.at); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -55,12 +70,28 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 
 func FuzzVerifyTicket(f *testing.F) {
 	secret := []byte("k")
-	f.Add(signTicket(secret, 1, 2, "alice", t0.Add(time.Hour)))
+	f.Add(signTicket(secret, 1, 2, "alice", t0.Add(-time.Minute), t0.Add(time.Hour)))
+	f.Add(signTicketV1(secret, 1, 2, "alice", t0.Add(time.Hour)))
 	f.Add("t1.....")
+	f.Add("t2......")
 	f.Fuzz(func(t *testing.T, tok string) {
 		c, err := verifyTicket(secret, tok, "alice", t0)
-		if err == nil && (c.Player != "alice" || tok != signTicket(secret, c.Line, c.ID, c.Player, c.Expiry)) {
+		if err != nil {
+			return
+		}
+		want := signTicket(secret, c.Line, c.ID, c.Player, c.Joined, c.Expiry)
+		if c.Joined.IsZero() {
+			want = signTicketV1(secret, c.Line, c.ID, c.Player, c.Expiry)
+		}
+		if c.Player != "alice" || tok != want {
 			t.Fatalf("%q verified as %+v but is not what signTicket makes", tok, c)
 		}
 	})
+}
+
+// signTicketV1 makes a ticket of the older format, without a join time, as
+// gates before the t2 format signed them.
+func signTicketV1(secret []byte, line uint64, id queue.TicketID, player string, exp time.Time) string {
+	payload := fmt.Sprintf("t1.%x.%x.%s.%d", line, uint64(id), ticketB64.EncodeToString([]byte(player)), exp.Unix())
+	return payload + "." + ticketB64.EncodeToString(ticketMAC(secret, payload))
 }

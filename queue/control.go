@@ -141,5 +141,8 @@ func (q *Queue) Stats(now time.Time) Stats {
 			st.OldestWait = max(st.OldestWait, now.Sub(s.joined))
 		}
 	}
+	if len(q.ret.slots) > 0 {
+		st.OldestWait = max(st.OldestWait, now.Sub(q.ret.slots[0].joined))
+	}
 	return st
 }

@@ -16,19 +16,39 @@
 // lane first: the configured rate is shared priority-first, not split.
 //
 // A ticket's Position is its place in its own lane: 1 + the number of tickets
-// of that lane that arrived before it and are still in the line. Tickets that
+// of that lane that arrived before it and are still in the line (for the
+// normal lane, returning tickets count by join time, below). Tickets that
 // leave (cancel, or grace expiry) leave holes, which simply make everyone
 // behind them move up. Positions therefore never increase for a waiting
 // ticket: releases, cancellations and expiries only lower them, a player who
 // is away keeps their place (and so does not move anyone), a resume restores
 // the same place, and a priority arrival is not counted in a normal ticket's
 // position (it only delays the normal lane, which the ETA shows). Within a
-// lane nobody passes anybody.
+// lane nobody passes anybody. The one exception is a returning ticket.
+//
+// # Returning tickets
+//
+// Rejoin takes back a ticket that another line issued (the gate's line
+// before a restart, or another gate's): it keeps its TicketID and is
+// placed by its original join time, in the normal lane's order, ahead of
+// every ticket that joined later (at equal times the returning one first)
+// and behind every earlier one. A waiting ticket that joined after it
+// therefore moves back one place: positions only increase this way, while
+// the players of a lost line come back. A returning ticket is stored
+// apart (a slice sorted by join time) and merged with the normal lane by
+// Release and AppendPositions; its Position is its rank there plus the
+// normal tickets that joined before it (a binary search over the normal
+// lane's keys, which never decrease: join times, made monotonic). Rejoin
+// of an id the line knows is Resume. Fresh tickets skip ids a returning
+// ticket holds.
 //
 // Each lane is a slice indexed by arrival with a Fenwick tree over "still in
 // the line", so (n = tickets in the line):
 //
 //	Join, JoinPriority     O(log n) amortised (slice append and one tree update)
+//	Rejoin; Release, Cancel
+//	or expiry of a
+//	returning ticket       O(r + log n), r returning tickets in the line
 //	Position, Leave,
 //	Resume, Cancel         O(log n)
 //	Release of k tickets   O(k log n) amortised; the slice is compacted when

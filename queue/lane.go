@@ -8,6 +8,7 @@ type slot struct {
 	player   string
 	seq      uint64
 	joined   time.Time
+	key      int64     // release order: the join time in ns, never decreasing along the normal lane
 	deadline time.Time // end of grace while away
 	gen      uint32    // bumped by every Leave, to spot stale deadlines
 	away     bool
@@ -66,7 +67,7 @@ func (l *lane) front() (*slot, uint64, bool) {
 // remove takes the live slot idx out of the lane.
 func (l *lane) remove(idx uint64) {
 	i := int(idx - l.base)
-	l.slots[i] = slot{} // drop the player string
+	l.slots[i] = slot{key: l.slots[i].key} // drop the player string; keep the order
 	l.fen.add(i, -1)
 	l.live--
 	if i != l.head {

@@ -10,7 +10,7 @@ func (q *Queue) Position(id TicketID, now time.Time) (Status, error) {
 	defer q.mu.Unlock()
 	q.sweep(now)
 	if s, lc, ok := q.find(id); ok {
-		return q.statusAt(s, lc.idx, lc.prio, now), nil
+		return q.statusAt(s, lc, now), nil
 	}
 	if h, ok := q.held[id]; ok {
 		return Status{Ticket: h.t, State: Held}, nil
@@ -27,33 +27,54 @@ func (q *Queue) AppendPositions(dst []Status, now time.Time) []Status {
 	defer q.mu.Unlock()
 	q.sweep(now)
 	perSec, known := q.releaseRate(now)
-	for _, prio := range [2]bool{true, false} {
-		l := q.laneOf(prio)
-		ahead := 0
-		if !prio {
-			ahead = q.prio.live
-		}
-		pos := 0
-		for i := l.head; i < len(l.slots); i++ {
-			s := &l.slots[i]
-			if !s.live {
-				continue
-			}
+	add := func(s *slot, prio bool, pos, ahead int) {
+		dst = append(dst, Status{
+			Ticket:   ticketOf(s, prio),
+			State:    stateOf(s),
+			Position: pos,
+			ETA:      eta(ahead+pos, perSec, known),
+		})
+	}
+	pos := 0
+	for i := q.prio.head; i < len(q.prio.slots); i++ {
+		if s := &q.prio.slots[i]; s.live {
 			pos++
-			dst = append(dst, Status{
-				Ticket:   ticketOf(s, prio),
-				State:    stateOf(s),
-				Position: pos,
-				ETA:      eta(ahead+pos, perSec, known),
-			})
+			add(s, true, pos, 0)
 		}
+	}
+	// The normal lane and the returning tickets, merged by key.
+	pos, r := 0, 0
+	for i := q.normal.head; i < len(q.normal.slots); i++ {
+		s := &q.normal.slots[i]
+		if !s.live {
+			continue
+		}
+		for ; r < len(q.ret.slots) && q.ret.slots[r].key <= s.key; r++ {
+			pos++
+			add(&q.ret.slots[r], false, pos, q.prio.live)
+		}
+		pos++
+		add(s, false, pos, q.prio.live)
+	}
+	for ; r < len(q.ret.slots); r++ {
+		pos++
+		add(&q.ret.slots[r], false, pos, q.prio.live)
 	}
 	return dst
 }
 
-// statusAt is the Status of the lane slot s at lane index idx.
-func (q *Queue) statusAt(s *slot, idx uint64, prio bool, now time.Time) Status {
-	pos := q.laneOf(prio).rank(idx)
+// statusAt is the Status of the slot s, found at lc.
+func (q *Queue) statusAt(s *slot, lc loc, now time.Time) Status {
+	var pos int
+	switch {
+	case lc.prio:
+		pos = q.prio.rank(lc.idx)
+	case lc.ret:
+		pos = q.ret.index(s.key, s.id) + 1 + q.normal.before(s.key)
+	default:
+		pos = q.normal.rank(lc.idx) + q.ret.atOrBefore(s.key)
+	}
+	prio := lc.prio
 	ahead := pos
 	if !prio {
 		ahead += q.prio.live

@@ -17,6 +17,7 @@ type Queue struct {
 	retryAfter time.Duration // given with ErrClosed
 
 	prio, normal lane
+	ret          retLane              // returning tickets (Rejoin), by original join time
 	where        map[TicketID]loc     // tickets in a lane
 	held         map[TicketID]heldTkt // released while away
 	graces       graceHeap
@@ -26,6 +27,7 @@ type Queue struct {
 
 	nextID  TicketID
 	nextSeq uint64
+	lastKey int64 // the normal lane's last key: its keys never decrease
 
 	lastRelease   time.Time // previous Release
 	nonEmptySince time.Time // when the line last went from empty to not
@@ -36,9 +38,11 @@ type Queue struct {
 	refusedFull, refusedClosed uint64
 }
 
-// loc finds a ticket in a lane.
+// loc finds a ticket in a lane: its lane index, or for a returning ticket
+// (ret) its key.
 type loc struct {
 	prio bool
+	ret  bool
 	idx  uint64
 }
 
@@ -95,8 +99,7 @@ func (q *Queue) join(playerID string, now time.Time, hasRoom, prio bool) (Status
 	defer q.mu.Unlock()
 	q.sweep(now)
 	if q.mode == Closed {
-		q.refusedClosed++
-		return Status{}, &RefusedError{Err: ErrClosed, RetryAfter: q.retryAfter}
+		return Status{}, q.refuseClosed()
 	}
 	n := q.length()
 	if q.mode == Open && hasRoom && n == 0 {
@@ -106,22 +109,41 @@ func (q *Queue) join(playerID string, now time.Time, hasRoom, prio bool) (Status
 		return Status{Ticket: t, State: Admitted}, nil
 	}
 	if n >= q.maxLen {
-		q.refusedFull++
-		return Status{}, &RefusedError{Err: ErrLineFull, RetryAfter: max(q.rate.Interval, time.Second)}
+		return Status{}, q.refuseFull()
 	}
 	t := q.issue(playerID, now, prio)
 	l := q.laneOf(prio)
-	idx := l.push(slot{id: t.ID, player: playerID, seq: t.Seq, joined: now})
-	q.where[t.ID] = loc{prio: prio, idx: idx}
+	key := max(now.UnixNano(), q.lastKey)
+	if !prio {
+		q.lastKey = key
+	}
+	idx := l.push(slot{id: t.ID, player: playerID, seq: t.Seq, joined: now, key: key})
+	lc := loc{prio: prio, idx: idx}
+	q.where[t.ID] = lc
 	q.joined++
 	if n == 0 {
 		q.nonEmptySince = now
 	}
-	return q.statusAt(l.at(idx), idx, prio, now), nil
+	return q.statusAt(l.at(idx), lc, now), nil
+}
+
+// refuseClosed counts and returns the refusal of a closed line.
+func (q *Queue) refuseClosed() error {
+	q.refusedClosed++
+	return &RefusedError{Err: ErrClosed, RetryAfter: q.retryAfter}
+}
+
+// refuseFull counts and returns the refusal of a full line.
+func (q *Queue) refuseFull() error {
+	q.refusedFull++
+	return &RefusedError{Err: ErrLineFull, RetryAfter: max(q.rate.Interval, time.Second)}
 }
 
 func (q *Queue) issue(playerID string, now time.Time, prio bool) Ticket {
 	q.nextID++
+	for q.known(q.nextID) { // a returning ticket took this id (Rejoin)
+		q.nextID++
+	}
 	q.nextSeq++
 	return Ticket{ID: q.nextID, PlayerID: playerID, Seq: q.nextSeq, Priority: prio, Joined: now}
 }
@@ -134,7 +156,14 @@ func (q *Queue) laneOf(prio bool) *lane {
 }
 
 // length is the number of tickets in the line, away ones included.
-func (q *Queue) length() int { return q.prio.live + q.normal.live }
+func (q *Queue) length() int { return q.prio.live + q.normal.live + len(q.ret.slots) }
+
+// known reports whether id is in the line or held.
+func (q *Queue) known(id TicketID) bool {
+	_, in := q.where[id]
+	_, held := q.held[id]
+	return in || held
+}
 
 // find returns the lane slot of id.
 func (q *Queue) find(id TicketID) (*slot, loc, bool) {
@@ -142,11 +171,23 @@ func (q *Queue) find(id TicketID) (*slot, loc, bool) {
 	if !ok {
 		return nil, loc{}, false
 	}
+	if lc.ret {
+		return &q.ret.slots[q.ret.index(int64(lc.idx), id)], lc, true
+	}
 	return q.laneOf(lc.prio).at(lc.idx), lc, true
 }
 
 // drop takes a ticket out of its lane.
 func (q *Queue) drop(id TicketID, lc loc) {
+	if lc.ret {
+		i := q.ret.index(int64(lc.idx), id)
+		if q.ret.slots[i].away {
+			q.away--
+		}
+		q.ret.remove(i)
+		delete(q.where, id)
+		return
+	}
 	l := q.laneOf(lc.prio)
 	if l.at(lc.idx).away {
 		q.away--

@@ -63,6 +63,10 @@ func (q *Queue) releaseFront(dst []Ticket, now time.Time) []Ticket {
 	prio := q.prio.live > 0
 	l := q.laneOf(prio)
 	s, idx, ok := l.front()
+	lc := loc{prio: prio, idx: idx}
+	if !prio && len(q.ret.slots) > 0 && (!ok || q.ret.slots[0].key <= s.key) {
+		s, lc, ok = &q.ret.slots[0], loc{ret: true, idx: uint64(q.ret.slots[0].key)}, true
+	}
 	if !ok {
 		return dst
 	}
@@ -73,7 +77,7 @@ func (q *Queue) releaseFront(dst []Ticket, now time.Time) []Ticket {
 		q.admitted++
 		dst = append(dst, t)
 	}
-	q.drop(t.ID, loc{prio: prio, idx: idx})
+	q.drop(t.ID, lc)
 	return dst
 }
 

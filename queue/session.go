@@ -35,6 +35,10 @@ func (q *Queue) Leave(id TicketID, now time.Time) error {
 func (q *Queue) Resume(id TicketID, playerID string, now time.Time) (Status, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.resumeLocked(id, playerID, now)
+}
+
+func (q *Queue) resumeLocked(id TicketID, playerID string, now time.Time) (Status, error) {
 	// Judge this ticket before the sweep, to tell "expired" from "unknown".
 	if s, lc, ok := q.find(id); ok {
 		switch {
@@ -50,8 +54,9 @@ func (q *Queue) Resume(id TicketID, playerID string, now time.Time) (Status, err
 		}
 		s.away = false
 		q.away--
-		q.sweep(now) // may compact the lane: look the slot up again
-		return q.statusAt(q.laneOf(lc.prio).at(lc.idx), lc.idx, lc.prio, now), nil
+		q.sweep(now) // may compact or shift the lane: look the slot up again
+		s, lc, _ = q.find(id)
+		return q.statusAt(s, lc, now), nil
 	}
 	h, ok := q.held[id]
 	switch {

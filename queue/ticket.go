@@ -58,7 +58,8 @@ type Status struct {
 	Ticket Ticket
 	State  State
 	// Position is the place in the ticket's lane, 1 = next; 0 when Held or
-	// Admitted. It never increases while the ticket is in the line.
+	// Admitted. It never increases while the ticket is in the line, but
+	// for a returning ticket that joined earlier coming back (Rejoin).
 	Position int
 	// ETA is the expected wait from now, NoETA when unknown, 0 when Held or
 	// Admitted.

@@ -28,11 +28,19 @@ const (
 
 // Level names a Sample returns (the keys of record.Point.Levels).
 const (
-	GateConnections = "gate_connections"  // sum of gate_active_connections
-	GateWaiting     = "gate_waiting"      // sum of gate_line_waiting
-	LogicQueueDepth = "logic_queue_depth" // sum over shards and logic processes
-	BattleP99       = "battle_p99"        // seconds, over the last Window, all battle processes
-	LogicCommitP99  = "logic_commit_p99"  // seconds, over the last Window: a commit's write and fsync
+	GateConnections = "gate_connections" // sum of gate_active_connections
+	GateWaiting     = "gate_waiting"     // sum of gate_line_waiting
+	// GateConnectionsPeak is the sum of gate_connections_peak (each gate's
+	// most connections held at once since it started; a restarted gate
+	// starts again from 0) and GateConnectionCap the sum of
+	// gate_connection_cap (0 for a gate without the cap), so that
+	// max(gate_connections_peak) <= max(gate_connection_cap) holds when no
+	// gate ever went past its cap.
+	GateConnectionsPeak = "gate_connections_peak"
+	GateConnectionCap   = "gate_connection_cap"
+	LogicQueueDepth     = "logic_queue_depth" // sum over shards and logic processes
+	BattleP99           = "battle_p99"        // seconds, over the last Window, all battle processes
+	LogicCommitP99      = "logic_commit_p99"  // seconds, over the last Window: a commit's write and fsync
 	// "cpu_<tier>" (cores: CPU seconds per second, summed over the tier's
 	// processes) and "rss_<tier>_mb" (MiB, summed) for every tier probed.
 )
@@ -124,6 +132,8 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 		case Gate:
 			add(out, GateConnections, pg, "gate_active_connections")
 			add(out, GateWaiting, pg, "gate_line_waiting")
+			add(out, GateConnectionsPeak, pg, "gate_connections_peak")
+			add(out, GateConnectionCap, pg, "gate_connection_cap")
 		case Logic:
 			add(out, LogicQueueDepth, pg, "logic_queue_depth")
 			h, ok := pg.Hist("logic_commit_duration_seconds")

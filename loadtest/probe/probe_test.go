@@ -56,3 +56,19 @@ func TestParseTargets(t *testing.T) {
 		}
 	}
 }
+
+// The gates' connection peak and cap, summed over two gates.
+func TestSampleGateConnectionPeakAndCap(t *testing.T) {
+	page := func(peak, capN int) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, "# TYPE gate_connections_peak gauge\ngate_connections_peak %d\n# TYPE gate_connection_cap gauge\ngate_connection_cap %d\n", peak, capN)
+		}))
+	}
+	a, b := page(90, 100), page(40, 0)
+	defer a.Close()
+	defer b.Close()
+	got := New([]Target{{Tier: Gate, URL: a.URL}, {Tier: Gate, URL: b.URL}}, nil).Sample(context.Background(), time.Now())
+	if got[GateConnectionsPeak] != 130 || got[GateConnectionCap] != 100 {
+		t.Fatalf("levels %v, want peak 130 and cap 100", got)
+	}
+}

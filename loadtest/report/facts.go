@@ -101,7 +101,7 @@ func (f *facts) Value(name string) (float64, bool) {
 // levelSeries are series read straight from the points' levels.
 var levelSeries = map[string]bool{
 	"connected": true, "waiting": true, "logic_queue_depth": true, "battle_p99": true,
-	"gate_connections": true, "gate_waiting": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
+	"gate_connections": true, "gate_waiting": true, "gate_connections_peak": true, "gate_connection_cap": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
 	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true,
 }
 

@@ -28,7 +28,7 @@
 // Series (one value per wall second; NaN = no sample that second, skipped):
 // connected, waiting, admitted, rps, goodput, p99 (seconds),
 // logic_queue_depth, battle_p99 (seconds), gate_connections,
-// gate_waiting, cpu (the max over tiers of cores used, 1.0 = one core),
+// gate_waiting, gate_connections_peak, gate_connection_cap, cpu (the max over tiers of cores used, 1.0 = one core),
 // cpu_gate, cpu_logic, cpu_battle, rss_gate_mb, rss_logic_mb,
 // rss_battle_mb.
 package threshold
@@ -53,7 +53,7 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 
 // SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "p99", "logic_queue_depth",
-	"battle_p99", "gate_connections", "gate_waiting", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
+	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
 	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}
 
 // Aggregates are the functions over a series.
