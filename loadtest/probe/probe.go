@@ -41,8 +41,12 @@ const (
 	LogicQueueDepth     = "logic_queue_depth" // sum over shards and logic processes
 	BattleP99           = "battle_p99"        // seconds, over the last Window, all battle processes
 	LogicCommitP99      = "logic_commit_p99"  // seconds, over the last Window: a commit's write and fsync
+	// LogicStoreErrors is the sum of logic_store_errors_total (commits and
+	// purges that failed; a full disk among them) since logic started.
+	LogicStoreErrors = "logic_store_errors"
 	// "cpu_<tier>" (cores: CPU seconds per second, summed over the tier's
-	// processes) and "rss_<tier>_mb" (MiB, summed) for every tier probed.
+	// processes), "rss_<tier>_mb" (MiB, summed) and "goroutines_<tier>"
+	// (go_goroutines, summed) for every tier probed.
 )
 
 // Window is how far back the battle p99 looks: the latency histogram's
@@ -136,6 +140,7 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 			add(out, GateConnectionCap, pg, "gate_connection_cap")
 		case Logic:
 			add(out, LogicQueueDepth, pg, "logic_queue_depth")
+			add(out, LogicStoreErrors, pg, "logic_store_errors_total")
 			h, ok := pg.Hist("logic_commit_duration_seconds")
 			sumHist(LogicCommitP99, h, ok)
 		case Battle:
@@ -145,6 +150,7 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 		if v, ok := pg.Sum("process_resident_memory_bytes"); ok {
 			out["rss_"+t.Tier+"_mb"] += v / (1 << 20)
 		}
+		add(out, "goroutines_"+t.Tier, pg, "go_goroutines")
 		if v, ok := pg.Sum("process_cpu_seconds_total"); ok {
 			if prev := p.prev[i]; prev != nil && prev.hasCP && now.After(prev.at) && v >= prev.cpu {
 				out["cpu_"+t.Tier] += (v - prev.cpu) / now.Sub(prev.at).Seconds()

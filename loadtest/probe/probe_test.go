@@ -72,3 +72,24 @@ func TestSampleGateConnectionPeakAndCap(t *testing.T) {
 		t.Fatalf("levels %v, want peak 130 and cap 100", got)
 	}
 }
+
+// Goroutines are summed per tier; logic's store errors are its counter.
+func TestSampleGoroutinesAndStoreErrors(t *testing.T) {
+	page := func(body string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+	}
+	l1 := page("# TYPE go_goroutines gauge\ngo_goroutines 120\n# TYPE logic_store_errors_total counter\n" +
+		"logic_store_errors_total{op=\"commit\",reason=\"no_space\"} 7\nlogic_store_errors_total{op=\"purge\",reason=\"io\"} 1\n")
+	l2 := page("# TYPE go_goroutines gauge\ngo_goroutines 80\n")
+	b := page("# TYPE go_goroutines gauge\ngo_goroutines 30\n")
+	defer l1.Close()
+	defer l2.Close()
+	defer b.Close()
+	got := New([]Target{{Tier: Logic, URL: l1.URL}, {Tier: Logic, URL: l2.URL}, {Tier: Battle, URL: b.URL}}, nil).Sample(context.Background(), time.Now())
+	if got["goroutines_logic"] != 200 || got["goroutines_battle"] != 30 || got[LogicStoreErrors] != 8 {
+		t.Fatalf("levels %v, want goroutines_logic 200, goroutines_battle 30, logic_store_errors 8", got)
+	}
+	if _, ok := got["goroutines_gate"]; ok {
+		t.Error("a tier that was not probed has goroutines")
+	}
+}

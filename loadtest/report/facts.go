@@ -49,7 +49,7 @@ var counterFacts = map[string]string{
 	"sent": "sent", "ok": "ok", "business": "business", "refused": "refused", "failed": "failed",
 	"lost_replies": "lost", "arrived": "arrived", "admitted": "admitted", "left": "left",
 	"dial_failures": "dial_failures", "reconnects": "reconnects", "order_inversions": "order_inversions",
-	"duplicate_replies": "duplicate_replies", "unhinted_refusals": "unhinted_refusals", "storage_refusals": "storage_refusals",
+	"duplicate_replies": "duplicate_replies", "unhinted_refusals": "unhinted_refusals",
 }
 
 func (f *facts) Value(name string) (float64, bool) {
@@ -101,7 +101,8 @@ func (f *facts) Value(name string) (float64, bool) {
 // levelSeries are series read straight from the points' levels.
 var levelSeries = map[string]bool{
 	"connected": true, "waiting": true, "logic_queue_depth": true, "battle_p99": true,
-	"gate_connections": true, "gate_waiting": true, "gate_connections_peak": true, "gate_connection_cap": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
+	"gate_connections": true, "gate_waiting": true, "gate_connections_peak": true, "gate_connection_cap": true,
+	"goroutines_gate": true, "goroutines_logic": true, "goroutines_battle": true, "logic_store_errors": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
 	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true,
 }
 

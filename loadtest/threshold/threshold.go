@@ -49,11 +49,12 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"capacity", "duration", "max_wait", "order_inversions",
 	// The drills' (loadtest/report/drill.go and the driver's counters).
 	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "max_failed_latency",
-	"duplicate_replies", "unhinted_refusals", "storage_refusals"}
+	"duplicate_replies", "unhinted_refusals"}
 
 // SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "p99", "logic_queue_depth",
-	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
+	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
+	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
 	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}
 
 // Aggregates are the functions over a series.
