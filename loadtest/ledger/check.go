@@ -35,6 +35,10 @@ const (
 	CounterUnresolved = "ledger_unresolved"
 	CounterMismatch   = "ledger_mismatch"
 	CounterUnchecked  = "ledger_unchecked"
+	// CounterChecks counts the load processes whose check ran: the
+	// ledger figures of a run without one are missing, not 0 (a zero
+	// counter does not show in a point).
+	CounterChecks = "ledger_checks"
 )
 
 // Names are the counter names, in the order of Figures' fields.
