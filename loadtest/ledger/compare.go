@@ -53,9 +53,36 @@ func (v *Values) note(m *Mutation) {
 	}
 }
 
+// merged is muts with the battles of one battle id made one: the server
+// applies a battle once per battle id, whatever request ids carried it (the
+// naive client sends a refused battle again as a new request with the same
+// battle id). The one is Acked (with its reply's figures) when any was,
+// else Unresolved when any was, else Refused.
+func merged(muts []*Mutation) []*Mutation {
+	rank := map[Outcome]int{Acked: 3, Unresolved: 2, Refused: 1}
+	var out []*Mutation
+	byBattle := map[string]int{}
+	for _, m := range muts {
+		if m.Kind != KindBattle || m.BattleID == "" {
+			out = append(out, m)
+			continue
+		}
+		i, ok := byBattle[m.BattleID]
+		if !ok {
+			byBattle[m.BattleID] = len(out)
+			out = append(out, m)
+			continue
+		}
+		if rank[m.Outcome] > rank[out[i].Outcome] {
+			out[i] = m
+		}
+	}
+	return out
+}
+
 // Result is one player's check.
 type Result struct {
-	Acked      int // acknowledged mutations
+	Acked      int // acknowledged mutations (battles: battle ids)
 	Refused    int
 	Unresolved int // still unknown
 	Lost       int // acknowledged, missing from the profile
@@ -93,7 +120,7 @@ func Compare(pl *Player, got *leveev1.Player, v Values) Result {
 	var xp uint64
 	var rating int64
 	var wins, losses int64
-	for _, m := range pl.Muts {
+	for _, m := range merged(pl.Muts) {
 		k := battles
 		if m.Kind == KindPurchase {
 			key := "item:" + m.Item

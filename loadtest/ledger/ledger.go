@@ -59,6 +59,10 @@
 //     of a kind the ledger never sent, or that only unresolved and
 //     refused ones cannot explain, is a Mismatch.
 //
+// Battles are counted by battle id: the server applies a battle once per
+// battle id, so the naive client's new requests for one battle (after a
+// refusal) are one battle, acknowledged if any of them was.
+//
 // When a kind has both refused and acknowledged mutations an excess is
 // read as Phantom first: the two look the same in a profile, and the sum
 // lost + doubled + phantom is exact where the split is a reading. A loss

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"levee/client"
 	"levee/internal/clock"
 	"levee/internal/testwait"
@@ -273,5 +275,22 @@ func TestCheck(t *testing.T) {
 	}
 	if c := f.Counters(); c["ledger_doubled"] != 1 || c["ledger_lost"] != 0 || len(c) != len(Names) {
 		t.Fatalf("counters %v", c)
+	}
+}
+
+// The naive client's three requests for one battle (two refused or
+// unresolved, one acked replayed) are one battle applied once.
+func TestCompareBattleIDOnce(t *testing.T) {
+	l := New()
+	s := &sim{p: start()}
+	l.Snapshot("p", s.p)
+	r := s.battle("p-b1", true)
+	l.Battle("p", 1, "p-b1", 1, nil, unresolvedErr(battleFrame(1, "p-b1")))
+	l.Battle("p", 2, "p-b1", 1, nil, errBusy)
+	replay := proto.CloneOf(r)
+	replay.Replayed = true
+	l.Battle("p", 3, "p-b1", 1, replay, nil)
+	if res := Compare(l.Player("p"), s.p, l.Values()); !res.OK() || res.Acked != 1 || res.Unresolved != 0 {
+		t.Fatalf("result %+v, want one acked battle and a match", res)
 	}
 }
