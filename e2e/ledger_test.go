@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -47,16 +46,6 @@ thresholds:
   - max_attempts <= 10
 `
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // Logic is stopped and started again on the same data in the middle of a
 // purchase stream: the requests cut off are resent with their ids on the
 // next connection, and after the run every player's profile matches the
@@ -68,7 +57,7 @@ func TestLedgerAcrossLogicRestart(t *testing.T) {
 	dataDir := t.TempDir()
 	var lcfg logic.Config
 	c := startTiers(t, tiers{battles: 1, dataDir: dataDir, logic: func(cfg *logic.Config) {
-		cfg.GRPCAddr = freeAddr(t)
+		cfg.GRPCAddr = freePort(t)
 		cfg.ShutdownGrace = time.Second
 		lcfg = *cfg
 	}})
