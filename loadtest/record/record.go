@@ -326,11 +326,7 @@ func (r *Recorder) Add(name string, n int64) {
 		r.levels[name] += float64(n)
 		return
 	}
-	id, ok := r.counterIDs[name]
-	if !ok {
-		id = r.counterID(name)
-	}
-	r.sec(r.first).add(id, n)
+	r.sec(r.first).add(r.counterID(name), n)
 }
 
 // AddAt counts n more of counter name in the second of at, or in the
@@ -343,11 +339,7 @@ func (r *Recorder) AddAt(name string, n int64, at time.Time) {
 	if r.closed {
 		return
 	}
-	id, ok := r.counterIDs[name]
-	if !ok {
-		id = r.counterID(name)
-	}
-	r.sec(r.secondOf(at)).add(id, n)
+	r.sec(r.secondOf(at)).add(r.counterID(name), n)
 }
 
 // CounterAttempts prefixes the attempts counters: "attempts/N" counts the
