@@ -67,6 +67,43 @@ func (c *Client) Do(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.Serve
 	return c.call(ctx, f, c.nextID.Add(1), false)
 }
 
+// CallInfo is what one call did on the wire, for a caller that keeps its
+// own record of its requests (a load tool's ledger, a client's
+// diagnostics). Pass it with WithCallInfo.
+type CallInfo struct {
+	// RequestID is the request id the call used: a fresh one for Do (and
+	// GetProfile, BuyItem, StartBattle), f's own for Resend. 0 when the
+	// call returned before choosing one (Resend of a frame without an id).
+	RequestID uint64
+	// Attempts is how many times the call sent the frame on the wire: 1
+	// when it was not retried, 0 when nothing was sent (a local refusal,
+	// ctx ended before the first send, the retry budget refused a
+	// Resend). A send whose write failed counts: it may have reached the
+	// server.
+	Attempts int
+}
+
+type callInfoKey struct{}
+
+// WithCallInfo returns a ctx under which the SDK's calls (Do, Resend,
+// GetProfile, BuyItem, StartBattle) fill info when they return, whatever
+// they return: the request id used and the number of sends. One info per
+// call: calls made concurrently under the same ctx would overwrite each
+// other's.
+func WithCallInfo(ctx context.Context, info *CallInfo) context.Context {
+	return context.WithValue(ctx, callInfoKey{}, info)
+}
+
+// callInfo is the *CallInfo set with WithCallInfo, reset for a new call
+// with request id id; nil when none was set.
+func callInfo(ctx context.Context, id uint64) *CallInfo {
+	info, _ := ctx.Value(callInfoKey{}).(*CallInfo)
+	if info != nil {
+		*info = CallInfo{RequestID: id}
+	}
+	return info
+}
+
 // ErrNoRequestID is Resend's error for a frame without the request id of
 // its first send.
 var ErrNoRequestID = errors.New("client: resend needs the request id of the first send")
@@ -88,6 +125,7 @@ var ErrNoRequestID = errors.New("client: resend needs the request id of the firs
 // concurrently by others.
 func (c *Client) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
 	id := f.GetRequestId()
+	callInfo(ctx, id)
 	if id == 0 {
 		return nil, ErrNoRequestID
 	}
@@ -106,11 +144,15 @@ func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, un
 	timeout := f.GetTimeoutMs()   // as the caller set it, for a later Resend
 	var last *leveev1.ServerFrame // the previous attempt's refusal
 	var lastErr error
+	info := callInfo(ctx, id)
 	for attempt := 1; ; attempt++ {
 		if err := c.pace(ctx, f.GetCriticality()); err != nil {
 			return last, maybeUnresolved(unknown, f, timeout, notRetried(lastErr, err))
 		}
 		out, sent, err := c.roundTrip(ctx, f, id)
+		if sent && info != nil {
+			info.Attempts++
+		}
 		if err == nil {
 			return out, nil
 		}

@@ -47,6 +47,10 @@
 //     may lower a call's class (the gate honours that) but not raise it
 //     (the gate ignores that).
 //
+// WithCallInfo gives a caller that keeps its own record of its requests
+// (a load tool's ledger) the request id each call used and how many times
+// it was sent on the wire.
+//
 // One reader goroutine per Client, owned by the Client, matches replies to
 // callers and feeds the pacer; it ends on Close or when the connection is
 // lost (see Done and Err). Every other wait happens on the caller's

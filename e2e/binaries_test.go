@@ -159,3 +159,8 @@ func TestBinariesSmokeLoad(t *testing.T) {
 		t.Error("healthcheck passed against a stopped battle")
 	}
 }
+
+// healthOnce runs the binary's healthcheck subcommand once.
+func healthOnce(t *testing.T, bin, addr string) error {
+	return exec.Command(filepath.Join(binDir(t), bin), "healthcheck", "-addr", addr).Run()
+}

@@ -19,6 +19,7 @@ import (
 	"levee/internal/token"
 	"levee/loadtest"
 	"levee/loadtest/arrival"
+	"levee/loadtest/ledger"
 	"levee/loadtest/record"
 	leveev1 "levee/proto/leveev1"
 )
@@ -65,9 +66,10 @@ type driver struct {
 	budget  *backoff.Budget
 	// playFn is a player's life (play; tests put a stand-in).
 	playFn   func(reqCtx, live context.Context, pl *player)
-	inflight atomic.Int64 // requests sent and not yet answered
-	entries  []entry      // every player's arrival and admission (fairness)
-	peak     int          // most players present at once
+	inflight atomic.Int64   // requests sent and not yet answered
+	entries  []entry        // every player's arrival and admission (fairness)
+	peak     int            // most players present at once
+	ledger   *ledger.Ledger // nil unless the plan keeps one
 }
 
 // player is one simulated player's state shared with the controller.
@@ -76,6 +78,18 @@ type player struct {
 	id   string
 	quit chan struct{} // closed by the controller when the curve falls
 	once sync.Once
+	// pending are its requests whose outcome is unknown (the SDK's
+	// *client.UnresolvedError), resent with their own request id; only
+	// the player's own goroutine uses it.
+	pending []*unresolvedReq
+}
+
+// unresolvedReq is a request to resend.
+type unresolvedReq struct {
+	frame *leveev1.ClientFrame
+	a     *act
+	due   time.Time
+	sends int // on the wire so far, for the attempts figures
 }
 
 func (pl *player) leave() { pl.once.Do(func() { close(pl.quit) }) }
@@ -92,6 +106,9 @@ func newDriver(cfg driverConfig, rec *record.Recorder, start time.Time) *driver 
 	}
 	d := &driver{cfg: cfg, p: cfg.plan, rec: rec, start: start}
 	d.playFn = d.play
+	if cfg.plan.ledger {
+		d.ledger = ledger.New()
+	}
 	if !cfg.plan.naive {
 		// One retry budget for the whole process, as one game client
 		// process would share it among its connections.
@@ -130,6 +147,9 @@ func (d *driver) Run(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	d.wg.Wait()
+	if d.ledger != nil {
+		d.checkLedger(ctx)
+	}
 }
 
 // control makes players arrive or leave so that this process follows its
@@ -188,6 +208,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 		d.entries = append(d.entries, e)
 		d.mu.Unlock()
 	}()
+	defer d.giveUp(pl)
 	rnd := mrand.New(mrand.NewPCG(d.cfg.seed, uint64(pl.n)))
 	// The player's own life: until the run's end, its session's end or the
 	// controller's leave.
@@ -313,8 +334,12 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 	if *dropAt >= 0 {
 		dropT = clk.Now().Add(*dropAt)
 	}
+	if d.ledger != nil {
+		d.ledger.Snapshot(pl.id, c.Welcome().GetPlayer())
+	}
 	// The login: a profile fetch at once, as a game client does when it
-	// gets in; then the mix, one action per think time.
+	// gets in; then the mix, one action per think time. Requests left
+	// unresolved are resent first (on this connection when they are new).
 	next := clk.Now()
 	seq := 0
 	for {
@@ -348,6 +373,7 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 		if d.reqs.Add(1) > d.p.maxReqs {
 			return endDone
 		}
+		d.resend(reqCtx, c, pl)
 		due := next
 		a := d.p.pick(rnd.Float64())
 		if seq == 0 {
@@ -394,28 +420,45 @@ func (d *driver) thinkTime(rnd *mrand.Rand) time.Duration {
 }
 
 // request makes one action's request and records it; the naive client
-// tries again at once on a refusal (up to 3 more attempts).
+// tries again at once on a refusal (up to 3 more attempts), each time as a
+// new request. With the SDK, a request whose outcome is unknown is kept to
+// be resent with its own id (resend), never sent again as a new one.
 func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a *act, seq int, due time.Time) {
 	attempts := 1
 	if d.p.naive {
 		attempts = 4
 	}
 	battleID := fmt.Sprintf("%s-b%d", pl.id, seq)
+	sends := 0
+	var err error
 	for i := range attempts {
 		d.rec.Begin()
 		d.inflight.Add(1)
 		sent := d.cfg.clock.Now()
-		ctx, cancel := context.WithTimeout(client.WithCriticality(reqCtx, a.crit), d.p.timeout)
-		var err error
+		var info client.CallInfo
+		ctx, cancel := context.WithTimeout(client.WithCallInfo(client.WithCriticality(reqCtx, a.crit), &info), d.p.timeout)
 		switch a.do {
 		case doPurchase:
-			_, err = c.BuyItem(ctx, a.item, 1)
+			var r *leveev1.BuyItemReply
+			r, err = c.BuyItem(ctx, a.item, 1)
+			if d.ledger != nil {
+				d.ledger.Purchase(pl.id, info.RequestID, a.item, 1, info.Attempts, r, err)
+			}
 		case doBattle:
-			_, err = c.StartBattle(ctx, battleID, a.units, a.ticks)
+			var r *leveev1.BattleReply
+			r, err = c.StartBattle(ctx, battleID, a.units, a.ticks)
+			if d.ledger != nil {
+				d.ledger.Battle(pl.id, info.RequestID, battleID, info.Attempts, r, err)
+			}
 		default:
-			_, err = c.GetProfile(ctx, "")
+			var p *leveev1.Player
+			p, err = c.GetProfile(ctx, "")
+			if d.ledger != nil && err == nil {
+				d.ledger.Snapshot(pl.id, p)
+			}
 		}
 		cancel()
+		sends += info.Attempts
 		o := loadtest.Classify(err)
 		s := record.Sample{Op: a.do, Crit: a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
 			Sent: sent, Done: d.cfg.clock.Now()}
@@ -428,8 +471,77 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 			d.rec.Add("naive_retries", 1)
 		}
 		if o.Class != loadtest.ClassOverload || !d.p.naive {
-			return
+			break
 		}
+	}
+	if f := client.Unresolved(err); f != nil && !d.p.naive {
+		pl.pending = append(pl.pending, &unresolvedReq{frame: f, a: a, due: due, sends: sends})
+		return
+	}
+	d.attempts(due, sends)
+}
+
+// resend sends the player's unresolved requests again with their own
+// request ids, as a game client must after it got no final answer (client
+// docs: never as a new request). One still unknown after it (unresolved
+// again, or refused for load: this send was not executed, an earlier one
+// may have been) is kept for the next try.
+func (d *driver) resend(reqCtx context.Context, c *client.Client, pl *player) {
+	if len(pl.pending) == 0 {
+		return
+	}
+	kept := pl.pending[:0]
+	for i, u := range pl.pending {
+		d.inflight.Add(1)
+		sent := d.cfg.clock.Now()
+		var info client.CallInfo
+		ctx, cancel := context.WithTimeout(client.WithCallInfo(reqCtx, &info), d.p.timeout)
+		out, err := c.Resend(ctx, u.frame)
+		cancel()
+		d.inflight.Add(-1)
+		if info.Attempts == 0 && client.Unresolved(err) != nil {
+			// Not sent (the retry budget said no, or the connection is
+			// gone): nothing on the wire to count; the rest wait too.
+			kept = append(kept, pl.pending[i:]...)
+			break
+		}
+		u.sends += info.Attempts
+		o := loadtest.Classify(err)
+		d.rec.Begin()
+		d.rec.Add("resends", 1)
+		d.rec.End(record.Sample{Op: u.a.do, Crit: u.a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
+			Sent: sent, Done: d.cfg.clock.Now()})
+		if d.ledger != nil {
+			d.ledger.Resolve(pl.id, u.frame.GetRequestId(), out, err)
+		}
+		if f := client.Unresolved(err); f != nil {
+			u.frame = f
+		}
+		if e := client.AsError(err); err != nil && (e == nil || e.Retryable() || client.Unresolved(err) != nil) {
+			kept = append(kept, u)
+			continue
+		}
+		d.attempts(u.due, u.sends)
+	}
+	clear(pl.pending[len(kept):])
+	pl.pending = kept
+}
+
+// giveUp counts the attempts of the requests a player leaves unresolved
+// (the ledger check resends them after the run, uncounted).
+func (d *driver) giveUp(pl *player) {
+	for _, u := range pl.pending {
+		d.attempts(u.due, u.sends)
+	}
+	pl.pending = nil
+}
+
+// attempts counts an original request that went on the wire sends times in
+// all, in the second it was due (record.Attempts); one never sent is not
+// an original request on the wire.
+func (d *driver) attempts(due time.Time, sends int) {
+	if sends > 0 {
+		d.rec.AddAt(record.Attempts(sends), 1, due)
 	}
 }
 

@@ -189,6 +189,9 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	prog := newProgress(r.cfg.Progress, r.cfg.TTY, r.p)
 	lastProbe := -1
 	hardEnd := r.start.Add(r.p.end + r.p.drain + 30*time.Second)
+	if r.p.ledger {
+		hardEnd = hardEnd.Add(ledgerCheckTime)
+	}
 	open := true
 	for open {
 		select {
@@ -217,7 +220,7 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 			r.event(ev)
 		}
 		if now.After(hardEnd) {
-			r.out.Warnings = append(r.out.Warnings, "workers did not finish by the end of the drain + 30 s; their last points are missing")
+			r.out.Warnings = append(r.out.Warnings, "workers did not finish by the end of the drain (and the ledger check) + 30 s; their last points are missing")
 			break
 		}
 	}

@@ -39,6 +39,7 @@ type plan struct {
 	t0         time.Duration // wall time of T+0
 	peak       float64       // players present at the peak (scaled)
 	thresholds []string
+	ledger     bool // keep the ledger and check it after the drain (loadtest/ledger)
 }
 
 // act is one kind of player action with its share of the mix.
@@ -97,6 +98,7 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		speed:     sc.Speed,
 		t0:        sc.Wall(time.Duration(sc.T0)),
 		peak:      sc.WallCurve().Peak(),
+		ledger:    sc.Ledger,
 	}
 	p.thresholds = slices.Clone(sc.Thresholds)
 	if p.timeout <= 0 {

@@ -25,6 +25,8 @@ package record
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -333,11 +335,40 @@ func (r *Recorder) Add(name string, n int64) {
 		r.levels[name] += float64(n)
 		return
 	}
-	id, ok := r.counterIDs[name]
-	if !ok {
-		id = r.counterID(name)
+	r.sec(r.first).add(r.counterID(name), n)
+}
+
+// AddAt counts n more of counter name in the second of at, or in the
+// earliest second not yet flushed when that one is already gone (as End
+// does with a sample's Done): for a figure that belongs to when something
+// was due rather than to when it was counted.
+func (r *Recorder) AddAt(name string, n int64, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
 	}
-	r.sec(r.first).add(id, n)
+	r.sec(r.secondOf(at)).add(r.counterID(name), n)
+}
+
+// CounterAttempts prefixes the attempts counters: "attempts/N" counts the
+// original requests that went on the wire N times in all (retries and
+// resends included), in the second each was due (AddAt). Summed over
+// points and processes they give the sends per original request and the
+// most sends of one.
+const CounterAttempts = "attempts/"
+
+// Attempts is the counter of original requests sent n times.
+func Attempts(n int) string { return CounterAttempts + strconv.Itoa(n) }
+
+// AttemptsOf reads an attempts counter's name: its n, and whether it is one.
+func AttemptsOf(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, CounterAttempts)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0
 }
 
 // Set sets a level of the current second, e.g. a server figure such as

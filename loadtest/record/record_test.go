@@ -529,3 +529,26 @@ func BenchmarkEndParallel(b *testing.B) {
 		}
 	})
 }
+
+// AddAt counts in the second it is given while that second is open, and
+// in the earliest open second once it has been flushed.
+func TestAddAt(t *testing.T) {
+	r := New(t0)
+	r.AddAt(Attempts(2), 1, at(2500*time.Millisecond)) // a later second, still open
+	r.AddAt(Attempts(1), 3, at(500*time.Millisecond))
+	ps := r.Flush(at(1500 * time.Millisecond))
+	if len(ps) != 1 || ps[0].Counters["attempts/1"] != 3 || ps[0].Counters["attempts/2"] != 0 {
+		t.Fatalf("second 0: %+v", ps)
+	}
+	r.AddAt(Attempts(4), 1, at(200*time.Millisecond)) // second 0 is gone: second 1
+	ps = r.Close(at(3 * time.Second))
+	if len(ps) != 2 || ps[0].Counters["attempts/4"] != 1 || ps[1].Counters["attempts/2"] != 1 {
+		t.Fatalf("seconds 1-2: %+v", ps)
+	}
+	for name, want := range map[string]int{"attempts/3": 3, "attempts/12": 12, "attempts/0": -1, "attempts/x": -1, "sent": -1} {
+		n, ok := AttemptsOf(name)
+		if ok != (want > 0) || ok && n != want {
+			t.Errorf("AttemptsOf(%q) = %d, %v", name, n, ok)
+		}
+	}
+}

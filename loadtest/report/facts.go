@@ -18,12 +18,17 @@ import (
 //     (missing when nothing was sent);
 //   - goodput = ok replies per wall second over the run; capacity =
 //     Meta.Capacity (missing when 0); duration = wall seconds covered;
+//   - ledger_* are the ledger check's counters (missing when no
+//     "ledger_checks" was counted: the run kept no ledger); attempts_per_request = sends on the wire / original
+//     requests over the attempts counters (record.Attempts), max_attempts
+//     the most sends of one (both missing when none was counted);
 //   - connected = the most players connected at once; max_wait = the
 //     longest wait in line in seconds (0 when players were admitted
 //     without a recorded wait; missing when nobody was);
 //   - series have one entry per point (per wall second), NaN when the
 //     second has no sample: connected and waiting (levels), admitted (per
-//     second), rps (sent per second), goodput (ok per second), p99 (of
+//     second), rps (sent per second), goodput (ok per second), attempts
+//     (sends per original request counted that second), p99 (of
 //     "lat", seconds), the server levels by their names, and cpu = the max
 //     of cpu_gate, cpu_logic and cpu_battle that second (cores).
 //
@@ -50,11 +55,36 @@ var counterFacts = map[string]string{
 	"lost_replies": "lost", "arrived": "arrived", "admitted": "admitted", "left": "left",
 	"dial_failures": "dial_failures", "reconnects": "reconnects", "order_inversions": "order_inversions",
 	"duplicate_replies": "duplicate_replies", "unhinted_refusals": "unhinted_refusals",
+	"ledger_players": "ledger_players", "ledger_acked": "ledger_acked", "ledger_lost": "ledger_lost",
+	"ledger_doubled": "ledger_doubled", "ledger_phantom": "ledger_phantom", "ledger_unresolved": "ledger_unresolved",
+	"ledger_mismatch": "ledger_mismatch", "ledger_unchecked": "ledger_unchecked",
+}
+
+// ledgerFacts are missing, not 0, when the run kept no ledger: no load
+// process counted a "ledger_checks" (one per process whose check ran).
+var ledgerFacts = map[string]bool{"ledger_players": true, "ledger_acked": true, "ledger_lost": true,
+	"ledger_doubled": true, "ledger_phantom": true, "ledger_unresolved": true, "ledger_mismatch": true,
+	"ledger_unchecked": true}
+
+// attempts sums the attempts counters (record.Attempts) of counters:
+// original requests, their sends in all, the most sends of one.
+func attempts(counters map[string]int64) (requests, sends int64, most int) {
+	for k, v := range counters {
+		if n, ok := record.AttemptsOf(k); ok && v > 0 {
+			requests += v
+			sends += v * int64(n)
+			most = max(most, n)
+		}
+	}
+	return
 }
 
 func (f *facts) Value(name string) (float64, bool) {
 	c := f.sum.Counters
 	if k, ok := counterFacts[name]; ok {
+		if ledgerFacts[name] && c["ledger_checks"] == 0 {
+			return 0, false
+		}
 		return float64(c[k]), true
 	}
 	sent := float64(c["sent"])
@@ -89,6 +119,15 @@ func (f *facts) Value(name string) (float64, bool) {
 	case "connected":
 		v, ok := f.sum.Peak["connected"]
 		return v, ok
+	case "attempts_per_request", "max_attempts":
+		reqs, sends, most := attempts(c)
+		if reqs == 0 {
+			return 0, false
+		}
+		if name == "max_attempts" {
+			return float64(most), true
+		}
+		return float64(sends) / float64(reqs), true
 	case "max_wait":
 		if f.sum.Wait.Count > 0 {
 			return f.sum.Wait.Max, true
@@ -140,6 +179,14 @@ func series(points []record.Point, name string) ([]float64, bool) {
 		one = func(p record.Point) float64 { return float64(p.Counters["ok"]) }
 	case name == "admitted":
 		one = func(p record.Point) float64 { return float64(p.Counters["admitted"]) }
+	case name == "attempts":
+		one = func(p record.Point) float64 {
+			reqs, sends, _ := attempts(p.Counters)
+			if reqs == 0 {
+				return math.NaN()
+			}
+			return float64(sends) / float64(reqs)
+		}
 	case name == "p99":
 		one = func(p record.Point) float64 {
 			h := p.Hists[record.HistLat]

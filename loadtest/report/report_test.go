@@ -223,12 +223,14 @@ func TestFacts(t *testing.T) {
 		if strings.HasPrefix(name, "fault_") {
 			continue // only runs with faults have them (drill_test.go)
 		}
-		if _, ok := f.Value(name); !ok {
+		// The ledger's and the attempts figures need their counters
+		// (TestLedgerAndAttemptsFacts).
+		if _, ok := f.Value(name); !ok && !strings.HasPrefix(name, "ledger_") && !strings.Contains(name, "attempts") {
 			t.Errorf("scalar %s missing", name)
 		}
 	}
 	for _, name := range threshold.SeriesNames {
-		if _, ok := f.Series(name); !ok && !strings.HasPrefix(name, "rss_") && !strings.HasPrefix(name, "gate_") {
+		if _, ok := f.Series(name); !ok && !strings.HasPrefix(name, "rss_") && !strings.HasPrefix(name, "gate_") && name != "attempts" {
 			t.Errorf("series %s missing", name)
 		}
 	}
@@ -275,6 +277,35 @@ func TestFacts(t *testing.T) {
 	}
 	if _, ok := empty.Quantile(0.99); ok {
 		t.Error("empty run has a quantile")
+	}
+}
+
+// The ledger figures are there (zeros too) once a check counted itself;
+// the attempts figures come from the attempts/N counters, merged over
+// seconds and processes.
+func TestLedgerAndAttemptsFacts(t *testing.T) {
+	pts := []record.Point{
+		{T: 0, Counters: map[string]int64{"attempts/1": 8, "attempts/2": 2}},
+		{T: 1},
+		{T: 2, Counters: map[string]int64{"attempts/1": 1, "attempts/4": 1, "ledger_checks": 2, "ledger_players": 7, "ledger_acked": 30}},
+	}
+	f := (&Run{Points: pts}).Facts()
+	for name, want := range map[string]float64{"attempts_per_request": (8 + 4 + 1 + 4) / 12.0, "max_attempts": 4,
+		"ledger_players": 7, "ledger_acked": 30, "ledger_lost": 0, "ledger_doubled": 0, "ledger_phantom": 0,
+		"ledger_unresolved": 0, "ledger_mismatch": 0, "ledger_unchecked": 0} {
+		if got, ok := f.Value(name); !ok || math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, %v; want %v", name, got, ok, want)
+		}
+	}
+	s, ok := f.Series("attempts")
+	if !ok || len(s) != 3 || s[0] != 1.2 || !math.IsNaN(s[1]) || s[2] != 2.5 {
+		t.Errorf("attempts series = %v, %v", s, ok)
+	}
+	none := (&Run{Points: []record.Point{{T: 0, Counters: map[string]int64{"sent": 3}}}}).Facts()
+	for _, name := range []string{"ledger_lost", "ledger_players", "attempts_per_request", "max_attempts"} {
+		if _, ok := none.Value(name); ok {
+			t.Errorf("a run without a ledger or attempts has %s", name)
+		}
 	}
 }
 

@@ -179,6 +179,15 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 	switch t.Kind() {
 	case reflect.String:
 		v.SetString(s)
+	case reflect.Bool:
+		switch s {
+		case "true":
+			v.SetBool(true)
+		case "false":
+			v.SetBool(false)
+		default:
+			return d.errAt(n, path, "%q is not true or false", s)
+		}
 	case reflect.Float64:
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
@@ -216,6 +225,8 @@ func want(t reflect.Type) string {
 		return "a string"
 	case reflect.Float64:
 		return "a number"
+	case reflect.Bool:
+		return "true or false"
 	}
 	return "a whole number"
 }

@@ -100,6 +100,10 @@ type Scenario struct {
 	Timeline    []Action `yaml:"timeline"`
 	Thresholds  []string `yaml:"thresholds"`
 	Run         Run      `yaml:"run"`
+	// Ledger keeps the load tool's own record of every mutation and
+	// checks the players' profiles against it after the run
+	// (loadtest/ledger).
+	Ledger bool `yaml:"ledger"`
 	// Settings is for the legacy engines (smoke, overload, line, hold):
 	// cmd/loadtest flag name (without the dash) -> value; the allowed names
 	// are LegacyFlags[Engine].

@@ -247,6 +247,23 @@ func TestOverrides(t *testing.T) {
 	}
 }
 
+// ledger is a top-level true/false, off by default; anything else is an
+// error naming the field.
+func TestLedgerField(t *testing.T) {
+	s, err := Load("launch", nil)
+	if err != nil || s.Ledger {
+		t.Fatalf("launch: ledger %v, %v", s.Ledger, err)
+	}
+	s, err = Load("launch", []string{"ledger=true"})
+	if err != nil || !s.Ledger {
+		t.Fatalf("ledger=true: %v, %v", s.Ledger, err)
+	}
+	_, err = Load("launch", []string{"ledger=yes"})
+	if err == nil || !strings.Contains(err.Error(), "ledger") || !strings.Contains(err.Error(), "true or false") {
+		t.Fatalf("ledger=yes: %v", err)
+	}
+}
+
 func TestErrorsAreErrors(t *testing.T) {
 	_, err := Parse("x.yaml", []byte("scale: 20\n"+minimal), nil, nil)
 	var e *Error

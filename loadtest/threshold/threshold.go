@@ -23,10 +23,16 @@
 // replies per wall second over the run; capacity = the scenario's
 // capacity: figure (requests/s, x scale); duration (seconds); max_wait =
 // the longest wait in the admission line (seconds); order_inversions =
-// players admitted before one who joined the line earlier.
+// players admitted before one who joined the line earlier; the ledger
+// check's (scenario ledger: true, package loadtest/ledger): ledger_players
+// (checked), ledger_acked, ledger_lost, ledger_doubled, ledger_phantom,
+// ledger_unresolved, ledger_mismatch (players), ledger_unchecked
+// (players); attempts_per_request (sends on the wire per original
+// request) and max_attempts (most sends of one).
 //
 // Series (one value per wall second; NaN = no sample that second, skipped):
-// connected, waiting, admitted, rps, goodput, p99 (seconds),
+// connected, waiting, admitted, rps, goodput, attempts (mean sends per
+// original request, by the second it was due), p99 (seconds),
 // logic_queue_depth, battle_p99 (seconds), gate_connections,
 // gate_waiting, gate_connections_peak, gate_connection_cap, cpu (the max over tiers of cores used, 1.0 = one core),
 // cpu_gate, cpu_logic, cpu_battle, rss_gate_mb, rss_logic_mb,
@@ -49,10 +55,12 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"capacity", "duration", "max_wait", "order_inversions",
 	// The drills' (loadtest/report/drill.go and the driver's counters).
 	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "max_failed_latency",
-	"duplicate_replies", "unhinted_refusals"}
+	"duplicate_replies", "unhinted_refusals",
+	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved",
+	"ledger_mismatch", "ledger_unchecked", "attempts_per_request", "max_attempts"}
 
 // SeriesNames are the names of the run's per-second series.
-var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "p99", "logic_queue_depth",
+var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
 	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
 	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}

@@ -1,0 +1,296 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"levee/client"
+	"levee/internal/clock"
+	"levee/internal/testwait"
+	leveev1 "levee/proto/leveev1"
+)
+
+var (
+	errBusy    = &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY}
+	errGold    = &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}
+	errExpired = &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED}
+)
+
+func unresolvedErr(f *leveev1.ClientFrame) error {
+	return &client.UnresolvedError{Request: f, Err: &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE}}
+}
+
+func buyFrame(id uint64, item string) *leveev1.ClientFrame {
+	return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: item, Quantity: 1}}}
+}
+
+func battleFrame(id uint64, battle string) *leveev1.ClientFrame {
+	return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: battle, Units: 2, Ticks: 10}}}
+}
+
+func start() *leveev1.Player {
+	return &leveev1.Player{Id: "p", Level: 1, Gold: 1000, Rating: 1000, Inventory: map[string]uint32{}, Version: 1}
+}
+
+// sim is a stand-in for logic: it applies purchases and battles to a
+// profile exactly as logic/actions.go does.
+type sim struct{ p *leveev1.Player }
+
+func (s *sim) buy(item string, price int64) *leveev1.BuyItemReply {
+	s.p.Gold -= price
+	s.p.Inventory[item]++
+	s.p.Version++
+	return &leveev1.BuyItemReply{GoldSpent: price}
+}
+
+func (s *sim) battle(id string, won bool) *leveev1.BattleReply {
+	r := &leveev1.BattleReply{BattleId: id, Won: won}
+	if won {
+		r.GoldGained, r.XpGained, r.RatingDelta = 50, 100, 10
+		s.p.Wins++
+	} else {
+		r.XpGained, r.RatingDelta = 25, -10
+		s.p.Losses++
+	}
+	s.p.Gold += r.GoldGained
+	s.p.Xp += r.XpGained
+	s.p.Rating += r.RatingDelta
+	s.p.Version++
+	return r
+}
+
+// A run the server got right: acked purchases and battles, a refusal for
+// load, a business refusal, one unresolved that was applied and one that
+// was not: the profile matches, nothing is a failure.
+func TestCompareMatches(t *testing.T) {
+	l := New()
+	s := &sim{p: start()}
+	l.Snapshot("p", s.p)
+	l.Purchase("p", 1, "potion", 1, 1, s.buy("potion", 10), nil)
+	l.Battle("p", 2, "p-b2", 1, s.battle("p-b2", true), nil)
+	l.Battle("p", 3, "p-b3", 2, s.battle("p-b3", false), nil)
+	l.Purchase("p", 4, "potion", 1, 3, nil, errBusy)
+	l.Purchase("p", 5, "sword", 1, 1, nil, errGold)
+	s.buy("potion", 10) // applied, but the answer was lost
+	l.Purchase("p", 6, "potion", 1, 1, nil, unresolvedErr(buyFrame(6, "potion")))
+	l.Battle("p", 7, "p-b7", 1, nil, unresolvedErr(battleFrame(7, "p-b7")))
+	l.Snapshot("p", &leveev1.Player{Gold: 1})                    // after a mutation: not the start
+	l.Purchase("p", 8, "potion", 1, 0, nil, errors.New("local")) // never sent: not recorded
+	pl := l.Player("p")
+	if len(pl.Muts) != 7 || pl.Start.GetGold() != 1000 {
+		t.Fatalf("record: %d mutations, start %v", len(pl.Muts), pl.Start)
+	}
+	r := Compare(pl, s.p, l.Values())
+	if !r.OK() || r.Acked != 3 || r.Refused != 2 || r.Unresolved != 2 {
+		t.Fatalf("result %+v, want a match with 3 acked, 2 refused, 2 unresolved", r)
+	}
+}
+
+// Each failure kind, planted in a profile, is found and named.
+func TestCompareFindsEachFailure(t *testing.T) {
+	type setup func(l *Ledger, s *sim)
+	cases := []struct {
+		name  string
+		plant setup
+		want  func(r Result) bool
+	}{
+		{"lost purchase", func(l *Ledger, s *sim) {
+			l.Purchase("p", 10, "potion", 1, 1, &leveev1.BuyItemReply{GoldSpent: 10}, nil) // acked, never applied
+		}, func(r Result) bool { return r.Lost == 1 && r.Doubled+r.Phantom == 0 && !r.Mismatch }},
+		{"lost battle", func(l *Ledger, s *sim) {
+			l.Battle("p", 10, "p-b10", 1, &leveev1.BattleReply{Won: true, GoldGained: 50, XpGained: 100, RatingDelta: 10}, nil)
+		}, func(r Result) bool { return r.Lost == 1 && r.Doubled+r.Phantom == 0 && !r.Mismatch }},
+		{"doubled purchase", func(l *Ledger, s *sim) {
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
+			s.buy("potion", 10) // the same id applied again
+		}, func(r Result) bool { return r.Doubled == 1 && r.Lost+r.Phantom == 0 && !r.Mismatch }},
+		{"doubled battle", func(l *Ledger, s *sim) {
+			l.Battle("p", 10, "p-b10", 1, s.battle("p-b10", true), nil)
+			s.battle("p-b10", true)
+		}, func(r Result) bool { return r.Doubled == 1 && r.Lost+r.Phantom == 0 && !r.Mismatch }},
+		{"phantom purchase", func(l *Ledger, s *sim) {
+			s.buy("shield", 30) // applied, though the answer said BUSY
+			l.Purchase("p", 10, "shield", 1, 1, nil, errBusy)
+		}, func(r Result) bool { return r.Phantom == 1 && r.Lost+r.Doubled == 0 && !r.Mismatch }},
+		{"phantom battle", func(l *Ledger, s *sim) {
+			s.battle("p-b10", false)
+			l.Battle("p", 10, "p-b10", 1, nil, errBusy)
+		}, func(r Result) bool { return r.Phantom == 1 && r.Lost+r.Doubled == 0 && !r.Mismatch }},
+		{"wrong charge", func(l *Ledger, s *sim) {
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
+			s.p.Gold -= 5 // charged 15 for a potion the reply said cost 10
+		}, func(r Result) bool {
+			return r.OK() == false && r.Mismatch && r.Lost+r.Doubled+r.Phantom == 0 && has(r.Why, "gold")
+		}},
+		{"version not bumped", func(l *Ledger, s *sim) {
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
+			s.p.Version--
+		}, func(r Result) bool { return r.Mismatch && has(r.Why, "version") }},
+		{"item never bought", func(l *Ledger, s *sim) {
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
+			s.p.Inventory["crown"] = 1
+		}, func(r Result) bool { return r.Mismatch && has(r.Why, "crown") }},
+		{"more applied than unresolved explain", func(l *Ledger, s *sim) {
+			s.buy("boots", 20)
+			s.buy("boots", 20)
+			l.Purchase("p", 10, "boots", 1, 1, nil, unresolvedErr(buyFrame(10, "boots")))
+		}, func(r Result) bool { return r.Mismatch && r.Unresolved == 1 && has(r.Why, "never sent") }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			l := New()
+			s := &sim{p: start()}
+			l.Snapshot("p", s.p)
+			// Some honest traffic around the planted fault, and replies
+			// that show the prices and rewards.
+			l.Purchase("p", 1, "potion", 1, 1, s.buy("potion", 10), nil)
+			l.Purchase("p", 2, "shield", 1, 1, s.buy("shield", 30), nil)
+			l.Battle("p", 3, "p-b3", 1, s.battle("p-b3", true), nil)
+			l.Battle("p", 4, "p-b4", 1, s.battle("p-b4", false), nil)
+			c.plant(l, s)
+			r := Compare(l.Player("p"), s.p, l.Values())
+			if !c.want(r) {
+				t.Fatalf("result %+v", r)
+			}
+		})
+	}
+}
+
+func has(why []string, word string) bool {
+	for _, w := range why {
+		if strings.Contains(w, word) {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeConn is a player's connection to a stand-in server holding its
+// profile and its applied request ids.
+type fakeConn struct {
+	srv    *fakeServer
+	player string
+}
+
+type fakeServer struct {
+	mu      sync.Mutex
+	p       map[string]*sim
+	applied map[uint64]*leveev1.ServerFrame
+	busy    int // the next resends answered BUSY
+	expired map[uint64]bool
+}
+
+func (c *fakeConn) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
+	s := c.srv
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy > 0 {
+		s.busy--
+		return nil, errBusy
+	}
+	if s.expired[f.GetRequestId()] {
+		return nil, errExpired
+	}
+	if out := s.applied[f.GetRequestId()]; out != nil {
+		r := out.GetBuyItem()
+		return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_BuyItem{BuyItem: &leveev1.BuyItemReply{GoldSpent: r.GetGoldSpent(), Replayed: true}}}, nil
+	}
+	r := s.p[c.player].buy(f.GetBuyItem().GetItemId(), 10)
+	out := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_BuyItem{BuyItem: r}}
+	s.applied[f.GetRequestId()] = out
+	return out, nil
+}
+
+func (c *fakeConn) GetProfile(ctx context.Context, _ string) (*leveev1.Player, error) {
+	c.srv.mu.Lock()
+	defer c.srv.mu.Unlock()
+	return cloneStart(c.srv.p[c.player].p), nil
+}
+
+func (c *fakeConn) Close() error { return nil }
+
+// Check resends the unresolved (through a BUSY), reads the profiles and
+// sums the figures: one unresolved was applied (its resend replays), one
+// was not (applied now), one is refused (expired), and a planted double
+// apply on another player is found.
+func TestCheck(t *testing.T) {
+	srv := &fakeServer{p: map[string]*sim{"a": {p: start()}, "b": {p: start()}, "c": {p: start()}},
+		applied: map[uint64]*leveev1.ServerFrame{}, busy: 2, expired: map[uint64]bool{3: true}}
+	l := New()
+	for _, id := range []string{"a", "b"} {
+		l.Snapshot(id, srv.p[id].p)
+	}
+	// a: one acked, three unresolved.
+	l.Purchase("a", 1, "potion", 1, 1, srv.p["a"].buy("potion", 10), nil)
+	srv.applied[2] = &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_BuyItem{BuyItem: srv.p["a"].buy("potion", 10)}}
+	for _, id := range []uint64{2, 3, 4} {
+		l.Purchase("a", id, "potion", 1, 1, nil, unresolvedErr(buyFrame(id, "potion")))
+	}
+	// b: acked once, applied twice.
+	l.Purchase("b", 1, "potion", 1, 1, srv.p["b"].buy("potion", 10), nil)
+	srv.p["b"].buy("potion", 10)
+	// c: no start: unchecked.
+	l.Purchase("c", 1, "potion", 1, 1, srv.p["c"].buy("potion", 10), nil)
+
+	clk := clock.NewFake(time.Now())
+	results := map[string]Result{}
+	var mu sync.Mutex
+	done := make(chan Figures, 1)
+	go func() {
+		done <- l.Check(context.Background(), CheckConfig{
+			Dial: func(ctx context.Context, player string) (Conn, error) {
+				return &fakeConn{srv: srv, player: player}, nil
+			},
+			Clock: clk, Parallel: 1,
+			Report: func(p string, r Result) { mu.Lock(); results[p] = r; mu.Unlock() },
+		})
+	}()
+	// The two BUSY answers make one pause before the second pass.
+	testwait.Until(t, "the pause after BUSY", func() bool { return clk.Waiters() == 1 })
+	clk.Advance(199 * time.Millisecond)
+	select {
+	case f := <-done:
+		t.Fatalf("the check ended before its pause: %+v", f)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	var f Figures
+	select {
+	case f = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the check did not end")
+	}
+	want := Figures{Players: 2, Acked: 1 + 2 + 1 + 1, Doubled: 1, Unchecked: 1}
+	if f != want {
+		t.Fatalf("figures %+v, want %+v; results %+v", f, want, results)
+	}
+	if a := results["a"]; !a.OK() || a.Refused != 1 {
+		t.Fatalf("a: %+v", a)
+	}
+	if c := f.Counters(); c["ledger_doubled"] != 1 || c["ledger_lost"] != 0 || len(c) != len(Names) {
+		t.Fatalf("counters %v", c)
+	}
+}
+
+// The naive client's three requests for one battle (two refused or
+// unresolved, one acked replayed) are one battle applied once.
+func TestCompareBattleIDOnce(t *testing.T) {
+	l := New()
+	s := &sim{p: start()}
+	l.Snapshot("p", s.p)
+	r := s.battle("p-b1", true)
+	l.Battle("p", 1, "p-b1", 1, nil, unresolvedErr(battleFrame(1, "p-b1")))
+	l.Battle("p", 2, "p-b1", 1, nil, errBusy)
+	replay := proto.CloneOf(r)
+	replay.Replayed = true
+	l.Battle("p", 3, "p-b1", 1, replay, nil)
+	if res := Compare(l.Player("p"), s.p, l.Values()); !res.OK() || res.Acked != 1 || res.Unresolved != 0 {
+		t.Fatalf("result %+v, want one acked battle and a match", res)
+	}
+}
