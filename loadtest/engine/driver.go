@@ -311,7 +311,11 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 		}
 		cause = c.Err()
 		c.Close()
-		rec.Add("retries", int64(c.Stats().Retries))
+		st := c.Stats()
+		rec.Add("retries", int64(st.Retries))
+		// A reply whose request id matched no call waiting for one: a
+		// second reply to a request, or one to a request never sent.
+		rec.Add("duplicate_replies", int64(st.Unexpected))
 		if why == endDone || life.Err() != nil {
 			break
 		}
@@ -459,6 +463,9 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		}
 		cancel()
 		sends += info.Attempts
+		if unhinted(err) {
+			d.rec.Add("unhinted_refusals", 1)
+		}
 		o := loadtest.Classify(err)
 		s := record.Sample{Op: a.do, Crit: a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
 			Sent: sent, Done: d.cfg.clock.Now()}
@@ -595,4 +602,14 @@ func (d *driver) options(pl *player, rnd *mrand.Rand) client.Options {
 		o.Pacer.Rate = d.p.pace
 	}
 	return o
+}
+
+// unhinted reports whether err is a refusal for load or an UNAVAILABLE
+// answer without a retry_after: the server must say when to come back.
+func unhinted(err error) bool {
+	e := client.AsError(err)
+	if e == nil || !(e.IsBusy() || e.Code == leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+		return false
+	}
+	return e.RetryAfter <= 0
 }

@@ -15,10 +15,13 @@ import "math"
 //	                      seconds in a row averages >= 95 % of before (0 when it
 //	                      never fell below; +Inf when it did not come back before
 //	                      the run ended)
+//	fault_attempts_per_request
+//	                      sends on the wire per original request, for the
+//	                      requests due inside the window (the attempts counters)
 //	max_failed_latency    the slowest error reply (refusals for load and
 //	                      failures such as DEADLINE_EXCEEDED), seconds: a request
 //	                      to a frozen node must fail by its deadline, not later
-var FaultFigures = []string{"fault_goodput_before", "fault_goodput_during", "fault_recovery", "max_failed_latency"}
+var FaultFigures = []string{"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request", "max_failed_latency"}
 
 // Bounds of the drill figures.
 const (
@@ -92,6 +95,18 @@ func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
 		return 0, false
 	}
 	switch name {
+	case "fault_attempts_per_request":
+		var reqs, sends int64
+		for _, p := range r.Points {
+			if t := float64(p.T); t >= start && t < math.Max(end, start+1) {
+				n, s, _ := attempts(p.Counters)
+				reqs, sends = reqs+n, sends+s
+			}
+		}
+		if reqs == 0 {
+			return 0, false
+		}
+		return float64(sends) / float64(reqs), true
 	case "fault_goodput_before":
 		return before, true
 	case "fault_goodput_during":
