@@ -230,7 +230,12 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 		if left <= 0 {
 			return nil, false, context.DeadlineExceeded
 		}
-		ms := uint64((left + time.Millisecond - 1) / time.Millisecond)
+		// The server gets the budget less a margin for its reply's way
+		// back, so that a request it cannot finish in time (a frozen node
+		// behind it) is answered DEADLINE_EXCEEDED before this call gives
+		// up: a failure by the deadline, not a lost reply after it.
+		left -= ReplyMargin(left)
+		ms := uint64(max(left+time.Millisecond-1, time.Millisecond) / time.Millisecond)
 		if ms > math.MaxUint32 {
 			ms = math.MaxUint32
 		}
@@ -276,6 +281,14 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 	c.sent.Add(1)
 	out, err = c.wait(ctx, id, ch)
 	return out, true, err
+}
+
+// ReplyMargin is how much of a call's remaining budget left the SDK keeps
+// for the reply's way back: the request's timeout_ms is left less this,
+// 1/20 of it, at least 10 ms and at most 250 ms (never more than half).
+func ReplyMargin(left time.Duration) time.Duration {
+	m := min(max(left/20, 10*time.Millisecond), 250*time.Millisecond)
+	return min(m, left/2)
 }
 
 func (c *Client) write(data []byte) error {

@@ -176,8 +176,9 @@ func TestOutOfOrderReplies(t *testing.T) {
 		if f.GetCriticality() != leveev1.Criticality_CRITICALITY_DEFAULT {
 			t.Errorf("GetProfile criticality = %v", f.GetCriticality())
 		}
-		if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 5000 {
-			t.Errorf("timeout_ms = %d, want the remaining budget", f.GetTimeoutMs())
+		// The remaining budget (under 5 s) less the 250 ms reply margin.
+		if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 4750 {
+			t.Errorf("timeout_ms = %d, want the remaining budget less the reply margin", f.GetTimeoutMs())
 		}
 	}
 }
@@ -275,8 +276,8 @@ func TestDeadlineAndLateReply(t *testing.T) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
 	f := <-received
-	if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 100 {
-		t.Fatalf("timeout_ms = %d, want <= 100", f.GetTimeoutMs())
+	if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 90 {
+		t.Fatalf("timeout_ms = %d, want <= 90 (100 ms less the 10 ms reply margin)", f.GetTimeoutMs())
 	}
 	close(release)
 	// The next reply comes after the late one on the same connection.
@@ -505,5 +506,21 @@ func TestHandshakeRefusals(t *testing.T) {
 	defer cancel()
 	if _, err := client.Dial(ctx, url, "tok", client.Options{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("no welcome: %v", err)
+	}
+}
+
+// The server is given the budget less a margin for the reply's way back,
+// so that its DEADLINE_EXCEEDED arrives before the call gives up.
+func TestReplyMargin(t *testing.T) {
+	for _, c := range []struct{ left, want time.Duration }{
+		{5 * time.Second, 250 * time.Millisecond},
+		{2 * time.Second, 100 * time.Millisecond},
+		{100 * time.Millisecond, 10 * time.Millisecond},
+		{10 * time.Millisecond, 5 * time.Millisecond},
+		{time.Minute, 250 * time.Millisecond},
+	} {
+		if got := client.ReplyMargin(c.left); got != c.want {
+			t.Errorf("ReplyMargin(%v) = %v, want %v", c.left, got, c.want)
+		}
 	}
 }
