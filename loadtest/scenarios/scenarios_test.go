@@ -2,7 +2,11 @@ package scenarios_test
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"levee/loadtest/scenario"
@@ -27,6 +31,58 @@ func TestPresetsParse(t *testing.T) {
 		}
 		if _, err := scenario.Parse(n, data, nil, func(string) ([]byte, error) { return nil, fs.ErrNotExist }); err != nil {
 			t.Errorf("%s: %v", n, err)
+		}
+	}
+}
+
+// TestDrillsParse checks every drill of drills/ (make drills plays them)
+// and what scripts/drills.sh reads from them: each one but capacity and
+// gate-restarted names its share of capacity and thinks in milliseconds,
+// has fault steps, and (except the naive references) thresholds.
+func TestDrillsParse(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("drills", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"battle-frozen", "battle-killed", "capacity", "cpu-squeeze-naive", "cpu-squeeze", "disk-full",
+		"gate-restarted", "logic-killed", "logic-outage-naive", "logic-outage", "rolling-restart"}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(filepath.Base(f), ".yaml"))
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("drills %v, want %v", names, want)
+	}
+	share := regexp.MustCompile(`(?m)^# share: *[0-9.]+`)
+	think := regexp.MustCompile(`(?m)^  think: *[0-9]+ms`)
+	for i, f := range files {
+		name := names[i]
+		sc, err := scenario.Load(f, nil)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if sc.Name != name {
+			t.Errorf("%s: name %q", f, sc.Name)
+		}
+		data, _ := os.ReadFile(f)
+		if name != "capacity" && name != "gate-restarted" && (!share.Match(data) || !think.Match(data)) {
+			t.Errorf("%s: no \"# share: N\" line or no think in ms (scripts/drills.sh sizes the load from them)", f)
+		}
+		if name == "capacity" {
+			continue
+		}
+		faults := 0
+		for _, a := range sc.Timeline {
+			if a.Fault != nil {
+				faults++
+			}
+		}
+		if faults == 0 {
+			t.Errorf("%s: no fault step", f)
+		}
+		if len(sc.Checks) == 0 != strings.HasSuffix(name, "-naive") {
+			t.Errorf("%s: %d thresholds (the naive references have none, every drill has some)", f, len(sc.Checks))
 		}
 	}
 }
