@@ -23,7 +23,10 @@
 // replies per wall second over the run; capacity = the scenario's
 // capacity: figure (requests/s, x scale); duration (seconds); max_wait =
 // the longest wait in the admission line (seconds); order_inversions =
-// players admitted before one who joined the line earlier.
+// players admitted before one who joined the line earlier;
+// reconnect_peak_ratio, reconnect_spread (seconds), line_place_kept,
+// line_place_lost: the players' first redials after the server closed
+// them (loadtest/report RedialFigures).
 //
 // Series (one value per wall second; NaN = no sample that second, skipped):
 // connected, waiting, admitted, rps, goodput, p99 (seconds),
@@ -49,7 +52,8 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"capacity", "duration", "max_wait", "order_inversions",
 	// The drills' (loadtest/report/drill.go and the driver's counters).
 	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "max_failed_latency",
-	"duplicate_replies", "unhinted_refusals", "storage_refusals"}
+	"duplicate_replies", "unhinted_refusals", "storage_refusals",
+	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost"}
 
 // SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "p99", "logic_queue_depth",
@@ -61,7 +65,7 @@ var Aggregates = []string{"max", "min", "avg", "last"}
 
 // seconds are the figures measured in seconds (shown as durations).
 var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true,
-	"fault_recovery": true, "max_failed_latency": true}
+	"fault_recovery": true, "max_failed_latency": true, "reconnect_spread": true}
 
 // ErrSyntax is wrapped by every Parse error.
 var ErrSyntax = errors.New("threshold")
