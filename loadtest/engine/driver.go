@@ -238,11 +238,17 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 	var ticket string
 	admitted := false
 	var cause error
+	// What the server's closes did to the player (the gate-restart figures).
+	watch := newRedialWatch(d.cfg.clock, rec)
+	defer watch.finish()
+	dialer := watch.watchDialer(d.cfg.dialer)
 	for attempt := 0; life.Err() == nil; attempt++ {
 		waiting := false
 		opts := d.options(pl, rnd)
+		opts.Dialer = dialer
 		opts.Ticket = ticket
 		opts.OnQueue = func(q *leveev1.QueueStatus) {
+			watch.status(q)
 			if t := q.GetTicket(); t != "" {
 				ticket = t
 			}
@@ -273,6 +279,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 			rec.Add("waiting", -1)
 		}
 		if err != nil {
+			watch.settled(dropped || life.Err() != nil)
 			if dropped {
 				// It dropped while in line: it comes back with its ticket.
 				dropAt = -1
@@ -288,6 +295,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 			}
 			return
 		}
+		watch.admitted()
 		if !admitted {
 			admitted = true
 			e.Admitted = d.cfg.clock.Now().Sub(d.start).Milliseconds()
@@ -299,6 +307,9 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 		}
 		rec.Add("connected", 1)
 		why := d.session(reqCtx, life, pl, c, rnd, sessionEnd, &dropAt)
+		if why == endLost && life.Err() == nil {
+			watch.lost() // the server ended it: 1012 on a gate's restart, or another end
+		}
 		if live.Err() != nil {
 			// The run is over: the players stay connected until every
 			// request in flight has its reply (or the drain ends), so

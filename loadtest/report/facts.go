@@ -42,9 +42,10 @@ func (r *Run) Facts() threshold.Facts {
 }
 
 type facts struct {
-	r   *Run
-	sum Summary
-	lat *record.Hist // merged lazily
+	r       *Run
+	sum     Summary
+	lat     *record.Hist // merged lazily
+	redials *Redials     // likewise
 }
 
 var _ threshold.Facts = (*facts)(nil)
@@ -92,6 +93,15 @@ func (f *facts) Value(name string) (float64, bool) {
 	for _, ff := range FaultFigures {
 		if name == ff {
 			return f.r.faultFigure(name, f.sum)
+		}
+	}
+	for _, rf := range RedialFigures {
+		if name == rf {
+			if f.redials == nil {
+				rd := f.r.redials(f.sum)
+				f.redials = &rd
+			}
+			return f.redials.Figure(name)
 		}
 	}
 	switch name {

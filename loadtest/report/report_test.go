@@ -220,8 +220,8 @@ func TestFacts(t *testing.T) {
 		t.Errorf("max_wait = %v, %v", got, ok)
 	}
 	for _, name := range threshold.Scalars {
-		if strings.HasPrefix(name, "fault_") {
-			continue // only runs with faults have them (drill_test.go)
+		if strings.HasPrefix(name, "fault_") || slices.Contains(RedialFigures, name) {
+			continue // only runs with faults (drill_test.go) or server closes (redial_test.go) have them
 		}
 		// The ledger's and the attempts figures need their counters
 		// (TestLedgerAndAttemptsFacts).

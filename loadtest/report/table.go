@@ -232,6 +232,7 @@ func writeTable(w *errWriter, r *Run) {
 
 	writeOutcomes(w, s.Counters)
 	writeEvents(w, r)
+	writeRedials(w, r)
 
 	if len(r.Criteria) > 0 {
 		w.printf("\nthresholds\n")
@@ -281,6 +282,35 @@ func writeEvents(w *errWriter, r *Run) {
 	}
 	if skipped > 0 {
 		w.printf("%d fault step(s) skipped: no fault was injected for them\n", skipped)
+	}
+}
+
+// writeRedials writes, when the server closed players' connections, the
+// histogram of their first redials (count per second after the close)
+// and what became of the places of those who were waiting in line.
+func writeRedials(w *errWriter, r *Run) {
+	rd := r.redials(r.Summary)
+	if rd.Closes == 0 {
+		return
+	}
+	w.printf("\nserver closes: %d (%d waiting in line); first redial within %s of the close", rd.Closes, rd.InLine, msq(rd.Spread.Seconds()))
+	if rd.NoRedial > 0 {
+		w.printf(", %d never redialed", rd.NoRedial)
+	}
+	w.printf("\n")
+	if rd.First() > 0 {
+		peak := slices.Max(rd.After)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  s after close\tfirst redials\t")
+		for s, c := range rd.After {
+			fmt.Fprintf(tw, "  %d-%d\t%d\t%s\n", s, s+1, c, strings.Repeat("#", int((40*c+peak-1)/peak)))
+		}
+		if err := tw.Flush(); err != nil && w.err == nil {
+			w.err = err
+		}
+	}
+	if rd.InLine > 0 {
+		w.printf("places in line: %d kept, %d lost, %d not told again\n", rd.Kept, rd.Lost, rd.Unknown)
 	}
 }
 

@@ -28,7 +28,11 @@
 // (checked), ledger_acked, ledger_lost, ledger_doubled, ledger_phantom,
 // ledger_unresolved, ledger_mismatch (players), ledger_unchecked
 // (players); attempts_per_request (sends on the wire per original
-// request) and max_attempts (most sends of one).
+// request) and max_attempts (most sends of one); reconnect_peak_ratio,
+// reconnect_spread (seconds), line_place_kept, line_place_lost: the
+// players' first redials after the server closed them (loadtest/report
+// RedialFigures); the drills' fault_* figures (loadtest/report
+// FaultFigures), duplicate_replies and unhinted_refusals.
 //
 // Series (one value per wall second; NaN = no sample that second, skipped):
 // connected, waiting, admitted, rps, goodput, attempts (mean sends per
@@ -57,7 +61,8 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request", "max_failed_latency",
 	"duplicate_replies", "unhinted_refusals",
 	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved",
-	"ledger_mismatch", "ledger_unchecked", "attempts_per_request", "max_attempts"}
+	"ledger_mismatch", "ledger_unchecked", "attempts_per_request", "max_attempts",
+	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost"}
 
 // SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
@@ -70,7 +75,7 @@ var Aggregates = []string{"max", "min", "avg", "last"}
 
 // seconds are the figures measured in seconds (shown as durations).
 var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true,
-	"fault_recovery": true, "max_failed_latency": true}
+	"fault_recovery": true, "max_failed_latency": true, "reconnect_spread": true}
 
 // ErrSyntax is wrapped by every Parse error.
 var ErrSyntax = errors.New("threshold")
