@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"levee/internal/clock"
+	"levee/internal/grpcdial"
 	"levee/internal/cpu"
 	"levee/internal/metrics"
 	"levee/internal/serve"
@@ -99,8 +100,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
+		// The callers' keepalive pings (internal/grpcdial) are allowed.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             10 * time.Second,
+			MinTime:             grpcdial.KeepaliveTime / 2,
 			PermitWithoutStream: true,
 		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"levee/internal/clock"
+	"levee/internal/grpcdial"
 	"levee/internal/metrics"
 	"levee/internal/serve"
 	leveev1 "levee/proto/leveev1"
@@ -135,7 +136,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if s.opsLis, err = net.Listen("tcp", cfg.OpsAddr); err != nil {
 		return nil, fmt.Errorf("-ops-addr: %w", err)
 	}
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(grpcdial.ServerOptions()...)
 	leveev1.RegisterLogicServer(s.grpcSrv, s)
 	if s.tier, err = serve.New(serve.Config{
 		Name:         "logic",

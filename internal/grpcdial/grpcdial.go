@@ -12,6 +12,18 @@
 // was back. Reconnection backs off from 250 ms up to MaxBackoff (gRPC's
 // default goes up to 120 s), so a callee back after a long outage is used
 // again within MaxBackoff.
+//
+// The connection is also pinged when it has been silent for KeepaliveTime
+// (gRPC's shortest) and closed when a ping goes unanswered for
+// KeepaliveTimeout. Without it a callee cut off the network (or frozen)
+// kept its connection READY for as long as TCP retried, about 15 minutes:
+// every call sent on it waited for its deadline, and after the callee came
+// back (at a new address, as a rescheduled pod or a reconnected container
+// does) the caller went on sending into the dead connection. With it, the
+// connection is closed within KeepaliveTime + KeepaliveTimeout of the
+// silence, calls fail at once (UNAVAILABLE, retried by the caller with
+// its hint) while the callee is away, and the next connection finds it
+// where it is. The callee must allow the pings: ServerOptions.
 package grpcdial
 
 import (
@@ -20,7 +32,27 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
+
+// Keepalive of the caller's side: a ping after KeepaliveTime without
+// anything read (gRPC's floor: it uses 10 s for anything shorter), the
+// connection closed when the ping is not answered within KeepaliveTimeout.
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 3 * time.Second
+)
+
+// ServerOptions are the callee's side of Dial's keepalive: pings as often
+// as every KeepaliveTime/2 are allowed, also without calls in flight
+// (gRPC's default allows one every 5 minutes and answers more frequent
+// ones with GOAWAY).
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+		MinTime:             KeepaliveTime / 2,
+		PermitWithoutStream: true,
+	})}
+}
 
 // MaxBackoff is the longest wait between two connection attempts.
 const MaxBackoff = 3 * time.Second
@@ -43,6 +75,11 @@ func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	base := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(connectParams),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                KeepaliveTime,
+			Timeout:             KeepaliveTimeout,
+			PermitWithoutStream: true,
+		}),
 	}
 	return grpc.NewClient("passthrough:///"+addr, append(base, opts...)...)
 }
