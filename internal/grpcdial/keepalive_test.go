@@ -74,7 +74,6 @@ func (f *freezer) close() {
 	}
 }
 
-
 // A callee that stops answering without closing its connection is given
 // up within KeepaliveTime + KeepaliveTimeout: the connection leaves READY,
 // so that calls fail at once instead of each waiting for its deadline,
