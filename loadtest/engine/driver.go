@@ -560,6 +560,9 @@ func (d *driver) giveUp(pl *player) {
 func (d *driver) attempts(due time.Time, sends int) {
 	if sends > 0 {
 		d.rec.AddAt(record.Attempts(sends), 1, due)
+		if d.p.inFault(due.Sub(d.start)) {
+			d.rec.Add(record.FaultAttempts(sends), 1)
+		}
 	}
 }
 

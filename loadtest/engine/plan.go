@@ -178,3 +178,15 @@ func (p *plan) pick(u float64) *act {
 	}
 	return &p.acts[len(p.acts)-1]
 }
+
+// inFault reports whether wall offset at falls in a fault step that lasts
+// (pause, cpu, cut, fill: from its time to its end, as planned), so that
+// the requests due then can be judged apart (fault_attempts_per_request).
+func (p *plan) inFault(at time.Duration) bool {
+	for _, s := range p.timeline {
+		if s.fault != nil && s.fault.For > 0 && at >= s.at && at < s.at+s.fault.For {
+			return true
+		}
+	}
+	return false
+}

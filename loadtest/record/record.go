@@ -358,12 +358,26 @@ func (r *Recorder) AddAt(name string, n int64, at time.Time) {
 // most sends of one.
 const CounterAttempts = "attempts/"
 
+// CounterFaultAttempts prefixes the same counters for the original
+// requests due while a lasting fault of the timeline was on (its planned
+// time and length), counted when they end.
+const CounterFaultAttempts = "fault_attempts/"
+
+// FaultAttempts is the counter of original requests due during a fault
+// and sent n times.
+func FaultAttempts(n int) string { return CounterFaultAttempts + strconv.Itoa(n) }
+
 // Attempts is the counter of original requests sent n times.
 func Attempts(n int) string { return CounterAttempts + strconv.Itoa(n) }
 
 // AttemptsOf reads an attempts counter's name: its n, and whether it is one.
-func AttemptsOf(name string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, CounterAttempts)
+func AttemptsOf(name string) (int, bool) { return countOf(name, CounterAttempts) }
+
+// FaultAttemptsOf reads a fault attempts counter's name (FaultAttempts).
+func FaultAttemptsOf(name string) (int, bool) { return countOf(name, CounterFaultAttempts) }
+
+func countOf(name, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
 	if !ok {
 		return 0, false
 	}

@@ -1,6 +1,10 @@
 package report
 
-import "math"
+import (
+	"math"
+
+	"levee/loadtest/record"
+)
 
 // The figures of a drill's faults (scalars; see FaultFigures), computed
 // from the run's fault events and its per-second goodput.
@@ -17,7 +21,8 @@ import "math"
 //	                      the run ended)
 //	fault_attempts_per_request
 //	                      sends on the wire per original request, for the
-//	                      requests due inside the window (the attempts counters)
+//	                      requests due while a lasting fault (pause, cpu, cut,
+//	                      fill) was on, as planned (record.FaultAttempts)
 //	max_failed_latency    the slowest error reply (refusals for load and
 //	                      failures such as DEADLINE_EXCEEDED), seconds: a request
 //	                      to a frozen node must fail by its deadline, not later
@@ -96,11 +101,13 @@ func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
 	}
 	switch name {
 	case "fault_attempts_per_request":
+		// Counted by the driver for the requests due inside a lasting
+		// fault's planned time (record.FaultAttempts), wherever they ended.
 		var reqs, sends int64
-		for _, p := range r.Points {
-			if t := float64(p.T); t >= start && t < math.Max(end, start+1) {
-				n, s, _ := attempts(p.Counters)
-				reqs, sends = reqs+n, sends+s
+		for k, v := range sum.Counters {
+			if n, ok := record.FaultAttemptsOf(k); ok && v > 0 {
+				reqs += v
+				sends += v * int64(n)
 			}
 		}
 		if reqs == 0 {

@@ -62,18 +62,17 @@ func TestFaultFigures(t *testing.T) {
 	}
 }
 
-// The attempts of the requests due inside the window only.
+// The attempts of the requests due during the fault only.
 func TestFaultAttempts(t *testing.T) {
 	r := drillRun(nil)
 	for i := range r.Points {
 		r.Points[i].Counters["attempts/1"] = 100
 	}
-	r.Points[21].Counters["attempts/1"] = 50
-	r.Points[21].Counters["attempts/3"] = 50 // 50 x 1 + 50 x 3 = 200 sends for 100
+	r.Points[30].Counters["fault_attempts/1"] = 50
+	r.Points[59].Counters["fault_attempts/3"] = 50 // ended late: counted where it ended
 	r.Summary = Summarize(r.Points)
 	got, ok := r.Facts().Value("fault_attempts_per_request")
-	want := (100 + 200 + 100) / 300.0 // seconds 20, 21, 22
-	if !ok || math.Abs(got-want) > 1e-9 {
+	if want := (50 + 150) / 100.0; !ok || math.Abs(got-want) > 1e-9 {
 		t.Fatalf("fault_attempts_per_request = %v, %v; want %v", got, ok, want)
 	}
 }
