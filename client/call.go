@@ -94,6 +94,16 @@ func WithCallInfo(ctx context.Context, info *CallInfo) context.Context {
 	return context.WithValue(ctx, callInfoKey{}, info)
 }
 
+type maxAttemptsKey struct{}
+
+// WithMaxAttempts returns a ctx under which a call makes at most n sends
+// (n >= 1), fewer than Options.Retry allows when n is smaller: for a
+// caller resending a request that already went out, so that the request's
+// sends in all stay within its policy.
+func WithMaxAttempts(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, maxAttemptsKey{}, max(n, 1))
+}
+
 // callInfo is the *CallInfo set with WithCallInfo, reset for a new call
 // with request id id; nil when none was set.
 func callInfo(ctx context.Context, id uint64) *CallInfo {
@@ -164,6 +174,9 @@ func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, un
 			// A final answer is the id's outcome, whatever earlier
 			// attempts left open: the server executes an id at most once.
 			unknown = false
+		}
+		if n, capped := ctx.Value(maxAttemptsKey{}).(int); capped && attempt >= n {
+			return out, maybeUnresolved(unknown, f, timeout, err)
 		}
 		if e == nil || c.budget == nil || !retriedHere(e) || !c.opts.Retry.CanRetry(attempt) {
 			return out, maybeUnresolved(unknown, f, timeout, err)

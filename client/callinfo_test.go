@@ -89,3 +89,28 @@ func TestCallInfoAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WithMaxAttempts caps one call's sends below the policy's: a caller
+// resending a request keeps the request's sends in all within it.
+func TestWithMaxAttempts(t *testing.T) {
+	got := make(chan *leveev1.ClientFrame, 16)
+	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		return busy(f, 0) // always BUSY: the policy would send 3 times
+	}))
+	c := dial(t, g, "cap", client.Options{Rand: constRand(0), NoPacing: true,
+		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1, MinPerSecond: 10})})
+	var info client.CallInfo
+	ctx := client.WithCallInfo(ctx5s(t), &info)
+	if _, err := c.BuyItem(client.WithMaxAttempts(ctx, 2), "potion", 1); !client.AsError(err).IsBusy() {
+		t.Fatalf("err %v, want the last BUSY", err)
+	}
+	if info.Attempts != 2 {
+		t.Fatalf("%d sends under WithMaxAttempts(2), want 2", info.Attempts)
+	}
+	if _, err := c.BuyItem(ctx, "potion", 1); err == nil {
+		t.Fatal("always BUSY, yet no error")
+	}
+	if info.Attempts != 3 {
+		t.Fatalf("%d sends without a cap, want the policy's 3", info.Attempts)
+	}
+}

@@ -492,7 +492,9 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 			break
 		}
 	}
-	if f := client.Unresolved(err); f != nil && !d.p.naive {
+	if f := client.Unresolved(err); f != nil && !d.p.naive && a.do != doProfile {
+		// A mutation whose outcome is unknown is sent again with its own
+		// request id (a read is just made again later, as a new one).
 		pl.pending = append(pl.pending, &unresolvedReq{frame: f, a: a, due: due, sends: sends})
 		return
 	}
@@ -510,10 +512,18 @@ func (d *driver) resend(reqCtx context.Context, c *client.Client, pl *player) {
 	}
 	kept := pl.pending[:0]
 	for i, u := range pl.pending {
+		left := d.maxAttempts() - u.sends
+		if left <= 0 {
+			// Its policy's sends are spent: it waits for the end of the
+			// run, when the check (or, in a game, the next login's
+			// profile) finds out what became of it.
+			kept = append(kept, u)
+			continue
+		}
 		d.inflight.Add(1)
 		sent := d.cfg.clock.Now()
 		var info client.CallInfo
-		ctx, cancel := context.WithTimeout(client.WithCallInfo(reqCtx, &info), d.p.timeout)
+		ctx, cancel := context.WithTimeout(client.WithMaxAttempts(client.WithCallInfo(reqCtx, &info), left), d.p.timeout)
 		out, err := c.Resend(ctx, u.frame)
 		cancel()
 		d.inflight.Add(-1)
@@ -554,9 +564,19 @@ func (d *driver) giveUp(pl *player) {
 	pl.pending = nil
 }
 
+// maxAttempts is the most sends of one request the SDK's policy allows,
+// resends included.
+func (d *driver) maxAttempts() int {
+	if d.p.attempts > 0 {
+		return d.p.attempts
+	}
+	return backoff.DefaultMaxAttempts
+}
+
 // attempts counts an original request that went on the wire sends times in
 // all, in the second it was due (record.Attempts); one never sent is not
 // an original request on the wire.
+
 func (d *driver) attempts(due time.Time, sends int) {
 	if sends > 0 {
 		d.rec.AddAt(record.Attempts(sends), 1, due)
