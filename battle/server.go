@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"levee/internal/clock"
-	"levee/internal/grpcdial"
 	"levee/internal/cpu"
+	"levee/internal/grpcdial"
 	"levee/internal/metrics"
 	"levee/internal/serve"
 	"levee/internal/shed"
