@@ -330,16 +330,32 @@ func (c *Client) wait(ctx context.Context, id uint64, ch chan *leveev1.ServerFra
 		case f := <-ch:
 			return reply(f)
 		default:
-			return nil, c.Err()
+			return nil, c.endedErr()
 		}
 	case <-c.done:
 		select {
 		case f := <-ch:
 			return reply(f)
 		default:
-			return nil, c.Err()
+			return nil, c.endedErr()
 		}
 	}
+}
+
+// endedErr is the error of a call still waiting when the connection
+// ended: the connection's, or, when the gate closed it with 1012 (Service
+// Restart: a gate that stops answers every request it has read, then
+// closes), a SHUTTING_DOWN answer in the gate's name, so that the request
+// ends with a typed answer (outcome unknown, as SHUTTING_DOWN always is:
+// resend it on the next connection) instead of none.
+func (c *Client) endedErr() error {
+	err := c.Err()
+	var ce *CloseError
+	if errors.As(err, &ce) && ce.Code == websocket.CloseServiceRestart {
+		return fmt.Errorf("%w (%w)", &Error{Code: leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
+			Message: "server restarting: not answered before the connection closed", RetryAfter: ce.RetryAfter}, err)
+	}
+	return err
 }
 
 func reply(f *leveev1.ServerFrame) (*leveev1.ServerFrame, error) {

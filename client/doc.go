@@ -16,7 +16,10 @@
 // ClientFrame with a fresh request id and waits for the one ServerFrame that
 // answers it. A typed server error comes back as *Error; a connection that
 // ends while calls are pending fails them with an error that wraps ErrClosed
-// and, when the server sent one, its *CloseError.
+// and, when the server sent one, its *CloseError. When that close is 1012
+// (Service Restart: a stopping gate answers every request it has read,
+// then closes) the error is also a SHUTTING_DOWN *Error: a typed answer,
+// outcome unknown, to resend on the next connection.
 //
 // The SDK honours the cluster's backpressure (all of it on by default, each
 // part switchable in Options):

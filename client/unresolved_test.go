@@ -229,6 +229,15 @@ func TestLostInFlightResentAfterReconnect(t *testing.T) {
 			if req == nil || req.GetRequestId() == 0 {
 				t.Fatalf("no request to resend in %v", err)
 			}
+			// A gate that closes with 1012 (restarting) has answered what
+			// it read: the call ends with a typed SHUTTING_DOWN, not none.
+			wantCode := leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN
+			if tc.code == websocket.CloseInternalServerErr {
+				wantCode = leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED
+			}
+			if got := client.Code(err); got != wantCode {
+				t.Fatalf("code %v, want %v (err %v)", got, wantCode, err)
+			}
 			if st := c.Stats(); st.Sent != 1 {
 				t.Fatalf("SHUTTING_DOWN was retried on the closing connection: stats %+v", st)
 			}
