@@ -23,6 +23,7 @@ type fakeLogic struct {
 	crits  []priority.Class // the class each of reqs arrived with
 	handle func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error)
 	got    chan *leveev1.LogicRequest // every request, if not nil (buffered)
+	stop   func()                     // stops the server (idempotent)
 }
 
 func startFakeLogic(t testing.TB) *fakeLogic {
@@ -36,7 +37,8 @@ func startFakeLogic(t testing.TB) *fakeLogic {
 	leveev1.RegisterLogicServer(srv, f)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
-	t.Cleanup(func() { srv.Stop(); <-done })
+	f.stop = sync.OnceFunc(func() { srv.Stop(); <-done })
+	t.Cleanup(f.stop)
 	return f
 }
 

@@ -421,3 +421,30 @@ func TestShutdownGraceExpiredStillAnswers(t *testing.T) {
 	}
 	g.stop(t)
 }
+
+// A request whose logic instance is unreachable (the connection's last
+// attempt failed) is refused at once with BUSY and a retry delay: it was
+// not sent, so it is safe to retry and nothing is left unresolved.
+func TestUnreachableLogicRefusedBusy(t *testing.T) {
+	logic := startFakeLogic(t)
+	g := startGate(t, nil, logic)
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
+	logic.stop()
+	// The next call finds the connection gone and fails to make a new one
+	// (UNAVAILABLE: it may have been sent); the connection is failing then.
+	c.send(profileFrame(8))
+	wantError(t, c.recv(), 8, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE)
+	testwait.Until(t, "the logic connection to fail", func() bool { return g.logic.unreachable(0) })
+	before := len(logic.requests())
+	c.send(profileFrame(9))
+	e := wantError(t, c.recv(), 9, leveev1.ErrorCode_ERROR_CODE_BUSY)
+	if e.GetRetryAfterMs() != uint32(logicUnreachableRetryAfter.Milliseconds()) {
+		t.Fatalf("retry_after_ms = %d, want %d", e.GetRetryAfterMs(), logicUnreachableRetryAfter.Milliseconds())
+	}
+	if len(logic.requests()) != before {
+		t.Fatal("the request reached logic")
+	}
+	if got := testutil.ToFloat64(g.m.logicUnreachable); got != 1 {
+		t.Fatalf("gate_logic_unreachable_total = %v, want 1", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"levee/internal/grpcdial"
 	"levee/internal/shardmap"
@@ -38,6 +39,15 @@ func newLogicPool(addrs []string, shards int) (*logicPool, error) {
 func (p *logicPool) route(playerID string) (int, leveev1.LogicClient) {
 	shard := shardmap.Shard(playerID, p.shards)
 	return shard, p.clients[shardmap.Instance(shard, len(p.clients))]
+}
+
+// unreachable reports whether the connection to the logic instance that
+// hosts shard is in TRANSIENT_FAILURE: its last connection attempt failed
+// (the instance is down, or cut off: the keepalive of internal/grpcdial
+// gives up a silent one). gRPC would fail a call at once then, without
+// sending it; the gate refuses it itself, knowing it was not executed.
+func (p *logicPool) unreachable(shard int) bool {
+	return p.conns[shardmap.Instance(shard, len(p.conns))].GetState() == connectivity.TransientFailure
 }
 
 func (p *logicPool) close() error {

@@ -55,6 +55,9 @@ type gateMetrics struct {
 	handshakes  prometheus.GaugeFunc
 	connPeak    prometheus.GaugeFunc // gate_connections_peak
 	connCap     prometheus.Gauge     // gate_connection_cap
+	// logicUnreachable counts requests refused BUSY without being sent
+	// because their logic instance was unreachable.
+	logicUnreachable prometheus.Counter
 
 	// Resolved once, so the refusal paths do no label look-ups.
 	fullConns         prometheus.Counter // gate_connections_total{server_full}
@@ -86,6 +89,10 @@ func newMetrics(reg prometheus.Registerer, handshakes, peak func() float64, conn
 			Name: "gate_connections_total",
 			Help: "Upgraded player WebSocket connections, by how their start ended.",
 		}, []string{"result"}),
+		logicUnreachable: f.NewCounter(prometheus.CounterOpts{
+			Name: "gate_logic_unreachable_total",
+			Help: "Player requests refused BUSY without being sent, because the connection to their logic instance was failing.",
+		}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_requests_total",
 			Help: "Player requests answered, by action and outcome (ok or the error code).",

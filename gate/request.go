@@ -188,6 +188,13 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 // load (apperr.Overload) also starts the shard's cooling and the hints are
 // kept for the gate's own refusals (see coolingTable).
 func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit priority.Class, budget time.Duration) *leveev1.ServerFrame {
+	if s.logic.unreachable(shard) {
+		// Not sent: BUSY (not executed, so retrying is safe and nothing
+		// needs resending later) with the time the gate's next attempt to
+		// reach logic may take, instead of UNAVAILABLE (outcome unknown).
+		s.m.logicUnreachable.Inc()
+		return errorFrame(req.GetRequestId(), fmt.Errorf("%w: the game service is unreachable", apperr.ErrBusy), logicUnreachableRetryAfter)
+	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	ctx = priority.Outgoing(ctx, crit)
@@ -227,6 +234,12 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 	}
 	return serverFrame(req.GetRequestId(), rep)
 }
+
+// logicUnreachableRetryAfter is the retry_after of a request refused
+// because its logic instance is unreachable: about the gate's wait between
+// two connection attempts (internal/grpcdial's backoff, 0.25 s growing to
+// its 3 s cap).
+const logicUnreachableRetryAfter = 2 * time.Second
 
 // serverFrame maps a LogicReply to the player's frame, oneof to oneof.
 func serverFrame(id uint64, rep *leveev1.LogicReply) *leveev1.ServerFrame {
