@@ -281,18 +281,10 @@ func TestQueueAfterWelcome(t *testing.T) {
 // gate lets such a player in first): the old client's Err carries it.
 func TestReconnectAfterAdmissionPresentsTicket(t *testing.T) {
 	var tk tickets
-	n := atomic.Int32{}
 	g := newLineGate(t, func(c *clienttest.Conn) bool {
 		tk.add(c.Ticket)
 		return c.Send(clienttest.Status(1, 1, 1, "T-in")) == nil && c.Send(clienttest.Admit(time.Second)) == nil
-	}, func(c *clienttest.Conn) {
-		if n.Add(1) == 1 {
-			_ = c.CloseWith(websocket.CloseServiceRestart, "restart")
-			_, _ = c.Recv()
-			return
-		}
-		clienttest.Game(c)
-	})
+	}, restartingGame(1))
 	clk := clock.NewFake(time.Now())
 	opts := client.Options{Clock: clk, Rand: constRand(0)}
 	old := dial(t, g, "jan", opts)
@@ -363,7 +355,6 @@ func TestTicketInUseRetriedWithTicket(t *testing.T) {
 // once without it.
 func TestTicketIsThePassOnceIn(t *testing.T) {
 	var tk tickets
-	n := atomic.Int32{}
 	g := newLineGate(t, func(c *clienttest.Conn) bool {
 		switch tk.add(c.Ticket); c.Ticket {
 		case "":
@@ -376,14 +367,7 @@ func TestTicketIsThePassOnceIn(t *testing.T) {
 		_ = c.CloseWith(websocket.ClosePolicyViolation, "bad ticket")
 		_, _ = c.Recv()
 		return false
-	}, func(c *clienttest.Conn) {
-		if n.Add(1) <= 2 {
-			_ = c.CloseWith(websocket.CloseServiceRestart, "restart")
-			_, _ = c.Recv()
-			return
-		}
-		clienttest.Game(c)
-	})
+	}, restartingGame(2))
 	clk := clock.NewFake(time.Now())
 	opts := client.Options{Clock: clk, Rand: constRand(0)}
 	old := dial(t, g, "pia", opts)
@@ -428,5 +412,19 @@ func TestTicketIsThePassOnceIn(t *testing.T) {
 	}
 	if c := dial(t, newGate(t, clienttest.Game), "sue", client.Options{}); c.Ticket() != "" {
 		t.Fatalf("Ticket() = %q, want none", c.Ticket())
+	}
+}
+
+// restartingGame is a game that closes its first k connections with 1012
+// (a gate restarting), then plays.
+func restartingGame(k int32) clienttest.Handler {
+	var n atomic.Int32
+	return func(c *clienttest.Conn) {
+		if n.Add(1) <= k {
+			_ = c.CloseWith(websocket.CloseServiceRestart, "restart")
+			_, _ = c.Recv()
+			return
+		}
+		clienttest.Game(c)
 	}
 }
