@@ -155,6 +155,25 @@ func (c *Client) Welcome() *leveev1.Welcome { return c.welcome }
 // second between pushes. Treat it as read-only.
 func (c *Client) Queue() *leveev1.QueueStatus { return c.queue.Load() }
 
+// Ticket is the latest ticket the gate gave this connection: the admission
+// pass of its Admitted push once the player was let in from the line (a
+// gate that has passes sends one), else the ticket of the last
+// QueueStatus; "" if there was neither (let in at once). Present it as
+// Options.Ticket to come back after the connection ends: a ticket keeps a
+// place in line within the gate's grace period, a pass brings back a
+// player who was in (the gate that let them in puts them in its priority
+// lane within its grace; a restarted gate, or another gate of the
+// deployment, lets them in at once during its return window). A ticket or
+// pass the gate no longer honours joins the back of the line; one it
+// refuses (expired, say), DialRetry and Reconnect drop and dial again
+// without.
+func (c *Client) Ticket() string {
+	if p := c.admitted.GetTicket(); p != "" {
+		return p
+	}
+	return c.queue.Load().GetTicket()
+}
+
 // Waited is how long the player waited in the gate's admission line, as
 // the gate's Admitted push said; 0 if it did not wait.
 func (c *Client) Waited() time.Duration {
@@ -200,9 +219,10 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // It wraps ErrClosed and, when the server sent a close frame (or answered
 // ours), a *CloseError with its code. When the player was let in from the
 // gate's admission line it also wraps a *LineError (Admitted true) with
-// the line ticket: Reconnect(…, c.Err()) presents it, and the gate lets a
-// player who drops within its grace period after being let in (e.g. in
-// the middle of a match) back in first.
+// the line ticket and the admission pass: Reconnect(…, c.Err()) presents
+// the pass (else the ticket), and the gate lets a player who drops within
+// its grace period after being let in (e.g. in the middle of a match) back
+// in first, and a restarted gate lets them in at once.
 func (c *Client) Err() error {
 	c.mu.Lock()
 	err := c.err

@@ -24,7 +24,8 @@ import (
 // While the gate's admission line is active the player first waits in it:
 // the gate pushes QueueStatus frames (place, ETA, release rate, a ticket),
 // which Dial passes to Options.OnQueue and keeps (Client.Queue), then
-// Admitted (Client.Waited), then the Welcome. The gate pushes a status
+// Admitted (Client.Waited, with an admission pass: Client.Ticket), then the
+// Welcome. The gate pushes a status
 // when the place or the ETA moved by about 10 %, or the mode or the rate
 // changed, and otherwise at a heartbeat: every -line-push (2 s) near the
 // front, up to 30 times that (60 s) far back, so statuses come seldom
@@ -154,13 +155,13 @@ func (w *welcomeWait) push(ctx context.Context, f *leveev1.ServerFrame) (cl *Cli
 		return nil, nil, false
 	case f.GetWelcome() != nil:
 		c.welcome = f.GetWelcome()
-		if w.last.GetTicket() != "" {
+		if pass := c.admitted.GetTicket(); w.last.GetTicket() != "" || pass != "" {
 			// The gate's grace for a player let in counts from the release.
 			seen := w.admittedAt
 			if seen.IsZero() {
 				seen = w.seen
 			}
-			c.line = &LineError{Status: w.last, Seen: seen, Admitted: true}
+			c.line = &LineError{Status: w.last, Seen: seen, Admitted: true, Pass: pass}
 		}
 		c.log.Debug("connected", "player", c.welcome.GetPlayer().GetId(), "shard", c.welcome.GetShard(), "json", c.opts.JSON)
 		return c, nil, true

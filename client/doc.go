@@ -11,7 +11,11 @@
 // rate) to Options.OnQueue, and returns after the Admitted push and the
 // Welcome. A dial that fails while in line wraps a *LineError carrying the
 // line ticket; DialRetry and Reconnect use it to come back to the same place
-// within the gate's grace period (Options.Ticket does it by hand). Each call
+// within the gate's grace period (Options.Ticket does it by hand). A player
+// let in from the line gets an admission pass with Admitted, which
+// Client.Ticket then returns instead of the line ticket: presented after a
+// gate restart it lets the player in at once rather than back in line.
+// Each call
 // (GetProfile, BuyItem, StartBattle, or the general Do) sends one
 // ClientFrame with a fresh request id and waits for the one ServerFrame that
 // answers it. A typed server error comes back as *Error; a connection that

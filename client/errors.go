@@ -46,12 +46,16 @@ func IsNotAdmitted(err error) bool { return Code(err) == leveev1.ErrorCode_ERROR
 // Status is the last QueueStatus, whose Ticket resumes the place
 // (Options.Ticket) for GraceMs after the drop. A Client's Err wraps one
 // (Admitted true) when the player was let in from the line: within GraceMs
-// of being let in, that ticket brings a dropped player back in first.
-// DialRetry and Reconnect use it by themselves.
+// of being let in, that ticket brings a dropped player back in first; Pass
+// is then the gate's admission pass, which does that and more (a restarted
+// gate lets the player in at once), and is what DialRetry and Reconnect
+// present instead, with no end of their own (the gate decides what it is
+// good for). DialRetry and Reconnect use it by themselves.
 type LineError struct {
-	Status   *leveev1.QueueStatus
-	Seen     time.Time // when Status came (for Admitted, when the player was let in), on Options.Clock
-	Admitted bool      // the player had been let in
+	Status   *leveev1.QueueStatus // nil for a player let in who never saw a status on that connection
+	Seen     time.Time            // when Status came (for Admitted, when the player was let in), on Options.Clock
+	Admitted bool                 // the player had been let in
+	Pass     string               // with Admitted: the Admitted push's pass, if the gate sent one
 	Err      error
 }
 

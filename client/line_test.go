@@ -281,18 +281,10 @@ func TestQueueAfterWelcome(t *testing.T) {
 // gate lets such a player in first): the old client's Err carries it.
 func TestReconnectAfterAdmissionPresentsTicket(t *testing.T) {
 	var tk tickets
-	n := atomic.Int32{}
 	g := newLineGate(t, func(c *clienttest.Conn) bool {
 		tk.add(c.Ticket)
 		return c.Send(clienttest.Status(1, 1, 1, "T-in")) == nil && c.Send(clienttest.Admit(time.Second)) == nil
-	}, func(c *clienttest.Conn) {
-		if n.Add(1) == 1 {
-			_ = c.CloseWith(websocket.CloseServiceRestart, "restart")
-			_, _ = c.Recv()
-			return
-		}
-		clienttest.Game(c)
-	})
+	}, restartingGame(1))
 	clk := clock.NewFake(time.Now())
 	opts := client.Options{Clock: clk, Rand: constRand(0)}
 	old := dial(t, g, "jan", opts)
@@ -351,5 +343,88 @@ func TestTicketInUseRetriedWithTicket(t *testing.T) {
 	}
 	if c.Queue().GetPosition() != 4 || c.Stats().DialAttempts != 3 {
 		t.Fatalf("Queue() = %v, attempts %d", c.Queue(), c.Stats().DialAttempts)
+	}
+}
+
+// Ticket is the latest ticket the gate gave the connection: the line
+// ticket while waiting, the admission pass once in (the line ticket from a
+// gate without passes), "" when let in at once. Err() carries the pass,
+// and Reconnect presents it even past the grace (the gate decides what a
+// pass is good for); a player let in by a pass alone (no status) gets the
+// new one. A pass the gate refuses is dropped: the next attempt goes at
+// once without it.
+func TestTicketIsThePassOnceIn(t *testing.T) {
+	var tk tickets
+	g := newLineGate(t, func(c *clienttest.Conn) bool {
+		switch tk.add(c.Ticket); c.Ticket {
+		case "":
+			return c.Send(clienttest.Status(2, 2, 1, "T-wait")) == nil && c.Send(clienttest.AdmitPass(2*time.Second, "P-in")) == nil
+		case "P-in": // a restarted gate: in at once, with a new pass
+			return c.Send(clienttest.AdmitPass(0, "P-again")) == nil
+		}
+		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
+			Code: leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, Message: "gate: ticket expired"}}})
+		_ = c.CloseWith(websocket.ClosePolicyViolation, "bad ticket")
+		_, _ = c.Recv()
+		return false
+	}, restartingGame(2))
+	clk := clock.NewFake(time.Now())
+	opts := client.Options{Clock: clk, Rand: constRand(0)}
+	old := dial(t, g, "pia", opts)
+	if old.Ticket() != "P-in" || old.Queue().GetTicket() != "T-wait" || old.Waited() != 2*time.Second {
+		t.Fatalf("Ticket() = %q, Queue() = %v", old.Ticket(), old.Queue())
+	}
+	waitDone(t, old)
+	cause := old.Err()
+	if le := client.AsLineError(cause); le == nil || !le.Admitted || le.Pass != "P-in" || le.Status.GetTicket() != "T-wait" {
+		t.Fatalf("Err() = %v", cause)
+	}
+	clk.Advance(clienttest.LineGrace) // a ticket's grace would be over; a pass has none of its own
+	c, err := client.Reconnect(ctx5s(t), g.URL(), client.StaticToken(mint(t, "pia")), opts, cause)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Ticket() != "P-again" || c.Queue() != nil || c.Waited() != 0 {
+		t.Fatalf("back in by the pass: Ticket() = %q, Queue() = %v", c.Ticket(), c.Queue())
+	}
+	waitDone(t, c)
+	if le := client.AsLineError(c.Err()); le == nil || le.Pass != "P-again" || le.Status != nil {
+		t.Fatalf("Err() = %v", c.Err())
+	}
+	// A pass the gate refuses (Options.Ticket set by hand, as the load
+	// tool does): dialed again at once without it.
+	c2, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(mint(t, "pia")), client.Options{Clock: clk, Ticket: "P-stale"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if got := tk.list(); len(got) != 4 || got[0] != "" || got[1] != "P-in" || got[2] != "P-stale" || got[3] != "" {
+		t.Fatalf("tickets = %q", got)
+	}
+	if c2.Ticket() != "P-in" {
+		t.Fatalf("Ticket() = %q after coming in as a new arrival", c2.Ticket())
+	}
+
+	// A gate without passes: the line ticket; no line: none.
+	plain := dial(t, newLineGate(t, clienttest.Waiting(1), clienttest.Game), "ray", client.Options{})
+	if plain.Ticket() != "ticket-ray" {
+		t.Fatalf("Ticket() = %q, want the line ticket", plain.Ticket())
+	}
+	if c := dial(t, newGate(t, clienttest.Game), "sue", client.Options{}); c.Ticket() != "" {
+		t.Fatalf("Ticket() = %q, want none", c.Ticket())
+	}
+}
+
+// restartingGame is a game that closes its first k connections with 1012
+// (a gate restarting), then plays.
+func restartingGame(k int32) clienttest.Handler {
+	var n atomic.Int32
+	return func(c *clienttest.Conn) {
+		if n.Add(1) <= k {
+			_ = c.CloseWith(websocket.CloseServiceRestart, "restart")
+			_, _ = c.Recv()
+			return
+		}
+		clienttest.Game(c)
 	}
 }

@@ -102,8 +102,11 @@ type Options struct {
 	// Ticket resumes a place in the gate's admission line: the Ticket of
 	// a QueueStatus from an earlier connection, sent as the ticket query
 	// parameter. The gate keeps a dropped player's place for the status's
-	// GraceMs. DialRetry and Reconnect fill it in by themselves from the
-	// last status they saw (see LineError); empty means a new place.
+	// GraceMs. An admission pass (Admitted.Ticket; Client.Ticket gives the
+	// latest of the two) is presented the same way and brings back a
+	// player who was in. DialRetry and Reconnect fill it in by themselves
+	// from the last status they saw (see LineError); empty means a new
+	// place.
 	Ticket string
 }
 

@@ -53,7 +53,9 @@ func DialRetry(ctx context.Context, rawURL string, tokens TokenFunc, opts Option
 // the old connection ended, usually its Err(), or a failed Dial's error; it
 // may be nil. When cause wraps a *LineError whose grace has not run out
 // (the player was dropped while waiting in line), the redials carry its
-// ticket, as DialRetry's do; otherwise Options.Ticket, if set.
+// ticket, as DialRetry's do; when it wraps the *LineError of a player let
+// in with an admission pass (a Client's Err), its pass; otherwise
+// Options.Ticket, if set (a ticket or a pass, Client.Ticket).
 func Reconnect(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, cause error) (*Client, error) {
 	return redial(ctx, rawURL, tokens, opts, 0, RetryAfter(cause), cause)
 }
@@ -124,9 +126,17 @@ type lineTicket struct {
 	until  time.Time // zero: no known end (a ticket the caller gave)
 }
 
-// update takes the ticket of err's *LineError, if it has one.
+// update takes the ticket of err's *LineError, if it has one: the
+// admission pass of a player let in, with no end (the gate that let them in
+// honours it within its grace, a restarted or another gate in its return
+// window, and elsewhere it is as no ticket), else the line ticket while its
+// grace lasts.
 func (l *lineTicket) update(err error, now time.Time) {
 	le := AsLineError(err)
+	if le != nil && le.Admitted && le.Pass != "" {
+		*l = lineTicket{ticket: le.Pass}
+		return
+	}
 	if le == nil || le.Status.GetTicket() == "" {
 		return
 	}

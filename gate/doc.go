@@ -91,8 +91,8 @@
 //	           mode}                             changes, or at a heartbeat (push rule)
 //	     ... requests -> error NOT_ADMITTED, retry_after = the ETA (100 ms..1 min;
 //	                     1 min when there is no ETA, 200 ms once released)
-//	  -> admitted{waited_ms} -> welcome          released; requests are served from
-//	                                             the welcome on
+//	  -> admitted{waited_ms, ticket} -> welcome  released, with an admission pass;
+//	                                             requests are served from the welcome on
 //	  -> error + close                           refused: see below
 //
 // The ETA is the queue's (position / measured release rate; 0 when
@@ -160,9 +160,33 @@
 // refused as below. After the window, a ticket of another line that this
 // line has not taken back joins the back. Join times are the gates' wall
 // clocks: gates of one deployment need synchronised clocks for the order
-// to hold across them. A player let in before the restart who still has a
-// ticket comes back by its join time too, near the front, as the priority
-// lane would have put them.
+// to hold across them.
+//
+// Admission passes (pass.go): the Admitted frame carries a pass,
+// "a1.<line id>.<ticket id>.<player>.<admitted ms>.<expiry>.<mac>", signed
+// and verified as a ticket (and refused for the same reasons: malformed,
+// forged, expired, another player's), valid 24 h; the SDK keeps it as the
+// player's ticket once they are in. It tells a line that the player was
+// playing, not waiting: a restarted gate (or another gate of the
+// deployment) lets a verified pass in at once during its return window,
+// without waiting for the pace (the line paces arrivals, not players
+// resuming; the connection cap is checked before the line, as for every
+// connection), so that players who were in do not take places in the line
+// ahead of those still waiting, who get exactly their places back. While
+// the line is queueing the pass goes to the priority lane instead; while
+// it is closed it is refused as anyone is. Each pass is honoured once per
+// gate run: the line remembers the ones it took in its window (at most
+// 2^18, each until its expiry, all forgotten when the window ends), and one
+// shown again joins the back, so a pass cannot be shared or replayed to
+// skip the line. The player gets a pass of the new line with the same
+// ticket id. After the window a pass of another line joins the back; the
+// gate that issued it puts it in the priority lane within -line-grace of
+// the admission (as the ticket below), and at the back after. A pass only
+// proves that the player was let in at that time, not that they were still
+// playing when the gate stopped. A client that shows the last QueueStatus
+// ticket instead (older SDKs) comes back by its join time, near the front,
+// as the priority lane would have put it. Passes are counted by
+// gate_line_passes_total{result}.
 //
 // Reconnecting with ?ticket= (same player token):
 //
@@ -175,12 +199,14 @@
 //     message field there, and an error push before the QueueStatus would
 //     read as a refusal to existing clients);
 //   - the ticket was let in within -line-grace (the player dropped right
-//     after being let in, e.g. in the middle of a match): the priority
-//     lane, which the line empties before anyone else, or at once if the
-//     gate is open with nobody waiting. Each such ticket is good for one
-//     reconnect; the new ticket the player gets in line is good for the
-//     next. Players let in at once (open mode, never waited) have no
-//     ticket and no priority.
+//     after being let in, e.g. in the middle of a match), or its admission
+//     pass is shown: the priority lane, which the line empties before
+//     anyone else, or at once if the gate is open with nobody waiting.
+//     Each such ticket or pass is good for one reconnect; the new ticket
+//     the player gets in line is good for the next. Players let in at once
+//     (open mode, never waited) have no ticket, no pass and no priority;
+//   - a pass of another line, in this line's return window: let in at once
+//     (admitted with waited_ms 0 and a new pass, then welcome), once.
 //
 // # Cost of a waiting player
 //
@@ -263,9 +289,9 @@
 // verifies (same secret) but names another gate's line: while that gate is
 // in its return window (it has just started, e.g. in a rolling restart)
 // the player takes a place by their join time, which is fair across the
-// gates (one order by join time); later the player joins the back of the
-// new gate's line with a new ticket and loses their place and the priority
-// lane. The old gate keeps the place for the grace period; if its turn
+// gates (one order by join time), or, with an admission pass, is let in at
+// once; later the player joins the back of the new gate's line with a new
+// ticket and loses their place and the priority lane. The old gate keeps the place for the grace period; if its turn
 // comes meanwhile it uses a slot of that gate's pace for nobody. Routing
 // that sends a player back to the same gate (session affinity on the
 // client address, or a hash of the player id in the load balancer) keeps
@@ -278,7 +304,12 @@
 // in-flight requests finish, and every player socket, waiting ones
 // included, is closed with 1012 (Service Restart); the SDK
 // (client.Reconnect, backoff.DefaultReconnect) and the waiting page spread
-// their first redial uniformly over [0, 5 s) and present their tickets.
+// their first redial uniformly over [0, 5 s) and present their tickets:
+// the players who were waiting their line ticket, and get their places
+// back by their join time; the players who were in their admission pass
+// (Client.Ticket), and are let in at once, without passing through the
+// restarted gate's line. The waiting page ignores the pass: a player it let
+// in comes back as a new arrival.
 //
 // # Metrics
 //
@@ -289,8 +320,10 @@
 // gate_line_admitted_total, gate_line_release_rate (configured, per
 // second), gate_line_measured_rate, gate_line_wait_seconds (join to
 // admission, for players who waited; up to 30 min),
-// gate_line_refusals_total{reason}, gate_line_mode{mode} (1 for the current
-// one), gate_line_pushes_total{result}, gate_line_push_reasons_total{reason}
+// gate_line_refusals_total{reason}, gate_line_passes_total{result}
+// (admission passes shown: admitted, priority, replayed, expired,
+// foreign_late, full; the last four join the back), gate_line_mode{mode} (1
+// for the current one), gate_line_pushes_total{result}, gate_line_push_reasons_total{reason}
 // (first, mode_rate, moved, eta, heartbeat: why the sent ones went),
 // gate_line_auto_changes_total{direction},
 // gate_line_auto_steps_total{verdict}.

@@ -108,7 +108,8 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 // nil claims: the player joins the back of the line. A ticket of another
 // line (another gate's, or an earlier run of this gate's) is given to the
 // line as such (foreign), which puts it back by its join time while it
-// takes returning players, or else at the back; a t1 ticket of another
+// takes returning players, or else at the back (an admission pass: let in
+// at once then, see pass.go); a t1 ticket of another
 // line, which has no join time, gives nil claims. A ticket that fails
 // verification is an error, and the player is refused.
 func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*ticketClaims, error) {
@@ -121,7 +122,7 @@ func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*tic
 		return nil, ticketError(err)
 	}
 	if cl.Line != s.line.id {
-		if cl.Joined.IsZero() {
+		if cl.Joined.IsZero() && !cl.Pass {
 			s.log.Debug("t1 ticket of another line; joining at the back", "player", playerID)
 			return nil, nil
 		}
@@ -147,7 +148,7 @@ func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	now := s.clock.Now()
 	c.wmu.Lock() // nothing is written to c before its first frame below
-	st, resumed, err := s.line.enter(c, claims, now)
+	st, how, err := s.line.enter(c, claims, now)
 	if err != nil {
 		c.wmu.Unlock()
 		reason, e, code, text := lineRefusal(err)
@@ -162,7 +163,7 @@ func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	}
 	if st.State == queue.Waiting {
 		exp := now.Add(ticketTTL).Unix()
-		if resumed && !claims.foreign {
+		if how == entryResumed && !claims.foreign {
 			exp = claims.Expiry.Unix() // the same token as presented
 		}
 		c.startWaiting(st, exp, hs)
@@ -170,10 +171,13 @@ func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	}
 	c.wmu.Unlock()
 	var admitted *leveev1.ServerFrame
-	if resumed { // released while the player was away
+	switch how {
+	case entryResumed: // released while the player was away
 		waited := now.Sub(st.Ticket.Joined)
 		s.m.line.wait.Observe(waited.Seconds())
-		admitted = admittedFrame(waited)
+		admitted = s.admittedFrame(c.playerID, st.Ticket.ID, waited, now)
+	case entryPass: // was playing: no wait, and a pass of this line
+		admitted = s.admittedFrame(c.playerID, st.Ticket.ID, 0, now)
 	}
 	go c.serve(hs, admitted)
 }

@@ -68,6 +68,7 @@ type line struct {
 	mu       sync.Mutex
 	waiters  map[queue.TicketID]*conn
 	recent   recentAdmits // tickets admitted within grace: their reconnects go first
+	passes   takenPasses  // other lines' passes honoured in the return window (pass.go)
 	nWaiting atomic.Int64 // len(waiters)
 
 	// ctl serializes operator and auto-pacer changes; it guards auto and
@@ -105,6 +106,7 @@ type pushItem struct {
 
 type admitItem struct {
 	c      *conn
+	id     queue.TicketID
 	waited time.Duration
 }
 
@@ -172,6 +174,14 @@ func (l *line) setModeName(m queue.Mode, auto bool) {
 // player the line would refuse: a ticket another connection holds, a closed
 // or a full line. enter decides for good after the upgrade.
 func (l *line) precheck(player string, cl *ticketClaims, now time.Time) error {
+	if cl != nil && cl.Pass {
+		// Let in at once or put at the back (enterPass): only a closed
+		// line refuses it.
+		if st := l.q.Stats(now); st.Mode == queue.Closed {
+			return &queue.RefusedError{Err: queue.ErrClosed, RetryAfter: st.RetryAfter}
+		}
+		return nil
+	}
 	if cl != nil {
 		if st, err := l.q.Position(cl.ID, now); err == nil {
 			switch {
@@ -200,18 +210,22 @@ var (
 )
 
 // enter puts c in the line: back at its place (a ticket the player left
-// within grace), admitted at once (open with an empty line, or a ticket
-// released while its player was away), at the front (a ticket admitted
+// within grace), admitted at once (open with an empty line, a ticket
+// released while its player was away, or another line's admission pass in
+// the return window, pass.go), at the front (a ticket or pass admitted
 // within grace: the player is reconnecting to a game in progress), or at
 // the back (no ticket, or one the line no longer knows). A waiting c is
-// registered so the walker can push to it and release it. resumed is true
-// when the presented ticket was taken back.
-func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status, resumed bool, err error) {
+// registered so the walker can push to it and release it. how says
+// whether the presented ticket was taken back (entryResumed) or a pass let
+// the player in (entryPass).
+func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status, how entry, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case cl == nil:
 		st, err = l.q.Join(c.playerID, now, true)
+	case cl.Pass:
+		st, how, err = l.enterPass(c, cl, now)
 	default:
 		switch {
 		case !cl.foreign:
@@ -225,11 +239,11 @@ func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status,
 		}
 		switch {
 		case err == nil:
-			resumed = true
+			how = entryResumed
 		case errors.Is(err, queue.ErrTicketInUse):
-			return st, false, errTicketInUse
+			return st, entryNew, errTicketInUse
 		case errors.Is(err, queue.ErrWrongPlayer):
-			return st, false, errTicketPlayer
+			return st, entryNew, errTicketPlayer
 		case l.recent.has(cl.ID, c.playerID, now):
 			st, err = l.q.JoinPriority(c.playerID, now, true)
 			if err == nil {
@@ -240,7 +254,7 @@ func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status,
 		}
 	}
 	if err != nil {
-		return st, false, err
+		return st, entryNew, err
 	}
 	switch st.State {
 	case queue.Waiting:
@@ -250,12 +264,12 @@ func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status,
 		c.lineState.Store(lineWaiting)
 	case queue.Admitted:
 		l.s.m.line.admitted.Inc()
-		if resumed { // released while away: its next reconnect goes first too
+		if how != entryNew { // released while away, or a pass: its next reconnect goes first too
 			c.lineState.Store(lineAdmitting)
 			l.recent.add(st.Ticket.ID, c.playerID, now.Add(l.grace))
 		}
 	}
-	return st, resumed, nil
+	return st, how, nil
 }
 
 // leave is called when a connection ends: a waiting player keeps their
@@ -346,13 +360,14 @@ func (l *line) release(now time.Time) {
 		l.nWaiting.Add(-1)
 		c.lineState.Store(lineAdmitting)
 		l.recent.add(t.ID, t.PlayerID, now.Add(l.grace))
-		l.admits = append(l.admits, admitItem{c: c, waited: now.Sub(t.Joined)})
+		l.admits = append(l.admits, admitItem{c: c, id: t.ID, waited: now.Sub(t.Joined)})
 	}
 	l.recent.prune(now)
+	l.passes.prune(now, l.returnUntil)
 	l.mu.Unlock()
 	clear(l.released)
 	for _, a := range l.admits {
-		l.s.admitFromLine(a.c, a.waited)
+		l.s.admitFromLine(a.c, a.id, a.waited, now)
 	}
 	clear(l.admits)
 	l.admits = l.admits[:0]

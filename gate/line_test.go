@@ -255,6 +255,13 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 		flipped = tok[:sig] + "B" + tok[sig+1:]
 	}
 	unauthorized, forbidden := leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN
+	// Admission passes, of this line and of another: refused as tickets.
+	pass := signPass(g.secret, g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour))
+	psig := strings.LastIndexByte(pass, '.') + 1
+	forgedPass := pass[:psig] + "A" + pass[psig+1:]
+	if pass[psig] == 'A' {
+		forgedPass = pass[:psig] + "B" + pass[psig+1:]
+	}
 	for _, tc := range []struct {
 		name, player, ticket string
 		code                 leveev1.ErrorCode
@@ -267,6 +274,10 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 		{"player token as ticket", "alice", g.tokenFor(t, "alice"), unauthorized, "malformed"},
 		{"another player's", "bob", tok, forbidden, "another player"},
 		{"in use", "alice", tok, forbidden, "another connection"},
+		{"forged pass", "alice", forgedPass, unauthorized, "signature"},
+		{"expired pass", "alice", signPass(g.secret, g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
+		{"another player's pass", "bob", pass, forbidden, "another player"},
+		{"pass of another secret", "alice", signPass([]byte("other"), g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour)), unauthorized, "signature"},
 	} {
 		e := g.refused(t, g.lineURL(t, tc.player, tc.ticket), tc.code, websocket.ClosePolicyViolation)
 		if !strings.Contains(e.GetMessage(), tc.msg) {
@@ -277,8 +288,8 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	if after.Joined != before.Joined || after.Length != before.Length || after.Away != before.Away || after.Dropped != before.Dropped {
 		t.Fatalf("the line changed: before %+v, after %+v", before, after)
 	}
-	if got := testutil.ToFloat64(g.m.line.refusals[refuseBadTicket]); got != 6 {
-		t.Fatalf("gate_line_refusals_total{bad_ticket} = %v, want 6", got)
+	if got := testutil.ToFloat64(g.m.line.refusals[refuseBadTicket]); got != 10 {
+		t.Fatalf("gate_line_refusals_total{bad_ticket} = %v, want 10", got)
 	}
 	if got := testutil.ToFloat64(g.m.line.refusals[refuseTicketInUse]); got != 1 {
 		t.Fatalf("gate_line_refusals_total{ticket_in_use} = %v, want 1", got)

@@ -19,6 +19,7 @@ type lineMetrics struct {
 	measuredRate prometheus.Gauge
 	wait         prometheus.Histogram
 	refusals     map[string]prometheus.Counter
+	passes       map[string]prometheus.Counter
 	mode         *prometheus.GaugeVec
 	pushes       [numPushResults]prometheus.Counter
 	reasons      [numPushReasons]prometheus.Counter // [reasonNone] stays nil
@@ -39,7 +40,7 @@ func newLineMetrics(reg prometheus.Registerer) *lineMetrics {
 		}),
 		admitted: f.NewCounter(prometheus.CounterOpts{
 			Name: "gate_line_admitted_total",
-			Help: "Players the admission line let in: at once (open mode, empty line) or after waiting.",
+			Help: "Players the admission line let in: at once (open mode, empty line; an admission pass) or after waiting.",
 		}),
 		releaseRate: f.NewGauge(prometheus.GaugeOpts{
 			Name: "gate_line_release_rate",
@@ -55,6 +56,7 @@ func newLineMetrics(reg prometheus.Registerer) *lineMetrics {
 			Buckets: lineWaitBuckets,
 		}),
 		refusals: map[string]prometheus.Counter{},
+		passes:   map[string]prometheus.Counter{},
 		mode: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "gate_line_mode",
 			Help: "The admission line's mode: 1 for the current one (open, queueing, paced, closed, auto).",
@@ -74,6 +76,16 @@ func newLineMetrics(reg prometheus.Registerer) *lineMetrics {
 	}, []string{"reason"})
 	for _, r := range lineRefusalReasons {
 		m.refusals[r] = refusals.WithLabelValues(r)
+	}
+	passes := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "gate_line_passes_total",
+		Help: "Admission passes presented, by result (admitted: another line's in the return window, let in at once; " +
+			"priority: the priority lane; replayed: already honoured in this run; expired: this line's, grace over or used; " +
+			"foreign_late: another line's after the return window; full: too many taken in the window). " +
+			"replayed, expired, foreign_late and full join the back of the line.",
+	}, []string{"result"})
+	for _, r := range passResults {
+		m.passes[r] = passes.WithLabelValues(r)
 	}
 	pushes := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "gate_line_pushes_total",

@@ -31,6 +31,16 @@ import (
 //
 // The older "t1.<line>.<id>.<player>.<expiry>.<mac>" (no join time) still
 // verifies; its place can only be taken back in the line that issued it.
+//
+// An admission pass (Admitted.ticket) is a sibling with its own tag, given
+// when the line lets a player in:
+//
+//	"a1.<line id, hex>.<ticket id, hex>.<base64url(player id)>.<admitted unix ms>.<expiry unix>.<base64url(mac)>"
+//
+// It says that the player was let in (playing) at admitted, so that a gate
+// that never saw them (a restart, another gate) need not put them back in
+// line (see line.enterPass). It is signed and verified exactly as a ticket,
+// by verifyTicket, and refused for the same reasons.
 
 // Errors of ticket verification. A player who presents a bad ticket is
 // refused (see the package doc) and nothing about the line changes.
@@ -45,9 +55,11 @@ var (
 
 // ticketVersion tags ticket tokens; player tokens start with "v1.".
 // ticketVersionV1 is the older format, without a join time.
+// passVersion tags admission passes.
 const (
 	ticketVersion   = "t2"
 	ticketVersionV1 = "t1"
+	passVersion     = "a1"
 )
 
 // ticketTTL is how long a ticket token is valid: longer than any line is
@@ -65,9 +77,13 @@ type ticketClaims struct {
 	ID     queue.TicketID
 	Player string
 	// Joined is when the player joined the line (ms precision); zero for a
-	// t1 ticket.
+	// t1 ticket and a pass.
 	Joined time.Time
-	Expiry time.Time
+	// Pass: an admission pass (a1); Admitted is when the player was let in
+	// (ms precision).
+	Pass     bool
+	Admitted time.Time
+	Expiry   time.Time
 	// foreign: the ticket names another line than this gate's (set by
 	// Server.ticketOf, not signed).
 	foreign bool
@@ -84,9 +100,21 @@ func ticketMAC(secret []byte, payload string) []byte {
 // signTicket returns the token of ticket id in line for player, who joined
 // at joined (kept in ms), valid until exp (whole seconds).
 func signTicket(secret []byte, line uint64, id queue.TicketID, player string, joined, exp time.Time) string {
+	return signPlace(secret, ticketVersion, line, id, player, joined, exp)
+}
+
+// signPass returns the admission pass of ticket id in line for player, let
+// in at admitted (kept in ms), valid until exp (whole seconds).
+func signPass(secret []byte, line uint64, id queue.TicketID, player string, admitted, exp time.Time) string {
+	return signPlace(secret, passVersion, line, id, player, admitted, exp)
+}
+
+// signPlace signs a t2 ticket or an a1 pass: at is the join or admission
+// time.
+func signPlace(secret []byte, version string, line uint64, id queue.TicketID, player string, at, exp time.Time) string {
 	var b strings.Builder
 	b.Grow(120)
-	b.WriteString(ticketVersion)
+	b.WriteString(version)
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatUint(line, 16))
 	b.WriteByte('.')
@@ -94,7 +122,7 @@ func signTicket(secret []byte, line uint64, id queue.TicketID, player string, jo
 	b.WriteByte('.')
 	b.WriteString(ticketB64.EncodeToString([]byte(player)))
 	b.WriteByte('.')
-	b.WriteString(strconv.FormatInt(max(joined.UnixMilli(), 0), 10))
+	b.WriteString(strconv.FormatInt(max(at.UnixMilli(), 0), 10))
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatInt(exp.Unix(), 10))
 	payload := b.String()
@@ -102,7 +130,8 @@ func signTicket(secret []byte, line uint64, id queue.TicketID, player string, jo
 }
 
 // verifyTicket checks tok's signature (in constant time), its expiry at now
-// and that it was given to player. The errors are the ErrTicket* ones.
+// and that it was given to player, for a ticket (t2, t1) or a pass (a1,
+// claims.Pass). The errors are the ErrTicket* ones.
 func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaims, error) {
 	if len(tok) > maxTicketLen {
 		return ticketClaims{}, fmt.Errorf("%w: longer than %d bytes", ErrTicketMalformed, maxTicketLen)
@@ -115,7 +144,7 @@ func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaim
 	}
 	parts := strings.Split(tok, ".")
 	switch {
-	case len(parts) == 7 && parts[0] == ticketVersion:
+	case len(parts) == 7 && (parts[0] == ticketVersion || parts[0] == passVersion):
 	case len(parts) == 6 && parts[0] == ticketVersionV1:
 	default:
 		return ticketClaims{}, ErrTicketMalformed
@@ -134,17 +163,22 @@ func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaim
 	id, err2 := strconv.ParseUint(parts[2], 16, 64)
 	p, err3 := ticketB64.DecodeString(parts[3])
 	exp, err4 := strconv.ParseInt(parts[len(parts)-2], 10, 64)
-	var joined time.Time
+	var at time.Time
 	var err5 error
 	if len(parts) == 7 {
 		var ms int64
 		ms, err5 = strconv.ParseInt(parts[4], 10, 64)
-		joined = time.UnixMilli(ms)
+		at = time.UnixMilli(ms)
 	}
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil || !token.ValidPlayerID(string(p)) {
 		return ticketClaims{}, ErrTicketMalformed
 	}
-	c := ticketClaims{Line: line, ID: queue.TicketID(id), Player: string(p), Joined: joined, Expiry: time.Unix(exp, 0)}
+	c := ticketClaims{Line: line, ID: queue.TicketID(id), Player: string(p), Expiry: time.Unix(exp, 0)}
+	if parts[0] == passVersion {
+		c.Pass, c.Admitted = true, at
+	} else {
+		c.Joined = at
+	}
 	if !now.Before(c.Expiry) {
 		return ticketClaims{}, ErrTicketExpired
 	}

@@ -24,13 +24,21 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 	if c, err := verifyTicket(secret, old, "alice", now); err != nil || c.ID != 42 || !c.Joined.IsZero() {
 		t.Fatalf("a t1 ticket: %+v %v", c, err)
 	}
+	admitted := now.Add(-30*time.Second - 7*time.Millisecond)
+	pass := signPass(secret, 0xabc, 42, "alice", admitted, now.Add(time.Hour))
+	if c, err := verifyTicket(secret, pass, "alice", now); err != nil || !c.Pass || c.Line != 0xabc || c.ID != 42 || !c.Admitted.Equal(admitted) || !c.Joined.IsZero() {
+		t.Fatalf("a pass: %+v %v", c, err)
+	}
 	oldParts := strings.Split(old, ".")
 	parts := strings.Split(tok, ".")
-	swap := func(i int, v string) string {
+	swapIn := func(parts []string, i int, v string) string {
 		p := append([]string(nil), parts...)
 		p[i] = v
 		return strings.Join(p, ".")
 	}
+	swap := func(i int, v string) string { return swapIn(parts, i, v) }
+	passParts := strings.Split(pass, ".")
+	swapPass := func(i int, v string) string { return swapIn(passParts, i, v) }
 	playerTok, _ := token.Sign(secret, "alice", now.Add(time.Hour))
 	for _, tc := range []struct {
 		name, tok, player string
@@ -57,6 +65,20 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 		{"space", tok + " ", "alice", now, ErrTicketMalformed},
 		{"too long", strings.Repeat("a", 300), "alice", now, ErrTicketMalformed},
 		{"bad signature encoding", swap(6, "!!"), "alice", now, ErrTicketMalformed},
+		{"pass: other player", pass, "bob", now, ErrTicketPlayer},
+		{"pass: expired", pass, "alice", now.Add(time.Hour), ErrTicketExpired},
+		{"pass: other secret", signPass([]byte("x"), 0xabc, 42, "alice", admitted, now.Add(time.Hour)), "alice", now, ErrTicketSignature},
+		{"pass: id changed", swapPass(2, "2b"), "alice", now, ErrTicketSignature},
+		{"pass: line changed", swapPass(1, "abd"), "alice", now, ErrTicketSignature},
+		{"pass: admission time moved", swapPass(4, "1"), "alice", now, ErrTicketSignature},
+		{"pass: expiry extended", swapPass(5, "9999999999"), "alice", now, ErrTicketSignature},
+		{"pass: player swapped", swapPass(3, "Ym9i"), "bob", now, ErrTicketSignature},
+		{"pass tag on a ticket", passVersion + tok[2:], "alice", now, ErrTicketSignature},
+		{"ticket tag on a pass", ticketVersion + pass[2:], "alice", now, ErrTicketSignature},
+		{"pass: a field dropped", strings.Join(append(passParts[:4:4], passParts[5:]...), "."), "alice", now, ErrTicketMalformed},
+		{"pass: version", swapPass(0, "a2"), "alice", now, ErrTicketMalformed},
+		{"pass: bad signature encoding", swapPass(6, "!!"), "alice", now, ErrTicketMalformed},
+		{"pass: too long", pass + strings.Repeat("A", 200), "alice", now, ErrTicketMalformed},
 	} {
 		if _, err := verifyTicket(secret, tc.tok, tc.player, tc.at); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
@@ -74,13 +96,18 @@ func FuzzVerifyTicket(f *testing.F) {
 	f.Add(signTicketV1(secret, 1, 2, "alice", t0.Add(time.Hour)))
 	f.Add("t1.....")
 	f.Add("t2......")
+	f.Add(signPass(secret, 1, 2, "alice", t0.Add(-time.Second), t0.Add(time.Hour)))
+	f.Add("a1......")
 	f.Fuzz(func(t *testing.T, tok string) {
 		c, err := verifyTicket(secret, tok, "alice", t0)
 		if err != nil {
 			return
 		}
 		want := signTicket(secret, c.Line, c.ID, c.Player, c.Joined, c.Expiry)
-		if c.Joined.IsZero() {
+		switch {
+		case c.Pass:
+			want = signPass(secret, c.Line, c.ID, c.Player, c.Admitted, c.Expiry)
+		case c.Joined.IsZero():
 			want = signTicketV1(secret, c.Line, c.ID, c.Player, c.Expiry)
 		}
 		if c.Player != "alice" || tok != want {

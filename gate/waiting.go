@@ -140,10 +140,6 @@ func (e *statusEnc) frame(codec wire.Codec, pos int, etaMs uint64) ([]byte, erro
 	return e.buf, nil
 }
 
-func admittedFrame(waited time.Duration) *leveev1.ServerFrame {
-	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Admitted{Admitted: &leveev1.Admitted{WaitedMs: uint64(max(waited, 0).Milliseconds())}}}
-}
-
 // startWaiting finishes the start of a player who joined the line: the
 // first QueueStatus, with the ticket token (signed here, once: exp is its
 // expiry, unix seconds), written while the handler still holds wmu, so
@@ -182,15 +178,16 @@ func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 
 // admitFromLine starts the login of a player the walker released: a new
 // handshake (logging in is starting again), then the one login flow
-// (conn.login), off the walker, like any request. The walker releases no
+// (conn.login), off the walker, like any request, with an Admitted frame
+// carrying the pass of ticket id (signed there). The walker releases no
 // more players than the handshake cap has room for, which bounds these.
 // The connection's reader runs meanwhile (answering NOT_ADMITTED), so a
 // refused login's close frame is read there.
-func (s *Server) admitFromLine(c *conn, waited time.Duration) {
+func (s *Server) admitFromLine(c *conn, id queue.TicketID, waited time.Duration, now time.Time) {
 	hs := s.releaseHandshake()
 	s.m.line.admitted.Inc()
 	s.m.line.wait.Observe(waited.Seconds())
-	s.admitWG.Go(func() { c.login(hs, admittedFrame(waited)) })
+	s.admitWG.Go(func() { c.login(hs, s.admittedFrame(c.playerID, id, waited, now)) })
 }
 
 // Refusal reasons counted by gate_line_refusals_total.

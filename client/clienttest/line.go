@@ -25,9 +25,13 @@ func Status(pos, length uint64, rate float64, ticket string) *leveev1.ServerFram
 }
 
 // Admit is the Admitted push, after waited.
-func Admit(waited time.Duration) *leveev1.ServerFrame {
+func Admit(waited time.Duration) *leveev1.ServerFrame { return AdmitPass(waited, "") }
+
+// AdmitPass is the Admitted push, after waited, with the admission pass
+// pass (a gate's "a1." token; any string here).
+func AdmitPass(waited time.Duration, pass string) *leveev1.ServerFrame {
 	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Admitted{Admitted: &leveev1.Admitted{
-		WaitedMs: uint64(waited / time.Millisecond)}}}
+		WaitedMs: uint64(waited / time.Millisecond), Ticket: pass}}}
 }
 
 // Waiting is a Line that walks each player down the given positions (one

@@ -15,7 +15,9 @@
 // counts the last one down at the release rate it shows, never below 1
 // and never past the step at which the gate would have pushed
 // (static/estimate.js). The ticket comes in a connection's first status
-// only; the page keeps the last one it was given.
+// only; the page keeps the last one it was given. The admission pass in
+// the Admitted frame (its ticket field) is ignored: once in, the page
+// forgets the ticket, and a reconnect after admission is a new arrival.
 package waitpage
 
 import (

@@ -317,8 +317,8 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 			d.quiesce(reqCtx)
 		}
 		rec.Add("connected", -1)
-		if q := c.Queue(); q != nil && q.GetTicket() != "" {
-			ticket = q.GetTicket()
+		if t := c.Ticket(); t != "" { // the admission pass once in
+			ticket = t
 		}
 		cause = c.Err()
 		c.Close()

@@ -1197,8 +1197,18 @@ func (x *QueueStatus) GetMode() string {
 // Admitted tells a waiting player that their turn has come; the welcome
 // follows.
 type Admitted struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WaitedMs      uint64                 `protobuf:"varint,1,opt,name=waited_ms,json=waitedMs,proto3" json:"waited_ms,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WaitedMs uint64                 `protobuf:"varint,1,opt,name=waited_ms,json=waitedMs,proto3" json:"waited_ms,omitempty"`
+	// The admission pass: a signed token ("a1.<line>.<ticket>.<player>.
+	// <admitted ms>.<expiry>.<mac>") that says this player was let in. Keep
+	// it as the player's ticket in place of the last QueueStatus one, and
+	// reconnect with ?ticket=<it>: the gate that let the player in puts them
+	// in its priority lane within grace_ms of the admission; a restarted gate,
+	// or another gate of the deployment, lets them in at once during its
+	// return window (once per pass and gate run); anywhere else it joins the
+	// back of the line as no ticket would. Empty from a gate that has no
+	// passes.
+	Ticket        string `protobuf:"bytes,2,opt,name=ticket,proto3" json:"ticket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1238,6 +1248,13 @@ func (x *Admitted) GetWaitedMs() uint64 {
 		return x.WaitedMs
 	}
 	return 0
+}
+
+func (x *Admitted) GetTicket() string {
+	if x != nil {
+		return x.Ticket
+	}
+	return ""
 }
 
 var File_levee_v1_game_proto protoreflect.FileDescriptor
@@ -1328,9 +1345,10 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"lineLength\x12\x16\n" +
 	"\x06ticket\x18\x05 \x01(\tR\x06ticket\x12\x19\n" +
 	"\bgrace_ms\x18\x06 \x01(\rR\agraceMs\x12\x12\n" +
-	"\x04mode\x18\a \x01(\tR\x04mode\"'\n" +
+	"\x04mode\x18\a \x01(\tR\x04mode\"?\n" +
 	"\bAdmitted\x12\x1b\n" +
-	"\twaited_ms\x18\x01 \x01(\x04R\bwaitedMs*x\n" +
+	"\twaited_ms\x18\x01 \x01(\x04R\bwaitedMs\x12\x16\n" +
+	"\x06ticket\x18\x02 \x01(\tR\x06ticket*x\n" +
 	"\vCriticality\x12\x1b\n" +
 	"\x17CRITICALITY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CRITICALITY_CRITICAL\x10\x01\x12\x17\n" +
