@@ -273,8 +273,9 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 
 	ch := make(chan *leveev1.ServerFrame, 1)
 	c.mu.Lock()
+	ended := c.err != nil
 	switch {
-	case c.err != nil:
+	case ended:
 		err = c.err
 	case c.closing:
 		err = ErrClosed
@@ -286,6 +287,11 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 		}
 	}
 	c.mu.Unlock()
+	if ended {
+		// The gate closed the connection before this was sent: with 1012,
+		// the same SHUTTING_DOWN answer as for the calls it left waiting.
+		return nil, false, c.endedErr()
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -296,7 +302,7 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 		// every pending call fails the same way.
 		c.conn.Close()
 		<-c.done
-		return nil, true, fmt.Errorf("%w (write: %v)", c.Err(), err)
+		return nil, true, fmt.Errorf("%w (write: %v)", c.endedErr(), err)
 	}
 	c.sent.Add(1)
 	out, err = c.wait(ctx, id, ch)

@@ -242,6 +242,10 @@ func TestLostInFlightResentAfterReconnect(t *testing.T) {
 				t.Fatalf("SHUTTING_DOWN was retried on the closing connection: stats %+v", st)
 			}
 			<-c.Done()
+			// A call made after the close gets the same answer.
+			if _, err := c.GetProfile(ctx5s(t), ""); client.Code(err) != wantCode {
+				t.Fatalf("a call after the close: code %v, want %v (err %v)", client.Code(err), wantCode, err)
+			}
 
 			c2, err := client.Reconnect(ctx5s(t), g.URL(), client.StaticToken(mint(t, "yuri")), opts, c.Err())
 			if err != nil {
