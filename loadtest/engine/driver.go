@@ -474,6 +474,7 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		}
 		cancel()
 		sends += info.Attempts
+		d.faultSends(sent, info.Attempts, i == 0)
 		if unhinted(err) {
 			d.rec.Add("unhinted_refusals", 1)
 		}
@@ -534,6 +535,7 @@ func (d *driver) resend(reqCtx context.Context, c *client.Client, pl *player) {
 			break
 		}
 		u.sends += info.Attempts
+		d.faultSends(sent, info.Attempts, false)
 		o := loadtest.Classify(err)
 		d.rec.Begin()
 		d.rec.Add("resends", 1)
@@ -562,6 +564,20 @@ func (d *driver) giveUp(pl *player) {
 		d.attempts(u.due, u.sends)
 	}
 	pl.pending = nil
+}
+
+// faultSends counts, for a call started at sent inside a lasting fault's
+// planned time, its sends on the wire (and the original request, for a
+// first call): the load the players put on the cluster during the fault,
+// per request they needed (fault_attempts_per_request).
+func (d *driver) faultSends(sent time.Time, sends int, original bool) {
+	if sends == 0 || !d.p.inFault(sent.Sub(d.start)) {
+		return
+	}
+	d.rec.Add(record.CounterFaultSends, int64(sends))
+	if original {
+		d.rec.Add(record.CounterFaultRequests, 1)
+	}
 }
 
 // maxAttempts is the most sends of one request the SDK's policy allows,

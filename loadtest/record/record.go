@@ -358,6 +358,15 @@ func (r *Recorder) AddAt(name string, n int64, at time.Time) {
 // most sends of one.
 const CounterAttempts = "attempts/"
 
+// The sends on the wire of the calls started while a lasting fault of the
+// timeline was on (its planned time and length), and the original
+// requests among those calls: the load on the cluster during the fault per
+// request the players needed.
+const (
+	CounterFaultSends    = "fault_sends"
+	CounterFaultRequests = "fault_requests"
+)
+
 // CounterFaultAttempts prefixes the same counters for the original
 // requests due while a lasting fault of the timeline was on (its planned
 // time and length), counted when they end.

@@ -20,13 +20,19 @@ import (
 //	                      never fell below; +Inf when it did not come back before
 //	                      the run ended)
 //	fault_attempts_per_request
-//	                      sends on the wire per original request, for the
-//	                      requests due while a lasting fault (pause, cpu, cut,
-//	                      fill) was on, as planned (record.FaultAttempts)
+//	                      the sends on the wire of the calls started while a
+//	                      lasting fault (pause, cpu, cut, fill) was on, as
+//	                      planned, per original request started then: the
+//	                      load the players put on the cluster during the fault
+//	fault_request_attempts
+//	                      the requests due during that time: all their sends
+//	                      per request, wherever they happened (resends after
+//	                      the fault, to learn an unknown outcome, included)
 //	max_failed_latency    the slowest error reply (refusals for load and
 //	                      failures such as DEADLINE_EXCEEDED), seconds: a request
 //	                      to a frozen node must fail by its deadline, not later
-var FaultFigures = []string{"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request", "max_failed_latency"}
+var FaultFigures = []string{"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request",
+	"fault_request_attempts", "max_failed_latency"}
 
 // Bounds of the drill figures.
 const (
@@ -101,8 +107,16 @@ func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
 	}
 	switch name {
 	case "fault_attempts_per_request":
-		// Counted by the driver for the requests due inside a lasting
-		// fault's planned time (record.FaultAttempts), wherever they ended.
+		// The sends of the calls started during the fault per original
+		// request started then (the driver's fault_sends, fault_requests).
+		reqs := sum.Counters[record.CounterFaultRequests]
+		if reqs == 0 {
+			return 0, false
+		}
+		return float64(sum.Counters[record.CounterFaultSends]) / float64(reqs), true
+	case "fault_request_attempts":
+		// The requests due during the fault, all their sends wherever they
+		// happened (resends after it included: record.FaultAttempts).
 		var reqs, sends int64
 		for k, v := range sum.Counters {
 			if n, ok := record.FaultAttemptsOf(k); ok && v > 0 {

@@ -62,18 +62,25 @@ func TestFaultFigures(t *testing.T) {
 	}
 }
 
-// The attempts of the requests due during the fault only.
+// The load during the fault per request then, and the lifetime attempts
+// of the requests due then.
 func TestFaultAttempts(t *testing.T) {
 	r := drillRun(nil)
 	for i := range r.Points {
 		r.Points[i].Counters["attempts/1"] = 100
 	}
+	r.Points[21].Counters["fault_requests"] = 100
+	r.Points[21].Counters["fault_sends"] = 105
+	r.Points[22].Counters["fault_sends"] = 3 // a retry a second later
 	r.Points[30].Counters["fault_attempts/1"] = 50
 	r.Points[59].Counters["fault_attempts/3"] = 50 // ended late: counted where it ended
 	r.Summary = Summarize(r.Points)
-	got, ok := r.Facts().Value("fault_attempts_per_request")
-	if want := (50 + 150) / 100.0; !ok || math.Abs(got-want) > 1e-9 {
-		t.Fatalf("fault_attempts_per_request = %v, %v; want %v", got, ok, want)
+	f := r.Facts()
+	if got, ok := f.Value("fault_attempts_per_request"); !ok || math.Abs(got-1.08) > 1e-9 {
+		t.Errorf("fault_attempts_per_request = %v, %v; want 1.08", got, ok)
+	}
+	if got, ok := f.Value("fault_request_attempts"); !ok || math.Abs(got-2) > 1e-9 {
+		t.Errorf("fault_request_attempts = %v, %v; want 2", got, ok)
 	}
 }
 

@@ -21,7 +21,7 @@ var DrillFigures = []string{
 	"sent", "lost_replies", "duplicate_replies",
 	"fault_goodput_before", "fault_goodput_during", "fault_recovery",
 	"max_failed_latency", "unhinted_refusals",
-	"fault_attempts_per_request", "attempts_per_request", "max_attempts",
+	"fault_attempts_per_request", "fault_request_attempts", "attempts_per_request", "max_attempts",
 	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved", "ledger_mismatch",
 	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost",
 }

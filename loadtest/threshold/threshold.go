@@ -58,7 +58,7 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"refused_rate", "arrived", "connected", "admitted", "left", "dial_failures", "reconnects", "goodput",
 	"capacity", "duration", "max_wait", "order_inversions",
 	// The drills' (loadtest/report/drill.go and the driver's counters).
-	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request", "max_failed_latency",
+	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request", "fault_request_attempts", "max_failed_latency",
 	"duplicate_replies", "unhinted_refusals",
 	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved",
 	"ledger_mismatch", "ledger_unchecked", "attempts_per_request", "max_attempts",
