@@ -61,9 +61,6 @@ func (c *Client) Do(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.Serve
 	// every retry and Resend of it carries the same stamp.
 	f.IssuedAtMs = uint64(time.Now().UnixMilli())
 	c.requests.Add(1)
-	if c.budget != nil {
-		c.budget.OnRequest(c.clk.Now())
-	}
 	return c.call(ctx, f, c.nextID.Add(1), false)
 }
 
@@ -164,9 +161,13 @@ func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, un
 			info.Attempts++
 		}
 		if err == nil {
+			c.answered()
 			return out, nil
 		}
 		e := AsError(err)
+		if e != nil && !e.Retryable() {
+			c.answered()
+		}
 		// No answer at all (ctx or the connection ended, or f could not be
 		// sent), or an answer that does not say whether f was executed.
 		unknown = unknown || (e == nil && sent) || (e != nil && e.OutcomeUnknown())
@@ -195,6 +196,20 @@ func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, un
 		}
 		c.retries.Add(1)
 		last, lastErr = out, err
+	}
+}
+
+// answered funds the retry budget for a request that got a final answer
+// (a result, or an error that is its outcome). Refused and unknown ones do
+// not: the budget allows retries as a share of the requests the server
+// answers, so that while a tier is down (every answer a refusal) only
+// what the answered requests of the last window left, and the budget's
+// reserve, pay for retries, instead of a tenth of the failing requests
+// themselves, and the load on the failing tier stays near what the
+// players ask for.
+func (c *Client) answered() {
+	if c.budget != nil {
+		c.budget.OnRequest(c.clk.Now())
 	}
 }
 

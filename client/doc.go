@@ -41,7 +41,11 @@
 //     twice), after an exponential full-jitter delay never sooner than the
 //     server's retry_after, at most 3 attempts in all, within the caller's
 //     deadline, and only while a client-wide retry budget (package
-//     backoff: about 10 % extra requests) allows.
+//     backoff: about 10 % extra requests) allows. The budget grows with
+//     the requests the server answers (a result or a final error), not
+//     with the ones it refuses: while a tier is down, retries are paid
+//     only by what the last 10 s of answered requests left and the
+//     budget's small reserve.
 //   - Outcome unknown: when the SDK gives up on a request that may have
 //     been executed (its connection or ctx ended while it was in flight,
 //     or the last answer was UNAVAILABLE, DEADLINE_EXCEEDED or

@@ -58,7 +58,8 @@ type Options struct {
 	Retry backoff.Policy
 	// NoRetry turns retries off: every refusal is returned as it came.
 	NoRetry bool
-	// Budget is the retry budget (retries at most about 10 % of requests).
+	// Budget is the retry budget (retries at most about 10 % of the
+	// requests the server answered).
 	// Set it to share one budget among many clients (e.g. all the bots of
 	// a load test, or all connections of a game process); nil gives each
 	// client its own with backoff.DefaultBudgetConfig.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,32 +104,51 @@ func TestRetryPolicyMaxAttempts(t *testing.T) {
 }
 
 // A server that refuses everything: 50 requests from two clients sharing
-// one budget (10 %, no reserve) get 5 retries between them, not 100.
+// one budget (10 %, no reserve) get no retry at all, not 100: the budget
+// grows with the requests the server answers, and it answered none. Once
+// it has answered 20, the refusals that follow get 2 retries in all.
 func TestRetryBudgetStopsAStorm(t *testing.T) {
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 0) }))
+	var answering atomic.Bool
+	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+		if answering.Load() {
+			return bought(f)
+		}
+		return busy(f, 0)
+	}))
 	budget := backoff.NewBudget(backoff.BudgetConfig{Ratio: 0.1, MinPerSecond: 1e-9, Window: 10 * time.Second})
 	clk := clock.NewFake(time.Now()) // still: the budget's window never slides
 	opts := client.Options{Clock: clk, Rand: constRand(0), NoPacing: true, Budget: budget}
 	cs := []*client.Client{dial(t, g, "tom", opts), dial(t, g, "uma", opts)}
-	refused := 0
-	for i := range 50 {
-		_, err := cs[i%2].BuyItem(ctx5s(t), "potion", 1)
-		if !client.IsBusy(err) {
-			t.Fatalf("request %d: %v", i, err)
+	storm := func(n int) (refused int, sent, retries, budgetRefused uint64) {
+		for i := range n {
+			_, err := cs[i%2].BuyItem(ctx5s(t), "potion", 1)
+			if !client.IsBusy(err) {
+				t.Fatalf("request %d: %v", i, err)
+			}
+			if errors.Is(err, client.ErrRetryBudget) {
+				refused++
+			}
 		}
-		if errors.Is(err, client.ErrRetryBudget) {
-			refused++
+		for _, c := range cs {
+			st := c.Stats()
+			sent, retries, budgetRefused = sent+st.Sent, retries+st.Retries, budgetRefused+st.BudgetRefused
 		}
+		return
 	}
-	var sent, retries, budgetRefused uint64
-	for _, c := range cs {
-		st := c.Stats()
-		sent, retries, budgetRefused = sent+st.Sent, retries+st.Retries, budgetRefused+st.BudgetRefused
-	}
-	// Every 10th request finds a whole retry in the budget; its second
-	// retry and every other request's first are refused.
-	if retries != 5 || sent != 55 || budgetRefused != 50 || refused != 50 {
+	if refused, sent, retries, budgetRefused := storm(50); retries != 0 || sent != 50 || budgetRefused != 50 || refused != 50 {
 		t.Fatalf("retries %d, sent %d, budget refusals %d (%d errors)", retries, sent, budgetRefused, refused)
+	}
+	answering.Store(true)
+	for i := range 20 {
+		if _, err := cs[i%2].BuyItem(ctx5s(t), "potion", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answering.Store(false)
+	// 20 answered requests left 2 retries: the first refusal takes both
+	// (its 3 attempts, then the policy gives up), the other 49 none.
+	if refused, sent, retries, budgetRefused := storm(50); retries != 2 || sent != 50+20+50+2 || budgetRefused != 50+49 || refused != 49 {
+		t.Fatalf("after 20 answered: retries %d, sent %d, budget refusals %d (%d errors)", retries, sent, budgetRefused, refused)
 	}
 }
 

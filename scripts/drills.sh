@@ -158,10 +158,10 @@ for d in "${DRILLS[@]}"; do
   if [ -n "$share" ] && [ -n "$think" ]; then
     players=$(awk -v c="$CAP" -v s="$share" -v t="$think" 'BEGIN { printf "%d", c * s * t / 1000 + 0.5 }')
     args+=(--set "arrivals.phases[0].players=$players")
+    echo "drills: $d: up, then $share x capacity ($players players)"
   else
-    players="(the file's)"
+    echo "drills: $d: up, then the players its file says"
   fi
-  echo "drills: $d: up, then ${share:-?} x capacity ($players players)"
   up "$d"
   rc=0
   load "$d" "${args[@]}" >"$OUT/$d.txt" 2>&1 || rc=$?

@@ -113,8 +113,10 @@ func NewBudget(cfg BudgetConfig) *Budget {
 	}
 }
 
-// OnRequest records one new request. Call it once per request, before the
-// first attempt, not for retries.
+// OnRequest records one new request. Call it once per request, not for
+// retries. The SDK (package client) calls it when a request gets its final
+// answer, so that refused requests do not fund retries (see client's
+// Options.Budget).
 func (b *Budget) OnRequest(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -21,8 +21,9 @@ func drillRun(okAt map[int]int64) *Run {
 		r.Points = append(r.Points, record.Point{T: t, Counters: map[string]int64{"sent": 100, "ok": ok}})
 	}
 	r.Events = []Event{
-		{T: 20, What: "fault kill battle-1", Kind: EventFault},
-		{T: 23, What: "battle-1 back (healthy) after 3.0 s", Kind: EventFault},
+		{T: 20, What: "0:20 fault kill battle-1", Kind: EventFault},
+		{T: 23, What: "0:20 kill battle-1: battle-1 back (healthy) after 3.0 s", Kind: EventFault},
+		{T: 20, End: 23, What: "0:20 fault kill battle-1: over after 3.0 s", Kind: EventFault},
 		{T: 5, What: "line open", Kind: "line"},
 	}
 	r.Summary = Summarize(r.Points)
@@ -111,9 +112,9 @@ func TestWriteReliability(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"`make drills`", "2 cores", "400 requests/s", "1 of 2 drills passed (and 1 reference runs",
-		"| **battle-killed**<br>a kill | T+20s kill battle-1 |", "✓ `fault_recovery <= 5s` (0)", "**PASS**",
+		"| **battle-killed**<br>a kill | T+20-23s kill battle-1: over after 3.0 s |", "✓ `fault_recovery <= 5s` (0)", "**PASS**",
 		"✗ `ledger_lost == 0` (2)", "**FAIL**", "reference (no thresholds)",
-		"fault_recovery 0 s", "- T+23.0s battle-1 back (healthy) after 3.0 s",
+		"fault_recovery 0 s", "- T+23.0s 0:20 kill battle-1: battle-1 back (healthy) after 3.0 s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("RELIABILITY.md lacks %q:\n%s", want, out)

@@ -101,13 +101,20 @@ func (r *Run) resultCell() string {
 	return "**FAIL**"
 }
 
-// faultSteps are the fault events that start a fault ("fault kill battle-1").
+// faultSteps are the run's faults as their end events say them (the
+// timeline's label dropped): "T+20-23s fault kill battle-1 (...): over
+// after 2.6 s".
 func (r *Run) faultSteps() []string {
 	var out []string
 	for _, e := range r.Events {
-		if e.Kind == EventFault && strings.HasPrefix(e.What, "fault ") {
-			out = append(out, fmt.Sprintf("T+%.0fs %s", e.T, strings.TrimPrefix(e.What, "fault ")))
+		if e.Kind != EventFault || e.End == 0 {
+			continue
 		}
+		what := e.What
+		if _, rest, ok := strings.Cut(what, " fault "); ok {
+			what = rest
+		}
+		out = append(out, fmt.Sprintf("T+%.0f-%.0fs %s", e.T, e.End, what))
 	}
 	return out
 }
