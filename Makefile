@@ -46,7 +46,7 @@ compose-test:
 # compose cluster measured, then each drill of loadtest/scenarios/drills/
 # on a compose project of its own at its share of it, the load tool
 # killing, pausing, squeezing, cutting and restarting containers; writes
-# RELIABILITY.md. About 20 minutes. `scripts/drills.sh NAME...` runs some.
+# RELIABILITY.md. About 13 minutes. `scripts/drills.sh NAME...` runs some.
 drills:
 	GO=$(GO) ./scripts/drills.sh
 
