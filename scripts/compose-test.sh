@@ -28,13 +28,12 @@ umask 077
 } >"$ENVF"
 umask 022
 
-compose() {
-  if docker compose version >/dev/null 2>&1; then
-    docker compose --env-file "$ENVF" -p "$PROJECT" "$@"
-  else
-    docker-compose --env-file "$ENVF" -p "$PROJECT" "$@"
-  fi
-}
+# shellcheck source=scripts/lib/compose.sh
+. scripts/lib/compose.sh
+CLUSTER_NAME=compose-test
+# shellcheck source=scripts/lib/cluster.sh
+. scripts/lib/cluster.sh
+compose() { compose_tool --env-file "$ENVF" -p "$PROJECT" "$@"; }
 die() {
   echo "compose-test: FAIL: $*" >&2
   exit 1
@@ -53,11 +52,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for p in "$PORT" $((PORT + 2)); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    die "port $p on 127.0.0.1 is in use; set COMPOSE_TEST_PORT"
-  fi
-done
+ports_free -h "set COMPOSE_TEST_PORT" "$PORT" $((PORT + 2))
 echo "compose-test: building the images"
 GO=${GO:-go} ./scripts/compose.sh images
 mkdir -p bin

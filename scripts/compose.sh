@@ -15,16 +15,9 @@ BINS=(gate logic battle loadtest)
 # The project name is in .env too, so that plain `docker compose` agrees.
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-levee}
 
-compose() {
-  if docker compose version >/dev/null 2>&1; then
-    docker compose "$@"
-  elif command -v docker-compose >/dev/null 2>&1; then
-    docker-compose "$@"
-  else
-    echo "compose: neither 'docker compose' nor 'docker-compose' is installed" >&2
-    exit 1
-  fi
-}
+# shellcheck source=scripts/lib/compose.sh
+. scripts/lib/compose.sh
+compose() { compose_tool "$@"; }
 
 write_env() {
   if [ -f .env ]; then

@@ -44,14 +44,15 @@ done
 
 PROJECT=
 ENVF=
+# shellcheck source=scripts/lib/compose.sh
+. scripts/lib/compose.sh
+CLUSTER_NAME=drills
+# shellcheck source=scripts/lib/cluster.sh
+. scripts/lib/cluster.sh
 compose() {
   local files=(-f docker-compose.yml -f "$SCEN/compose.yml")
   [ -z "${OVERRIDE:-}" ] || files+=(-f "$OVERRIDE")
-  if docker compose version >/dev/null 2>&1; then
-    docker compose --env-file "$ENVF" -p "$PROJECT" "${files[@]}" "$@"
-  else
-    docker-compose --env-file "$ENVF" -p "$PROJECT" "${files[@]}" "$@"
-  fi
+  compose_tool --env-file "$ENVF" -p "$PROJECT" "${files[@]}" "$@"
 }
 down() {
   [ -n "$PROJECT" ] || return 0
@@ -75,11 +76,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for p in "$PORT" $((PORT + 2)) $((PORT + 3)) $((PORT + 4)) $((PORT + 5)); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-    die "port $p on 127.0.0.1 is in use; set DRILLS_PORT"
-  fi
-done
+ports_free -h "set DRILLS_PORT" "$PORT" $((PORT + 2)) $((PORT + 3)) $((PORT + 4)) $((PORT + 5))
 echo "drills: building the images and the load tool"
 GO=${GO:-go} ./scripts/compose.sh images
 mkdir -p bin

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Plumbing shared by scripts/demo.sh, scripts/overload.sh,
 # scripts/hold-memory.sh and scripts/hold-line.sh: a local Levee cluster as
-# processes on loopback.
+# processes on loopback (scripts/compose-test.sh and scripts/drills.sh use
+# its ports_free).
 # Source it after `cd` to the repository root (commands run as bin/X), with
 # bash strict mode (set -euo pipefail) already on; it only defines things.
 #
