@@ -430,11 +430,21 @@ func TestUnreachableLogicRefusedBusy(t *testing.T) {
 	g := startGate(t, nil, logic)
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	logic.stop()
-	// The next call finds the connection gone and fails to make a new one
-	// (UNAVAILABLE: it may have been sent); the connection is failing then.
-	c.send(profileFrame(8))
-	wantError(t, c.recv(), 8, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE)
-	testwait.Until(t, "the logic connection to fail", func() bool { return g.logic.unreachable(0) })
+	// Calls find the connection gone (UNAVAILABLE: they may have been
+	// sent) and make gRPC try a new one, which fails: the connection is
+	// failing then.
+	id := uint64(100)
+	testwait.Until(t, "the logic connection to fail", func() bool {
+		if g.logic.unreachable(0) {
+			return true
+		}
+		id++
+		c.send(profileFrame(id))
+		if f := c.recv(); f.GetRequestId() != id || f.GetError() == nil {
+			t.Fatalf("while logic is down: %v", f)
+		}
+		return false
+	})
 	before := len(logic.requests())
 	c.send(profileFrame(9))
 	e := wantError(t, c.recv(), 9, leveev1.ErrorCode_ERROR_CODE_BUSY)
