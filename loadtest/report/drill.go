@@ -29,8 +29,9 @@ import (
 //	                      per request, wherever they happened (resends after
 //	                      the fault, to learn an unknown outcome, included)
 //	max_failed_latency    the slowest error reply (refusals for load and
-//	                      failures such as DEADLINE_EXCEEDED), seconds: a request
-//	                      to a frozen node must fail by its deadline, not later
+//	                      failures such as DEADLINE_EXCEEDED), seconds, 0 when
+//	                      none came: a request to a frozen node must fail by
+//	                      its deadline, not later
 var FaultFigures = []string{"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request",
 	"fault_request_attempts", "max_failed_latency"}
 
@@ -84,9 +85,11 @@ func (r *Run) goodputSeries() []pointGoodput {
 }
 
 // faultFigure is one of FaultFigures; ok false when the run has no fault
-// (or, for max_failed_latency, no error reply).
+// (the attempts figures: when the driver counted none; max_failed_latency:
+// when nothing was sent, 0 when no error reply came).
 func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
-	if name == "max_failed_latency" {
+	switch name {
+	case "max_failed_latency":
 		m := 0.0
 		if sum.Refused.Count > 0 {
 			m = sum.Refused.Max
@@ -94,18 +97,7 @@ func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
 		if sum.Failed.Count > 0 {
 			m = max(m, sum.Failed.Max)
 		}
-		return m, sum.Refused.Count+sum.Failed.Count > 0 || sum.Counters["sent"] > 0
-	}
-	start, end, ok := r.faultWindow()
-	if !ok {
-		return 0, false
-	}
-	pts := r.goodputSeries()
-	before, n := goodputIn(pts, start-faultBefore, start)
-	if n == 0 {
-		return 0, false
-	}
-	switch name {
+		return m, sum.Counters["sent"] > 0
 	case "fault_attempts_per_request":
 		// The sends of the calls started during the fault per original
 		// request started then (the driver's fault_sends, fault_requests).
@@ -117,17 +109,22 @@ func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
 	case "fault_request_attempts":
 		// The requests due during the fault, all their sends wherever they
 		// happened (resends after it included: record.FaultAttempts).
-		var reqs, sends int64
-		for k, v := range sum.Counters {
-			if n, ok := record.FaultAttemptsOf(k); ok && v > 0 {
-				reqs += v
-				sends += v * int64(n)
-			}
-		}
+		reqs, sends, _ := attemptsBy(sum.Counters, record.FaultAttemptsOf)
 		if reqs == 0 {
 			return 0, false
 		}
 		return float64(sends) / float64(reqs), true
+	}
+	start, end, ok := r.faultWindow()
+	if !ok {
+		return 0, false
+	}
+	pts := r.goodputSeries()
+	before, n := goodputIn(pts, start-faultBefore, start)
+	if n == 0 {
+		return 0, false
+	}
+	switch name {
 	case "fault_goodput_before":
 		return before, true
 	case "fault_goodput_during":

@@ -70,8 +70,14 @@ var ledgerFacts = map[string]bool{"ledger_players": true, "ledger_acked": true, 
 // attempts sums the attempts counters (record.Attempts) of counters:
 // original requests, their sends in all, the most sends of one.
 func attempts(counters map[string]int64) (requests, sends int64, most int) {
+	return attemptsBy(counters, record.AttemptsOf)
+}
+
+// attemptsBy is attempts over the counters that parse reads (record's
+// AttemptsOf or FaultAttemptsOf).
+func attemptsBy(counters map[string]int64, parse func(string) (int, bool)) (requests, sends int64, most int) {
 	for k, v := range counters {
-		if n, ok := record.AttemptsOf(k); ok && v > 0 {
+		if n, ok := parse(k); ok && v > 0 {
 			requests += v
 			sends += v * int64(n)
 			most = max(most, n)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"levee/loadtest/threshold"
 )
 
 // Reliability is the header of RELIABILITY.md: how the drills were run.
@@ -25,9 +27,6 @@ var DrillFigures = []string{
 	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved", "ledger_mismatch",
 	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost",
 }
-
-// secondsFigures are shown with an "s".
-var secondsFigures = map[string]bool{"fault_recovery": true, "max_failed_latency": true, "reconnect_spread": true}
 
 // WriteReliability writes RELIABILITY.md: how the drills were run, then a
 // table of drill, its faults, its thresholds with the measured values and
@@ -147,7 +146,7 @@ func (r *Run) figureCell() string {
 			continue
 		}
 		s := fmt.Sprintf("%.4g", v)
-		if secondsFigures[name] {
+		if threshold.InSeconds(name) {
 			s += " s"
 		}
 		parts = append(parts, name+" "+s)

@@ -77,6 +77,10 @@ var Aggregates = []string{"max", "min", "avg", "last"}
 var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true,
 	"fault_recovery": true, "max_failed_latency": true, "reconnect_spread": true}
 
+// InSeconds reports whether the figure or series name is measured in
+// seconds (shown as a duration).
+func InSeconds(name string) bool { return seconds[name] }
+
 // ErrSyntax is wrapped by every Parse error.
 var ErrSyntax = errors.New("threshold")
 
