@@ -475,16 +475,11 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		cancel()
 		sends += info.Attempts
 		d.faultSends(sent, info.Attempts, i == 0)
-		if unhinted(err) {
-			d.rec.Add("unhinted_refusals", 1)
-		}
-		o := loadtest.Classify(err)
-		s := record.Sample{Op: a.do, Crit: a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
-			Sent: sent, Done: d.cfg.clock.Now()}
+		var due0 time.Time
 		if i == 0 {
-			s.Due = due
+			due0 = due
 		}
-		d.rec.End(s)
+		o := d.end(a, sent, due0, err)
 		d.inflight.Add(-1)
 		if i > 0 {
 			d.rec.Add("naive_retries", 1)
@@ -536,11 +531,9 @@ func (d *driver) resend(reqCtx context.Context, c *client.Client, pl *player) {
 		}
 		u.sends += info.Attempts
 		d.faultSends(sent, info.Attempts, false)
-		o := loadtest.Classify(err)
 		d.rec.Begin()
 		d.rec.Add("resends", 1)
-		d.rec.End(record.Sample{Op: u.a.do, Crit: u.a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
-			Sent: sent, Done: d.cfg.clock.Now()})
+		d.end(u.a, sent, time.Time{}, err)
 		if d.ledger != nil {
 			d.ledger.Resolve(pl.id, u.frame.GetRequestId(), out, err)
 		}
@@ -589,10 +582,22 @@ func (d *driver) maxAttempts() int {
 	return backoff.DefaultMaxAttempts
 }
 
+// end records the outcome of one call of action a (begun with rec.Begin),
+// sent at sent and due at due (zero for a retry or a resend), and counts
+// a refusal that said nothing about when to come back.
+func (d *driver) end(a *act, sent, due time.Time, err error) loadtest.Outcome {
+	if unhinted(err) {
+		d.rec.Add("unhinted_refusals", 1)
+	}
+	o := loadtest.Classify(err)
+	d.rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
+		Sent: sent, Due: due, Done: d.cfg.clock.Now()})
+	return o
+}
+
 // attempts counts an original request that went on the wire sends times in
 // all, in the second it was due (record.Attempts); one never sent is not
 // an original request on the wire.
-
 func (d *driver) attempts(due time.Time, sends int) {
 	if sends > 0 {
 		d.rec.AddAt(record.Attempts(sends), 1, due)
