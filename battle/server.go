@@ -98,13 +98,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		opsLis.Close()
 		return nil, err
 	}
-	s.grpc = grpc.NewServer(
+	// The callers' keepalive pings (internal/grpcdial) are allowed.
+	s.grpc = grpc.NewServer(append(grpcdial.ServerOptions(),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
-		// The callers' keepalive pings (internal/grpcdial) are allowed.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             grpcdial.KeepaliveTime / 2,
-			PermitWithoutStream: true,
-		}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: 5 * time.Minute,
 			// Recycle connections so that callers spread over new replicas
@@ -114,7 +110,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 			Time:                  30 * time.Second,
 			Timeout:               10 * time.Second,
 		}),
-	)
+	)...)
 	leveev1.RegisterBattleServer(s.grpc, s)
 	s.tier, err = serve.New(serve.Config{
 		Name:         "battle",
