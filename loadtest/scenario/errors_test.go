@@ -95,7 +95,7 @@ players:
 			"launch.yaml:9: client.retry: only with policy sdk (the naive client neither retries nor paces)"},
 		{"retry cap", minimal + "client:\n  retry: {base: 1s, cap: 100ms}\n", nil, "launch.yaml:8: client.retry.cap: must be >= base (1s), got 100ms"},
 		{"unknown threshold figure", minimal + "thresholds:\n  - p(99) < 500ms\n  - latency < 1s\n", nil,
-			`launch.yaml:9: thresholds[1]: threshold: "latency < 1s": unknown figure "latency"; the figures are p(N), ` + strings.Join(threshold.Scalars, ", ") + ` and AGG(series) with AGG one of max, min, avg, last over ` + strings.Join(threshold.SeriesNames, ", ")},
+			`launch.yaml:9: thresholds[1]: threshold: "latency < 1s": unknown figure "latency"; the figures are p(N), ` + strings.Join(threshold.Scalars, ", ") + ` and AGG(series) with AGG one of ` + strings.Join(threshold.Aggregates, ", ") + ` over ` + strings.Join(threshold.SeriesNames, ", ")},
 		{"bad threshold syntax", minimal + "thresholds: [\"p(99) << 500ms\"]\n", nil,
 			`launch.yaml:7: thresholds[0]: threshold: "p(99) << 500ms": want a figure (e.g. p(99), error_rate, max(cpu)), got "< 500ms"`},
 		{"bad if", minimal + "timeline:\n  - at: 10s\n    line: {mode: open}\n    if: [\"max(cpu) < 0.8\", \"cpu < 0.8\"]\n", nil,
