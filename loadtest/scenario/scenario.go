@@ -99,13 +99,13 @@ type Scenario struct {
 	// Offered sizes the run from Capacity: the peak offered requests per
 	// wall second as a multiple of it. With Capacity > 0 Parse sets Scale
 	// to OfferedScale; 0: not used (Scale is the file's).
-	Offered float64 `yaml:"offered"`
-	Arrivals    Arrivals `yaml:"arrivals"`
-	Players     Players  `yaml:"players"`
-	Client      Client   `yaml:"client"`
-	Timeline    []Action `yaml:"timeline"`
-	Thresholds  []string `yaml:"thresholds"`
-	Run         Run      `yaml:"run"`
+	Offered    float64  `yaml:"offered"`
+	Arrivals   Arrivals `yaml:"arrivals"`
+	Players    Players  `yaml:"players"`
+	Client     Client   `yaml:"client"`
+	Timeline   []Action `yaml:"timeline"`
+	Thresholds []string `yaml:"thresholds"`
+	Run        Run      `yaml:"run"`
 	// Ledger keeps the load tool's own record of every mutation and
 	// checks the players' profiles against it after the run
 	// (loadtest/ledger).
