@@ -29,9 +29,9 @@ import (
 // when the place or the ETA moved by about 10 %, or the mode or the rate
 // changed, and otherwise at a heartbeat: every -line-push (2 s) near the
 // front, up to 30 times that (60 s) far back, so statuses come seldom
-// while a long line stands still (gate.MaxStatusInterval bounds the gap);
-// a caller showing a live position may count down between them at the
-// release rate. The ticket comes in the first status of a connection
+// while a long line stands still (levee/internal/lineapi's
+// MaxStatusInterval bounds the gap); a caller showing a live position may
+// count down between them at the release rate. The ticket comes in the first status of a connection
 // (and again if it changes); the SDK keeps it in every status it hands
 // on (OnQueue, Client.Queue, LineError). ctx bounds the whole of it, the
 // wait in line included: on launch day give Dial a deadline of many

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"levee/gate"
+	"levee/internal/lineapi"
 	"levee/loadtest"
 )
 
@@ -186,7 +187,7 @@ func runLine(t *testing.T, bots int, gmod func(*gate.Config), lmod func(*loadtes
 	cfg.Window, cfg.Settle, cfg.PaceTolerance = 500*time.Millisecond, 300*time.Millisecond, 0.25
 	// Walks every 500 ms: pushes on change, else a heartbeat of 0.5 s near
 	// the front up to 7.5 s far back; 500 ms more for delivery.
-	cfg.MaxStatusGap = gate.MaxStatusInterval(500*time.Millisecond) + 500*time.Millisecond
+	cfg.MaxStatusGap = lineapi.MaxStatusInterval(500*time.Millisecond) + 500*time.Millisecond
 	cfg.Admin = &loadtest.Admin{URL: "http://" + g.OpsAddr().String() + "/admin/line", Token: lineAdminToken}
 	lmod(&cfg)
 

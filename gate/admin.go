@@ -16,12 +16,13 @@ import (
 	"strings"
 	"time"
 
+	"levee/internal/lineapi"
 	"levee/queue"
 )
 
 // The admin API lives on the ops listener, behind a bearer token:
 //
-//	GET  /admin/line   the line's state, as JSON (LineView)
+//	GET  /admin/line   the line's state, as JSON (lineapi.View)
 //	POST /admin/line   change any of mode, rate, interval, max_length,
 //	                   retry_after, auto_min_rate, auto_max_rate (a form or
 //	                   a JSON object), effective at once
@@ -30,14 +31,13 @@ import (
 // token is 401 and changes nothing. A POST is validated whole before
 // anything is applied: one bad value is a 400 naming it, and nothing
 // changes. Every change is logged with the old and new values and the
-// caller's address.
+// caller's address. The wire format (the answer, a POST's fields) is
+// levee/internal/lineapi's, shared with the tools that call the API.
 //
 // A POST goes through three steps: readAdminFields reads the body (HTTP),
 // parseLineChange turns the fields into a lineChange (pure: each field on
 // its own), and the line applies it (line.apply, in linechange.go: the
 // fields together with the current settings, all or nothing).
-
-const adminLinePath = "/admin/line"
 
 // maxAdminBody bounds a POST's body.
 const maxAdminBody = 64 << 10
@@ -78,77 +78,16 @@ func (s *Server) adminAuthorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
-// LineView is GET /admin/line's answer (and a POST's, after the change):
-// the admission line's state. Clients such as the load tool decode it.
-type LineView struct {
-	Mode          string   `json:"mode"` // open, queueing, paced, closed or auto
-	Rate          RateView `json:"rate"`
-	Length        int      `json:"length"`   // in line, away ones included
-	Waiting       int      `json:"waiting"`  // in line with a connection open
-	Away          int      `json:"away"`     // in line, dropped, within grace
-	Held          int      `json:"held"`     // released while away, kept for their return
-	Priority      int      `json:"priority"` // in the priority lane
-	MaxLength     int      `json:"max_length"`
-	RetryAfter    string   `json:"retry_after"` // given to newcomers while closed
-	Grace         string   `json:"grace"`
-	AdmittedTotal uint64   `json:"admitted_total"`
-	DroppedTotal  uint64   `json:"dropped_total"`
-	RefusedFull   uint64   `json:"refused_full_total"`
-	RefusedClosed uint64   `json:"refused_closed_total"`
-	MeasuredRate  float64  `json:"measured_rate"` // per second; 0 until measured
-	Measured      bool     `json:"measured"`
-	OldestWaitMs  int64    `json:"oldest_wait_ms"`
-	Room          *int     `json:"room"` // players the gate may let in now; null: no limit
-	Auto          AutoView `json:"auto"`
-}
-
-// RateView is the configured release rate: N players per Interval (a Go
-// duration string), PerSecond the same as a rate.
-type RateView struct {
-	N         int     `json:"n"`
-	Interval  string  `json:"interval"`
-	PerSecond float64 `json:"per_second"`
-}
-
-// AutoView is auto mode's state: its settings, its last decision and the
-// signals it last read.
-type AutoView struct {
-	Enabled      bool        `json:"enabled"`
-	MinRate      float64     `json:"min_rate"` // per second
-	MaxRate      float64     `json:"max_rate"`
-	Rate         float64     `json:"rate"` // the auto pacer's current rate, per second
-	Up           float64     `json:"up"`
-	Down         float64     `json:"down"`
-	Interval     string      `json:"interval"`
-	LastVerdict  string      `json:"last_verdict,omitempty"`
-	LastReason   string      `json:"last_reason,omitempty"`
-	LastStepAt   *time.Time  `json:"last_step_at,omitempty"`
-	Signals      SignalsView `json:"signals"`
-	MaxDepth     float64     `json:"max_queue_depth"`
-	MaxP99Ms     int64       `json:"max_battle_p99_ms"`
-	MaxPressure  float64     `json:"max_backpressure"`
-	MetricsURLs  []string    `json:"metrics_urls"`
-	ScrapeErrors []string    `json:"scrape_errors,omitempty"`
-}
-
-// SignalsView is the tiers' health as auto mode last read it; a signal
-// not read is null.
-type SignalsView struct {
-	QueueDepth   *float64 `json:"logic_queue_depth"`
-	BattleP99Ms  *float64 `json:"battle_p99_ms"`
-	Backpressure *float64 `json:"backpressure"`
-}
-
 // view is the line's state at now.
-func (l *line) view(now time.Time) LineView {
+func (l *line) view(now time.Time) lineapi.View {
 	st := l.q.Stats(now)
 	l.ctl.Lock()
 	auto, pace, sig := l.auto, l.pace, l.signals
 	l.ctl.Unlock()
 	pc := pace.Config()
-	v := LineView{
+	v := lineapi.View{
 		Mode:          st.Mode.String(),
-		Rate:          RateView{N: st.Rate.N, Interval: st.Rate.Interval.String(), PerSecond: st.ConfiguredPerSecond},
+		Rate:          lineapi.RateView{N: st.Rate.N, Interval: st.Rate.Interval.String(), PerSecond: st.ConfiguredPerSecond},
 		Length:        st.Length,
 		Waiting:       st.Length - st.Away,
 		Away:          st.Away,
@@ -164,10 +103,10 @@ func (l *line) view(now time.Time) LineView {
 		MeasuredRate:  st.MeasuredPerSecond,
 		Measured:      st.Measured,
 		OldestWaitMs:  st.OldestWait.Milliseconds(),
-		Auto: AutoView{
+		Auto: lineapi.AutoView{
 			Enabled: auto, MinRate: pc.MinRate, MaxRate: pc.MaxRate, Rate: pace.Rate(), Up: pc.Up, Down: pc.Down,
 			Interval: pc.Interval.String(),
-			Signals: SignalsView{
+			Signals: lineapi.SignalsView{
 				QueueDepth:   signalValue(sig.QueueKnown, sig.QueueDepth),
 				BattleP99Ms:  signalValue(sig.P99Known, float64(sig.BattleP99.Milliseconds())),
 				Backpressure: signalValue(sig.BPKnown, sig.Backpressure),
@@ -206,7 +145,7 @@ func (s *Server) writeLine(w http.ResponseWriter) {
 var errAdmin = errors.New("invalid admin request")
 
 // adminFields are the fields a POST may set.
-var adminFields = []string{"mode", "rate", "interval", "max_length", "retry_after", "auto_min_rate", "auto_max_rate"}
+var adminFields = lineapi.Fields
 
 // postLine parses the request into a change, has the line apply it, logs
 // it and answers with the line's new state; a bad request is a 400 that

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"levee/internal/lineapi"
 	"levee/internal/testwait"
 	"levee/queue"
 )
@@ -54,7 +55,7 @@ func adminGate(t *testing.T, mode string, mod func(*Config)) (*testGate, *syncBu
 // admin calls the admin API; body is a form unless it starts with "{".
 func (g *testGate) admin(t *testing.T, method, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+g.OpsAddr().String()+adminLinePath, strings.NewReader(body))
+	req, err := http.NewRequest(method, "http://"+g.OpsAddr().String()+lineapi.Path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,15 +76,15 @@ func (g *testGate) admin(t *testing.T, method, token, body string) (int, string)
 	return resp.StatusCode, string(b)
 }
 
-func (g *testGate) getLine(t *testing.T) LineView {
+func (g *testGate) getLine(t *testing.T) lineapi.View {
 	t.Helper()
 	code, body := g.admin(t, http.MethodGet, "Bearer "+testAdminToken, "")
 	if code != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", adminLinePath, code, body)
+		t.Fatalf("GET %s: %d %s", lineapi.Path, code, body)
 	}
-	var v LineView
+	var v lineapi.View
 	if err := json.Unmarshal([]byte(body), &v); err != nil {
-		t.Fatalf("GET %s: %v in %s", adminLinePath, err, body)
+		t.Fatalf("GET %s: %v in %s", lineapi.Path, err, body)
 	}
 	return v
 }
@@ -205,7 +206,7 @@ func TestAdminChangesAreImmediateAndLogged(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("POST: %d %s", code, body)
 	}
-	var v LineView
+	var v lineapi.View
 	if err := json.Unmarshal([]byte(body), &v); err != nil || v.Mode != "queueing" || v.RetryAfter != "10m0s" || v.MaxLength != 5000 {
 		t.Fatalf("POST answered %+v (%v)", v, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"levee/internal/lineapi"
 )
 
 // FuzzAdminLineChange drives POST /admin/line with any body, as a form or
@@ -23,7 +25,7 @@ func FuzzAdminLineChange(f *testing.F) {
 	}, startFakeLogic(f))
 	h := g.adminHandler()
 	call := func(method, contentType, body string) (int, string) {
-		r := httptest.NewRequest(method, adminLinePath, strings.NewReader(body))
+		r := httptest.NewRequest(method, lineapi.Path, strings.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+testAdminToken)
 		if contentType != "" {
 			r.Header.Set("Content-Type", contentType)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"levee/internal/clock"
+	"levee/internal/lineapi"
 	"levee/queue"
 )
 
@@ -142,7 +143,7 @@ func DefaultConfig() Config {
 		LineInterval:   10 * time.Second,
 		LineMax:        200_000,
 		LineGrace:      60 * time.Second,
-		LinePush:       2 * time.Second,
+		LinePush:       lineapi.DefaultPush,
 		LineRetryAfter: 60 * time.Second,
 
 		AutoMinRate:         10,

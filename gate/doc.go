@@ -109,8 +109,8 @@
 // everyone at once), their position (by 10 % of it, at least one place),
 // their ETA (by 10 % and at least 1 s), or their heartbeat is due: every
 // -line-push within the first 100 places, then growing with the position
-// to 30 × -line-push (60 s) from place 3,000 on (MaxStatusInterval bounds
-// the gap). Far back in a paced line a player is pushed about ten times on
+// to 30 × -line-push (60 s) from place 3,000 on (lineapi.MaxStatusInterval
+// bounds the gap). Far back in a paced line a player is pushed about ten times on
 // the way to the front; near the front, at every walk. Clients may count
 // position and ETA down at release_rate between pushes (the waiting page
 // does). If logic refuses the login of a

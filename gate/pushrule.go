@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"levee/internal/lineapi"
 	"levee/queue"
 )
 
@@ -39,7 +40,7 @@ const (
 	minETAChange       = time.Second
 	rateShare          = 10
 	heartbeatNear      = 100
-	heartbeatMaxFactor = 30
+	heartbeatMaxFactor = lineapi.HeartbeatMaxFactor
 )
 
 // Why a waiting player is pushed a status, counted (for the pushes
@@ -123,15 +124,6 @@ func heartbeatPhase(id queue.TicketID, pos int, every time.Duration) uint16 {
 	}
 	h := uint64(id) * 0x9E3779B97F4A7C15 // Fibonacci hashing: consecutive ids land far apart
 	return uint16((h >> 32) * ticks >> 32)
-}
-
-// MaxStatusInterval is the longest a player waiting in the admission line
-// of a gate with -line-push push goes without a QueueStatus: the heartbeat
-// far back in a standing line (30 × push), and one walk more for a push
-// skipped because another write to the player was in progress. Tools that
-// watch the pushes (the load tool's line scenario) judge gaps against it.
-func MaxStatusInterval(push time.Duration) time.Duration {
-	return (heartbeatMaxFactor + 1) * push
 }
 
 // lineChanged reports whether the part of the status that is the same for

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"levee/internal/lineapi"
 	"levee/queue"
 )
 
@@ -78,8 +79,11 @@ func TestHeartbeat(t *testing.T) {
 			t.Errorf("heartbeat(%d, %v) = %v, want %v", tc.pos, tc.every, got, tc.want)
 		}
 	}
-	if got := MaxStatusInterval(2 * time.Second); got != 62*time.Second {
-		t.Errorf("MaxStatusInterval(2s) = %v, want 62s", got)
+	// The contract tools judge gaps by: the longest heartbeat plus one walk.
+	for _, every := range []time.Duration{500 * time.Millisecond, 2 * time.Second} {
+		if got, want := lineapi.MaxStatusInterval(every), heartbeat(math.MaxUint32, every)+every; got != want {
+			t.Errorf("lineapi.MaxStatusInterval(%v) = %v, want the longest heartbeat and a walk, %v", every, got, want)
+		}
 	}
 }
 

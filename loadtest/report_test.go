@@ -54,40 +54,8 @@ func serverErr(code leveev1.ErrorCode) error {
 	return fmt.Errorf("call: %w", &client.Error{Code: code, Message: "x"})
 }
 
-func TestClassify(t *testing.T) {
+func TestDialReason(t *testing.T) {
 	closed := fmt.Errorf("%w: %w", client.ErrClosed, &client.CloseError{Code: 1013, Text: "overloaded"})
-	cases := []struct {
-		err  error
-		want Outcome
-	}{
-		{nil, Outcome{ClassOK, ""}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD), Outcome{ClassBusiness, "INSUFFICIENT_GOLD"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_NOT_FOUND), Outcome{ClassBusiness, "NOT_FOUND"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_FORBIDDEN), Outcome{ClassBusiness, "FORBIDDEN"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_BUSY), Outcome{ClassOverload, "BUSY"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_SERVER_FULL), Outcome{ClassOverload, "SERVER_FULL"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED), Outcome{ClassOverload, "RATE_LIMITED"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE), Outcome{ClassOverload, "UNAVAILABLE"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN), Outcome{ClassOverload, "SHUTTING_DOWN"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED), Outcome{ClassOverload, "DEADLINE_EXCEEDED"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED), Outcome{ClassOverload, "NOT_ADMITTED"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_INTERNAL), Outcome{ClassFailed, "INTERNAL"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST), Outcome{ClassFailed, "BAD_REQUEST"}},
-		{serverErr(leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED), Outcome{ClassFailed, "UNAUTHORIZED"}},
-		{fmt.Errorf("%w: want x", client.ErrUnexpectedReply), Outcome{ClassFailed, "UNEXPECTED_REPLY"}},
-		{context.DeadlineExceeded, Outcome{ClassLost, LostTimeout}},
-		{context.Canceled, Outcome{ClassLost, LostInterrupted}},
-		{closed, Outcome{ClassLost, LostClosed}},
-		{client.ErrFrameTooLarge, Outcome{ClassLost, LostOther}},
-	}
-	for _, c := range cases {
-		if got := Classify(c.err); got != c.want {
-			t.Errorf("Classify(%v) = %+v, want %+v", c.err, got, c.want)
-		}
-		if got := Classify(c.err); got.Class.Answered() == (c.want.Class == ClassLost) {
-			t.Errorf("Answered() wrong for %v", c.want.Class)
-		}
-	}
 	if r := dialReason(closed); r != "close 1013" {
 		t.Errorf("dialReason = %q", r)
 	}

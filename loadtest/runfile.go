@@ -224,24 +224,9 @@ func (rf *RunFile) Discard() {
 	os.Remove(rf.path)
 }
 
-// recClass is the record class of an outcome class.
-func recClass(c Class) record.Class {
-	switch c {
-	case ClassOK:
-		return record.OK
-	case ClassBusiness:
-		return record.Business
-	case ClassOverload:
-		return record.Refused
-	case ClassLost:
-		return record.Lost
-	}
-	return record.Failed
-}
-
 // recSample is one request's record sample.
 func recSample(op, crit string, o Outcome, due, sent, done time.Time) record.Sample {
-	return record.Sample{Op: op, Crit: crit, Class: recClass(o.Class), Reason: o.Reason, Due: due, Sent: sent, Done: done}
+	return record.Sample{Op: op, Crit: crit, Class: o.Class, Reason: o.Reason, Due: due, Sent: sent, Done: done}
 }
 
 // RunCriteria are the report's criteria as the run file's: what each

@@ -16,7 +16,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"levee/client/clienttest"
-	"levee/loadtest/record"
 	"levee/loadtest/report"
 	leveev1 "levee/proto/leveev1"
 )
@@ -173,15 +172,6 @@ func TestRunOverloadRunFile(t *testing.T) {
 	// Served latency from the due time only for the open loops.
 	if run.Summary.LatencyDue.Count >= run.Summary.Latency.Count || run.Summary.LatencyDue.Count == 0 {
 		t.Errorf("latency %+v, from due %+v", run.Summary.Latency, run.Summary.LatencyDue)
-	}
-}
-
-func TestRecClass(t *testing.T) {
-	for c, want := range map[Class]record.Class{ClassOK: record.OK, ClassBusiness: record.Business,
-		ClassOverload: record.Refused, ClassFailed: record.Failed, ClassLost: record.Lost, Class(9): record.Failed} {
-		if got := recClass(c); got != want {
-			t.Errorf("recClass(%v) = %v, want %v", c, got, want)
-		}
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"levee/client"
 	"levee/internal/clock"
 	"levee/internal/token"
+	"levee/loadtest/target"
 )
 
 // RunnerConfig says where and how bots connect and how long a request may
@@ -80,24 +80,11 @@ func (c RunnerConfig) Validate() error {
 		return fmt.Errorf("-progress: must be >= 0, got %v", c.ProgressEvery)
 	}
 	if c.SourceAddr != "" {
-		if _, err := parseSourceAddr(c.SourceAddr); err != nil {
+		if _, err := target.ParseSourceAddr(c.SourceAddr); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// parseSourceAddr reads -source-addr: an IP address on loopback
-// (127.0.0.0/8 or ::1), without a port.
-func parseSourceAddr(s string) (netip.Addr, error) {
-	ip, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("-source-addr: not an IP address (no port): %q", s)
-	}
-	if !isLoopback(ip) {
-		return netip.Addr{}, fmt.Errorf("-source-addr: must be a loopback address (127.0.0.0/8 or ::1), got %s", ip)
-	}
-	return ip.Unmap(), nil
 }
 
 // Runner runs scenarios against one gate.
@@ -119,7 +106,7 @@ func NewRunner(cfg RunnerConfig, logger *slog.Logger) (*Runner, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	dialer, err := NewDialer(cfg.DialTimeout, cfg.SourceAddr, cfg.AllowNonlocal)
+	dialer, err := target.NewDialer(cfg.DialTimeout, cfg.SourceAddr, cfg.AllowNonlocal)
 	if err != nil {
 		return nil, err
 	}
@@ -129,29 +116,6 @@ func NewRunner(cfg RunnerConfig, logger *slog.Logger) (*Runner, error) {
 		resolver: net.DefaultResolver,
 		dialer:   dialer,
 	}, nil
-}
-
-// NewDialer is the bots' WebSocket dialer: timeout bounds the TCP connect
-// and the handshake; sourceAddr ("" for the system's choice) is the
-// loopback address connections come from, with the port picked at connect
-// (see withBindNoPort); unless allowNonlocal, only loopback destinations
-// may be dialled. No proxy: bots talk to the target directly.
-func NewDialer(timeout time.Duration, sourceAddr string, allowNonlocal bool) (*websocket.Dialer, error) {
-	nd := &net.Dialer{Timeout: timeout}
-	if !allowNonlocal {
-		nd.Control = loopbackOnly
-	}
-	if sourceAddr != "" {
-		ip, err := parseSourceAddr(sourceAddr)
-		if err != nil {
-			return nil, err
-		}
-		nd.LocalAddr = &net.TCPAddr{IP: ip.AsSlice()}
-		// The port is then chosen at connect, per destination, instead of
-		// at bind among the ports free on the address.
-		nd.Control = withBindNoPort(nd.Control)
-	}
-	return &websocket.Dialer{NetDialContext: nd.DialContext, HandshakeTimeout: timeout}, nil
 }
 
 // Run plays sc and reports. It returns an error only when the run could not

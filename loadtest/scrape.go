@@ -106,23 +106,8 @@ func ParseMetricsTargets(list []string) ([]MetricsTarget, error) {
 // not loopback.
 func checkMetricsTargets(ctx context.Context, ts []MetricsTarget, res Resolver) error {
 	for _, t := range ts {
-		u, _ := url.Parse(t.URL)
-		host := u.Hostname()
-		if ip, err := netip.ParseAddr(host); err == nil {
-			if !isLoopback(ip) {
-				return fmt.Errorf("%w: -metrics-urls: %s is %s", ErrNonLocal, t.URL, ip)
-			}
-			continue
-		}
-		addrs, err := res.LookupIPAddr(ctx, host)
-		if err != nil || len(addrs) == 0 {
-			return fmt.Errorf("%w: -metrics-urls: host %q does not resolve: %v", ErrNonLocal, host, err)
-		}
-		for _, a := range addrs {
-			ip, ok := netip.AddrFromSlice(a.IP)
-			if !ok || !isLoopback(ip) {
-				return fmt.Errorf("%w: -metrics-urls: host %q is %s", ErrNonLocal, host, a.IP)
-			}
+		if err := checkLoopbackURL(ctx, "-metrics-urls", t.URL, res); err != nil {
+			return err
 		}
 	}
 	return nil

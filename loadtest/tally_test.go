@@ -26,13 +26,13 @@ func TestTallyAccounting(t *testing.T) {
 		{false, Outcome{Class: ClassOK}, 20 * time.Millisecond, in},
 		{false, Outcome{Class: ClassOK}, 30 * time.Millisecond, after}, // served after the window
 		{true, Outcome{Class: ClassOK}, 5 * time.Millisecond, in},
-		{true, Outcome{ClassBusiness, "INSUFFICIENT_GOLD"}, 6 * time.Millisecond, in},
-		{false, Outcome{ClassOverload, "BUSY"}, time.Millisecond, in},
-		{false, Outcome{ClassOverload, "BUSY"}, time.Millisecond, in},
-		{false, Outcome{ClassOverload, "RATE_LIMITED"}, time.Millisecond, in},
-		{false, Outcome{ClassFailed, "INTERNAL"}, 2 * time.Millisecond, in},
-		{false, Outcome{ClassLost, LostTimeout}, 3 * time.Second, after},
-		{true, Outcome{ClassLost, LostClosed}, time.Second, in},
+		{true, Outcome{Class: ClassBusiness, Reason: "INSUFFICIENT_GOLD"}, 6 * time.Millisecond, in},
+		{false, Outcome{Class: ClassOverload, Reason: "BUSY"}, time.Millisecond, in},
+		{false, Outcome{Class: ClassOverload, Reason: "BUSY"}, time.Millisecond, in},
+		{false, Outcome{Class: ClassOverload, Reason: "RATE_LIMITED"}, time.Millisecond, in},
+		{false, Outcome{Class: ClassFailed, Reason: "INTERNAL"}, 2 * time.Millisecond, in},
+		{false, Outcome{Class: ClassLost, Reason: LostTimeout}, 3 * time.Second, after},
+		{true, Outcome{Class: ClassLost, Reason: LostClosed}, time.Second, in},
 	}
 	for _, r := range reqs {
 		tl.begin(r.crit)

@@ -46,6 +46,7 @@ import (
 	"levee/internal/cli"
 	"levee/loadtest"
 	"levee/loadtest/report"
+	"levee/loadtest/target"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
@@ -401,7 +402,7 @@ type legacyReport interface {
 
 func startError(stderr io.Writer, err error) int {
 	fmt.Fprintln(stderr, err)
-	if errors.Is(err, loadtest.ErrNonLocal) || errors.Is(err, loadtest.ErrScenario) {
+	if errors.Is(err, target.ErrNonLocal) || errors.Is(err, loadtest.ErrScenario) {
 		return 2
 	}
 	return 1

@@ -15,9 +15,9 @@ import (
 
 	"levee/client"
 	"levee/client/backoff"
+	"levee/internal/apperr"
 	"levee/internal/clock"
 	"levee/internal/token"
-	"levee/loadtest"
 	"levee/loadtest/arrival"
 	"levee/loadtest/ledger"
 	"levee/loadtest/record"
@@ -484,7 +484,7 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		if i > 0 {
 			d.rec.Add("naive_retries", 1)
 		}
-		if o.Class != loadtest.ClassOverload || !d.p.naive {
+		if o.Class != record.Refused || !d.p.naive {
 			break
 		}
 	}
@@ -585,12 +585,12 @@ func (d *driver) maxAttempts() int {
 // end records the outcome of one call of action a (begun with rec.Begin),
 // sent at sent and due at due (zero for a retry or a resend), and counts
 // a refusal that said nothing about when to come back.
-func (d *driver) end(a *act, sent, due time.Time, err error) loadtest.Outcome {
+func (d *driver) end(a *act, sent, due time.Time, err error) record.Outcome {
 	if unhinted(err) {
 		d.rec.Add("unhinted_refusals", 1)
 	}
-	o := loadtest.Classify(err)
-	d.rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: record.Class(o.Class), Reason: o.Reason,
+	o := record.Classify(err)
+	d.rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: o.Class, Reason: o.Reason,
 		Sent: sent, Due: due, Done: d.cfg.clock.Now()})
 	return o
 }
@@ -625,7 +625,7 @@ func (d *driver) connect(ctx context.Context, url, tok string, opts client.Optio
 		if le := client.AsLineError(err); le != nil && le.Status.GetTicket() != "" {
 			opts.Ticket = le.Status.GetTicket()
 		}
-		if code := client.Code(err); code == leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED || code == leveev1.ErrorCode_ERROR_CODE_FORBIDDEN {
+		if apperr.Permanent(client.Code(err)) { // dialing again with the same token is refused again
 			return nil, err
 		}
 		d.rec.Add("naive_redials", 1)

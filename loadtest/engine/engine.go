@@ -32,12 +32,12 @@ import (
 	"time"
 
 	"levee/internal/clock"
-	"levee/loadtest"
 	"levee/loadtest/fault"
 	"levee/loadtest/probe"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
 	"levee/loadtest/scenario"
+	"levee/loadtest/target"
 )
 
 // DefaultPerWorker is how many players one process holds at most: below
@@ -87,7 +87,7 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 	}
 	if !cfg.AllowNonlocal {
 		for _, g := range cfg.Gates {
-			if err := loadtest.CheckTarget(ctx, g, nil); err != nil {
+			if err := target.CheckTarget(ctx, g, nil); err != nil {
 				return nil, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"levee/internal/priority"
 	"levee/loadtest/arrival"
 	"levee/loadtest/fault"
 	"levee/loadtest/scenario"
@@ -120,19 +121,12 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 	cum := 0.0
 	for _, a := range sc.Players.Actions {
 		cum += a.Weight / total
-		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, critNm: a.Criticality}
-		switch a.Criticality {
-		case "critical":
-			x.crit = leveev1.Criticality_CRITICALITY_CRITICAL
-		case "sheddable":
-			x.crit = leveev1.Criticality_CRITICALITY_SHEDDABLE
-		default:
-			x.crit, x.critNm = leveev1.Criticality_CRITICALITY_DEFAULT, "default"
-		}
+		c, _ := priority.Parse(a.Criticality) // validated; anything else is Default
+		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, crit: c.Proto(), critNm: c.String()}
 		p.acts = append(p.acts, x)
 	}
 	p.acts[len(p.acts)-1].cum = 1
-	p.login = act{do: doProfile, cum: 1, crit: leveev1.Criticality_CRITICALITY_DEFAULT, critNm: "default"}
+	p.login = act{do: doProfile, cum: 1, crit: priority.Default.Proto(), critNm: priority.Default.String()}
 	for _, a := range sc.Timeline {
 		s := step{at: sc.Wall(a.Offset), sc: a, note: a.Note, conds: a.If}
 		s.label = p.label(s.at)

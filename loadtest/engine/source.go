@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"levee/internal/clock"
-	"levee/loadtest"
 	"levee/loadtest/record"
 	"levee/loadtest/scenario"
+	"levee/loadtest/target"
 )
 
 // flushEvery is how often a source hands on its finished seconds.
@@ -76,7 +76,7 @@ func (r *run) sourceAddr(i int) string {
 }
 
 func (r *run) driverConfig(index, count int, source string) (driverConfig, error) {
-	dialer, err := loadtest.NewDialer(r.p.timeout, source, r.cfg.AllowNonlocal)
+	dialer, err := target.NewDialer(r.p.timeout, source, r.cfg.AllowNonlocal)
 	if err != nil {
 		return driverConfig{}, err
 	}

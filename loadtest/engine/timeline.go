@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"levee/loadtest"
 	"levee/loadtest/fault"
+	"levee/loadtest/lineadmin"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
 	"levee/loadtest/threshold"
@@ -23,7 +23,7 @@ import (
 // that have finished and of the faults in progress.
 type timeline struct {
 	p      *plan
-	admins []loadtest.Admin
+	admins []lineadmin.Admin
 	faults fault.Injector       // nil: fault steps are skipped
 	since  func() time.Duration // wall time since the run's start, for the faults' events
 	next   int
@@ -45,7 +45,7 @@ func newTimeline(p *plan, urls []string, token string, allowNonlocal bool, fault
 		hc = &http.Client{Timeout: 5 * time.Second}
 	}
 	for _, u := range urls {
-		t.admins = append(t.admins, loadtest.Admin{URL: u, Token: token, HTTP: hc})
+		t.admins = append(t.admins, lineadmin.Admin{URL: u, Token: token, HTTP: hc})
 	}
 	return t
 }
@@ -163,7 +163,7 @@ func valueOf(r threshold.Result) string {
 // failed. A release rate is the cluster's: each of n gates' lines gets
 // 1/n of it (at least 1 per interval).
 func (t *timeline) apply(ctx context.Context, s step) string {
-	set := loadtest.LineSetting{Mode: s.mode, Rate: perGate(s.rate, len(t.admins)), Interval: s.interval}
+	set := lineadmin.LineSetting{Mode: s.mode, Rate: perGate(s.rate, len(t.admins)), Interval: s.interval}
 	var errs []string
 	for _, a := range t.admins {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -1,8 +1,10 @@
 // Package record accounts for every request of a load run, once: Begin
 // when a request is sent, End with its outcome, class and criticality.
-// Outcomes go into per-second points — counters, levels and HDR latency
-// histograms — that Flush hands to the caller, so the Recorder holds only
-// the seconds not yet flushed however long the run.
+// Classify sorts a client call's error into an Outcome (a Class and a
+// reason) by the cluster's error table. Outcomes go into per-second
+// points — counters, levels and HDR latency histograms — that Flush hands
+// to the caller, so the Recorder holds only the seconds not yet flushed
+// however long the run.
 //
 // Accounting. Begin counts "sent" in the current second (the earliest one
 // not yet flushed); End counts the outcome in the second of Sample.Done
@@ -31,6 +33,8 @@ import (
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"levee/internal/priority"
 )
 
 // Class is a request's outcome.
@@ -286,7 +290,7 @@ func (r *Recorder) End(smp Sample) {
 			op = "other"
 		}
 		if crit == "" {
-			crit = "default"
+			crit = priority.Default.String()
 		}
 		ids = opIDs{r.counterID(op + "/" + class.String()), r.counterID("crit/" + crit + "/" + class.String())}
 		r.opIDs[k] = ids

@@ -23,6 +23,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"levee/internal/priority"
 	"levee/loadtest/arrival"
 	"levee/loadtest/fault"
 	"levee/loadtest/threshold"
@@ -160,7 +161,7 @@ type Act struct {
 var Acts = []string{"profile", "purchase", "battle"}
 
 // Criticalities are the values of Act.Criticality.
-var Criticalities = []string{"critical", "default", "sheddable"}
+var Criticalities = []string{priority.Critical.String(), priority.Default.String(), priority.Sheddable.String()}
 
 // Client is how the players' client behaves.
 type Client struct {

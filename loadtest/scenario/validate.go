@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"levee/internal/priority"
 	"levee/loadtest/arrival"
 	"levee/loadtest/fault"
 	"levee/loadtest/threshold"
@@ -308,9 +309,9 @@ func (d *decoder) validatePlayers(p *Players) error {
 		}
 		switch {
 		case a.Criticality == "" && a.Do == "purchase":
-			a.Criticality = "critical"
+			a.Criticality = priority.Critical.String()
 		case a.Criticality == "":
-			a.Criticality = "default"
+			a.Criticality = priority.Default.String()
 		case !slices.Contains(Criticalities, a.Criticality):
 			return d.fail(path+".criticality", "unknown criticality %q; want %s", a.Criticality, or(Criticalities))
 		}

@@ -1,4 +1,7 @@
-package loadtest
+// Package lineadmin is the load tool's client of the gate's line admin API
+// (GET and POST /admin/line, wire format levee/internal/lineapi): read the
+// admission line's state, change its mode and pace mid-run.
+package lineadmin
 
 import (
 	"bytes"
@@ -7,18 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
-	"levee/gate"
+	"levee/internal/lineapi"
+	"levee/loadtest/target"
 )
 
 // ErrAdmin reports a failed call of the gate's admin API.
-var ErrAdmin = errors.New("loadtest: admin API")
+var ErrAdmin = errors.New("lineadmin: admin API")
 
 // LineSetting is a change of the gate's admission line through its admin
 // API (POST /admin/line): the fields left zero are not sent.
@@ -50,6 +51,18 @@ func (s LineSetting) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// Request is the setting as the admin API's POST body.
+func (s LineSetting) Request() lineapi.Request {
+	r := lineapi.Request{Mode: s.Mode}
+	if s.Rate > 0 {
+		r.Rate = s.Rate
+	}
+	if s.Interval > 0 {
+		r.Interval = s.Interval.String()
+	}
+	return r
+}
+
 // Admin calls a gate's line admin API, GET and POST <URL> (e.g.
 // http://127.0.0.1:8082/admin/line) with "Authorization: Bearer <Token>".
 type Admin struct {
@@ -62,37 +75,25 @@ func (a *Admin) client() *http.Client {
 	if a.HTTP != nil {
 		return a.HTTP
 	}
-	nd := &net.Dialer{Timeout: 5 * time.Second, Control: loopbackOnly}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: nd.DialContext}}
+	return target.HTTPClient(5*time.Second, false)
 }
 
-// Get reads the line's state: GET /admin/line's answer, the gate's own
-// type.
-func (a *Admin) Get(ctx context.Context) (gate.LineView, error) {
+// Get reads the line's state: GET /admin/line's answer.
+func (a *Admin) Get(ctx context.Context) (lineapi.View, error) {
 	body, err := a.do(ctx, http.MethodGet, nil)
 	if err != nil {
-		return gate.LineView{}, err
+		return lineapi.View{}, err
 	}
-	var out gate.LineView
+	var out lineapi.View
 	if err := json.Unmarshal(body, &out); err != nil {
-		return gate.LineView{}, fmt.Errorf("%w: GET: %v", ErrAdmin, err)
+		return lineapi.View{}, fmt.Errorf("%w: GET: %v", ErrAdmin, err)
 	}
 	return out, nil
 }
 
 // Set changes the line.
 func (a *Admin) Set(ctx context.Context, s LineSetting) error {
-	m := map[string]any{}
-	if s.Mode != "" {
-		m["mode"] = s.Mode
-	}
-	if s.Rate > 0 {
-		m["rate"] = s.Rate
-	}
-	if s.Interval > 0 {
-		m["interval"] = s.Interval.String()
-	}
-	body, err := json.Marshal(m)
+	body, err := json.Marshal(s.Request())
 	if err != nil {
 		return err
 	}
@@ -117,41 +118,15 @@ func (a *Admin) do(ctx context.Context, method string, body []byte) ([]byte, err
 	}
 	resp, err := a.client().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrAdmin, method, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrAdmin, method, err)
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrAdmin, method, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrAdmin, method, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		return nil, fmt.Errorf("%w: %s: HTTP %d: %s", ErrAdmin, method, resp.StatusCode, strings.TrimSpace(string(out)))
 	}
 	return out, nil
-}
-
-// checkLoopbackURL accepts an http(s) URL whose host is, or resolves only
-// to, loopback addresses; flag names it in the error.
-func checkLoopbackURL(ctx context.Context, flag, rawURL string, res Resolver) error {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return fmt.Errorf("%s: want an http URL on a loopback host, got %q", flag, rawURL)
-	}
-	host := u.Hostname()
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if !isLoopback(ip) {
-			return fmt.Errorf("%w: %s %q: %s is not loopback", ErrNonLocal, flag, rawURL, ip)
-		}
-		return nil
-	}
-	addrs, err := res.LookupIPAddr(ctx, host)
-	if err != nil || len(addrs) == 0 {
-		return fmt.Errorf("%w: %s %q: host %q does not resolve", ErrNonLocal, flag, rawURL, host)
-	}
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); !ok || !isLoopback(ip) {
-			return fmt.Errorf("%w: %s %q: host %q is %s", ErrNonLocal, flag, rawURL, host, a.IP)
-		}
-	}
-	return nil
 }

@@ -1,0 +1,47 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"levee/client"
+	leveev1 "levee/proto/leveev1"
+)
+
+func serverErr(code leveev1.ErrorCode) error {
+	return fmt.Errorf("call: %w", &client.Error{Code: code, Message: "x"})
+}
+
+func TestClassify(t *testing.T) {
+	closed := fmt.Errorf("%w: %w", client.ErrClosed, &client.CloseError{Code: 1013, Text: "overloaded"})
+	cases := []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, Outcome{OK, ""}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD), Outcome{Business, "INSUFFICIENT_GOLD"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_NOT_FOUND), Outcome{Business, "NOT_FOUND"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_FORBIDDEN), Outcome{Business, "FORBIDDEN"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_BUSY), Outcome{Refused, "BUSY"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_SERVER_FULL), Outcome{Refused, "SERVER_FULL"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED), Outcome{Refused, "RATE_LIMITED"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE), Outcome{Refused, "UNAVAILABLE"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN), Outcome{Refused, "SHUTTING_DOWN"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED), Outcome{Refused, "DEADLINE_EXCEEDED"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED), Outcome{Refused, "NOT_ADMITTED"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_INTERNAL), Outcome{Failed, "INTERNAL"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST), Outcome{Failed, "BAD_REQUEST"}},
+		{serverErr(leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED), Outcome{Failed, "UNAUTHORIZED"}},
+		{fmt.Errorf("%w: want x", client.ErrUnexpectedReply), Outcome{Failed, "UNEXPECTED_REPLY"}},
+		{context.DeadlineExceeded, Outcome{Lost, LostTimeout}},
+		{context.Canceled, Outcome{Lost, LostInterrupted}},
+		{closed, Outcome{Lost, LostClosed}},
+		{client.ErrFrameTooLarge, Outcome{Lost, LostOther}},
+	}
+	for _, c := range cases {
+		if got := Classify(c.err); got != c.want {
+			t.Errorf("Classify(%v) = %+v, want %+v", c.err, got, c.want)
+		}
+	}
+}
