@@ -77,7 +77,7 @@ func redial(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, 
 				return nil, notRedialed(last, ErrRetryDeadline)
 			}
 			opts.Logger.Debug("redial", "attempt", attempts, "wait", wait, "after", last)
-			if err := sleepOn(ctx, opts.Clock, wait); err != nil {
+			if err := clock.Sleep(ctx, opts.Clock, wait); err != nil {
 				return nil, notRedialed(last, err)
 			}
 		}
@@ -203,19 +203,4 @@ func permanent(err error) bool {
 		return apperr.Permanent(e.Code)
 	}
 	return CloseCode(err) == websocket.ClosePolicyViolation
-}
-
-// sleepOn waits d on clk, or until ctx ends.
-func sleepOn(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
