@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"levee/internal/apperr"
+	"levee/internal/clock"
 	"levee/internal/priority"
 	"levee/internal/shed"
 	leveev1 "levee/proto/leveev1"
@@ -97,11 +98,8 @@ func (s *Server) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*l
 func (s *Server) wait(ctx context.Context, d time.Duration) error {
 	if d > 0 {
 		s.m.throttle.Observe(d.Seconds())
-		t := s.clk.NewTimer(d)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
+		if err := clock.Sleep(ctx, s.clk, d); err != nil {
+			return err
 		}
 	}
 	return ctx.Err()

@@ -22,6 +22,7 @@ func TestErrorClasses(t *testing.T) {
 		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {business: true},
 		leveev1.ErrorCode_ERROR_CODE_NOT_FOUND:         {business: true},
 		leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:         {business: true},
+		leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {},
 		leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED:   {},
 		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST:       {},
 		leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:   {},

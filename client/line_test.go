@@ -186,29 +186,35 @@ func TestReconnectTicketGrace(t *testing.T) {
 	}
 }
 
-// A ticket the gate refuses (forged, expired, in use) does not end
-// DialRetry: the next attempt goes at once without it.
+// A ticket the gate refuses (forged, expired, another player's) does not
+// end DialRetry: the next attempt goes at once without it. Only the code
+// TICKET_IN_USE keeps the ticket (TestTicketInUseRetriedWithTicket): a
+// FORBIDDEN is a refused ticket whatever its message says.
 func TestRefusedTicketDropped(t *testing.T) {
-	var tk tickets
-	g := newLineGate(t, func(c *clienttest.Conn) bool {
-		tk.add(c.Ticket)
-		if c.Ticket != "" {
-			_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-				Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "unknown ticket"}}})
-			_ = c.CloseWith(websocket.ClosePolicyViolation, "bad ticket")
-			_, _ = c.Recv()
-			return false
-		}
-		return true
-	}, clienttest.Game)
 	clk := clock.NewFake(time.Now())
-	c, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk, Ticket: "stale"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got := tk.list(); len(got) != 2 || got[0] != "stale" || got[1] != "" || c.Stats().DialAttempts != 2 {
-		t.Fatalf("tickets = %q, attempts %d", got, c.Stats().DialAttempts)
+	for _, refusal := range []*leveev1.Error{
+		{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "unknown ticket"},
+		{Code: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, Message: "another connection holds this place in line"},
+	} {
+		var tk tickets
+		g := newLineGate(t, func(c *clienttest.Conn) bool {
+			tk.add(c.Ticket)
+			if c.Ticket != "" {
+				_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: refusal}})
+				_ = c.CloseWith(websocket.ClosePolicyViolation, "bad ticket")
+				_, _ = c.Recv()
+				return false
+			}
+			return true
+		}, clienttest.Game)
+		c, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk, Ticket: "stale"})
+		if err != nil {
+			t.Fatalf("%v: %v", refusal.GetCode(), err)
+		}
+		c.Close()
+		if got := tk.list(); len(got) != 2 || got[0] != "stale" || got[1] != "" || c.Stats().DialAttempts != 2 {
+			t.Fatalf("%v: tickets = %q, attempts %d", refusal.GetCode(), got, c.Stats().DialAttempts)
+		}
 	}
 	// Without a ticket the same refusal ends it.
 	bad := newLineGate(t, func(c *clienttest.Conn) bool {
@@ -317,8 +323,8 @@ func TestTicketInUseRetriedWithTicket(t *testing.T) {
 	g := newLineGate(t, func(c *clienttest.Conn) bool {
 		if tk.add(c.Ticket) <= 2 {
 			_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-				Code: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, Message: "gate: ticket in use by another connection: close it first"}}})
-			_ = c.CloseWith(websocket.ClosePolicyViolation, "ticket in use")
+				Code: leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, Message: "close the other connection first"}}})
+			_ = c.CloseWith(websocket.ClosePolicyViolation, "busy ticket")
 			_, _ = c.Recv()
 			return false
 		}

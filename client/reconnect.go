@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -41,7 +40,10 @@ func StaticToken(tok string) TokenFunc {
 // (Options.Ticket) while its grace lasts, so the player comes back to the
 // same place. If the gate refuses an attempt that carried a ticket with a
 // refusal that would otherwise end the loop (the ticket was forged,
-// expired or in use), the next attempt goes at once without it.
+// expired or another player's), the next attempt goes at once without it;
+// TICKET_IN_USE (an old connection of the player's, not dropped yet,
+// holds the place) is retried with the ticket, backing off, while its
+// grace lasts.
 func DialRetry(ctx context.Context, rawURL string, tokens TokenFunc, opts Options) (*Client, error) {
 	return redial(ctx, rawURL, tokens, opts, -1, 0, nil)
 }
@@ -77,7 +79,7 @@ func redial(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, 
 				return nil, notRedialed(last, ErrRetryDeadline)
 			}
 			opts.Logger.Debug("redial", "attempt", attempts, "wait", wait, "after", last)
-			if err := sleepOn(ctx, opts.Clock, wait); err != nil {
+			if err := clock.Sleep(ctx, opts.Clock, wait); err != nil {
 				return nil, notRedialed(last, err)
 			}
 		}
@@ -161,11 +163,9 @@ func (l *lineTicket) holdUntil(until time.Time) {
 const defaultLineGrace = 60 * time.Second
 
 // ticketInUse reports whether err is the gate's refusal of a ticket whose
-// place another connection still holds: FORBIDDEN with "ticket in use"
-// in the message (the gate documents the message).
+// place another connection still holds: TICKET_IN_USE.
 func ticketInUse(err error) bool {
-	e := AsError(err)
-	return e != nil && e.Code == leveev1.ErrorCode_ERROR_CODE_FORBIDDEN && strings.Contains(e.Message, "ticket in use")
+	return Code(err) == leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE
 }
 
 // current is the ticket to dial with at now, or "" once its grace is over.
@@ -203,19 +203,4 @@ func permanent(err error) bool {
 		return apperr.Permanent(e.Code)
 	}
 	return CloseCode(err) == websocket.ClosePolicyViolation
-}
-
-// sleepOn waits d on clk, or until ctx ends.
-func sleepOn(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -134,8 +134,8 @@
 //     in constant time), signed with another secret or expired is
 //     UNAUTHORIZED; a ticket given to another player is FORBIDDEN; 1008.
 //   - ticket_in_use: the ticket's place is held by a connection that is
-//     still open: FORBIDDEN (gate.ErrTicketInUse in the message), 1008. The
-//     old connection must close first (a dead one is dropped after
+//     still open: TICKET_IN_USE (apperr.ErrTicketInUse), 1008. The old
+//     connection must close first (a dead one is dropped after
 //     -ping-interval + -pong-timeout).
 //
 // Tickets (ticket.go): "t2.<line id>.<ticket id>.<player>.<joined

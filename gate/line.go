@@ -206,7 +206,7 @@ func (l *line) precheck(player string, cl *ticketClaims, now time.Time) error {
 // Player-facing wrappings of the ticket refusals.
 var (
 	errTicketPlayer = fmt.Errorf("%w: %w: this ticket was given to another player", apperr.ErrForbidden, ErrTicketPlayer)
-	errTicketInUse  = fmt.Errorf("%w: %w: another connection holds this place in line; close it first", apperr.ErrForbidden, ErrTicketInUse)
+	errTicketInUse  = fmt.Errorf("%w: it holds this place in line; close it first", apperr.ErrTicketInUse)
 )
 
 // enter puts c in the line: back at its place (a ticket the player left

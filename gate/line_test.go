@@ -200,7 +200,7 @@ func TestResumeWithTicketKeepsThePlace(t *testing.T) {
 		t.Fatalf("bob resumed at %v, want position 2 with the same ticket", st)
 	}
 	// The same ticket on a second connection is refused, and changes nothing.
-	e := g.refused(t, g.lineURL(t, "bob", bst.GetTicket()), leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, websocket.ClosePolicyViolation)
+	e := g.refused(t, g.lineURL(t, "bob", bst.GetTicket()), leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, websocket.ClosePolicyViolation)
 	if !strings.Contains(e.GetMessage(), "another connection") {
 		t.Fatalf("in-use message %q", e.GetMessage())
 	}
@@ -254,7 +254,7 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	if tok[sig] == 'A' {
 		flipped = tok[:sig] + "B" + tok[sig+1:]
 	}
-	unauthorized, forbidden := leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN
+	unauthorized, forbidden, inUse := leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE
 	// Admission passes, of this line and of another: refused as tickets.
 	pass := signPass(g.secret, g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour))
 	psig := strings.LastIndexByte(pass, '.') + 1
@@ -273,7 +273,7 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 		{"expired", "alice", signTicket(g.secret, g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
 		{"player token as ticket", "alice", g.tokenFor(t, "alice"), unauthorized, "malformed"},
 		{"another player's", "bob", tok, forbidden, "another player"},
-		{"in use", "alice", tok, forbidden, "another connection"},
+		{"in use", "alice", tok, inUse, "another connection"},
 		{"forged pass", "alice", forgedPass, unauthorized, "signature"},
 		{"expired pass", "alice", signPass(g.secret, g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
 		{"another player's pass", "bob", pass, forbidden, "another player"},

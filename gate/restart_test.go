@@ -83,7 +83,7 @@ func TestRestartedGateGivesPlacesBack(t *testing.T) {
 	}
 
 	// The old ticket of a player who is back names a place that is held.
-	g2.refused(t, g2.lineURL(t, "p0", tickets["p0"]), leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, websocket.ClosePolicyViolation)
+	g2.refused(t, g2.lineURL(t, "p0", tickets["p0"]), leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, websocket.ClosePolicyViolation)
 	// Nor may another player use it.
 	g2.refused(t, g2.lineURL(t, "p1", tickets["slow"]), leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, websocket.ClosePolicyViolation)
 

@@ -49,8 +49,6 @@ var (
 	ErrTicketSignature = errors.New("gate: bad ticket signature")
 	ErrTicketExpired   = errors.New("gate: ticket expired")
 	ErrTicketPlayer    = errors.New("gate: ticket belongs to another player")
-	// ErrTicketInUse: another connection holds the ticket's place.
-	ErrTicketInUse = errors.New("gate: ticket in use by another connection")
 )
 
 // ticketVersion tags ticket tokens; player tokens start with "v1.".

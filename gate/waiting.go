@@ -213,7 +213,7 @@ func lineRefusal(err error) (reason string, e *leveev1.Error, code int, closeRea
 		return refuseFull, apperr.Reply(fmt.Errorf("%w: the line is full right now; please try again in %s",
 			apperr.ErrServerFull, humanDuration(retry)), retry), websocket.CloseTryAgainLater, "line full"
 	}
-	if errors.Is(err, ErrTicketInUse) {
+	if errors.Is(err, apperr.ErrTicketInUse) {
 		return refuseTicketInUse, apperr.Reply(err, 0), websocket.ClosePolicyViolation, "ticket in use"
 	}
 	if !errors.Is(err, apperr.ErrForbidden) && !errors.Is(err, apperr.ErrUnauthorized) {

@@ -125,10 +125,11 @@ func newShard(id int, st *store, srv *Server) *shard {
 	return sh
 }
 
-// backpressure is the hint attached to every reply from this shard.
+// backpressure is the hint attached to every reply from this shard: its
+// queue depth and how full its channel is, with no retry delay.
 func (sh *shard) backpressure() *leveev1.Backpressure {
 	n := len(sh.ch)
-	return &leveev1.Backpressure{QueueDepth: uint32(n), Ratio: float64(n) / float64(cap(sh.ch))}
+	return apperr.NewBackpressure(n, float64(n)/float64(cap(sh.ch)), 0)
 }
 
 // internalQueue is the capacity of a shard's internal channel. Its senders

@@ -32,7 +32,7 @@ func Game(c *Conn) {
 			return
 		}
 		out := Reply(f, GameReply(p, f, &battles))
-		out.Backpressure = &leveev1.Backpressure{QueueDepth: 0, Ratio: 0}
+		out.Backpressure = apperr.NewBackpressure(0, 0, 0)
 		if err := c.Send(out); err != nil {
 			return
 		}

@@ -51,6 +51,7 @@ var (
 	ErrUnknownMessage   = errors.New("unknown message type")
 	ErrUnauthorized     = errors.New("unauthorized")
 	ErrForbidden        = errors.New("forbidden")
+	ErrTicketInUse      = errors.New("ticket in use by another connection")
 	ErrNotFound         = errors.New("not found")
 	ErrInsufficientGold = errors.New("insufficient gold")
 	ErrRequestExpired   = errors.New("request expired: resent after the idempotency window; not applied again")
@@ -143,6 +144,11 @@ var table = []row{
 		bare: []codes.Code{codes.Unauthenticated}, class: Final, permanent: true, close: ClosePolicyViolation, http: 401},
 	{err: ErrForbidden, code: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, grpc: codes.PermissionDenied,
 		bare: []codes.Code{codes.PermissionDenied}, class: Final, business: true, permanent: true, close: ClosePolicyViolation, http: 403},
+	// A login with a line ticket whose place another connection still
+	// holds. Only the gate says it, to a player; FailedPrecondition says
+	// what it is should it ever travel: the place is taken for now.
+	{err: ErrTicketInUse, code: leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, grpc: codes.FailedPrecondition,
+		class: Final, permanent: true, close: ClosePolicyViolation},
 	{err: ErrNotFound, code: leveev1.ErrorCode_ERROR_CODE_NOT_FOUND, grpc: codes.NotFound,
 		bare: []codes.Code{codes.NotFound}, class: Final, business: true, close: CloseInternalError},
 	{err: ErrInsufficientGold, code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, grpc: codes.FailedPrecondition,
@@ -287,7 +293,8 @@ func Business(code leveev1.ErrorCode) bool { return rowOf(code).business }
 
 // Permanent reports whether a connection refused with code is refused again
 // when dialed again with the same token (UNAUTHORIZED, FORBIDDEN,
-// BAD_REQUEST, UNKNOWN_MESSAGE).
+// BAD_REQUEST, UNKNOWN_MESSAGE) and, for TICKET_IN_USE, the same line
+// ticket while the connection that holds its place stays open.
 func Permanent(code leveev1.ErrorCode) bool { return rowOf(code).permanent }
 
 // LoginCloseCode is the WebSocket close code after a login that failed with

@@ -113,6 +113,7 @@ func TestServerFullAndRateLimitedAreNotBusy(t *testing.T) {
 		{ErrInsufficientGold, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
 		{ErrNotAdmitted, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED},
 		{ErrRequestExpired, leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED},
+		{ErrTicketInUse, leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE},
 	} {
 		back := FromStatus(hop(t, ToStatus(context.Background(), c.err, 0)))
 		if got := back.Player().GetCode(); got != c.code {
@@ -194,6 +195,7 @@ func TestProperties(t *testing.T) {
 		leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:   {Final, false, false, true, CloseInternalError},
 		leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED:      {Final, false, false, true, ClosePolicyViolation},
 		leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:         {Final, false, true, true, ClosePolicyViolation},
+		leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {Final, false, false, true, ClosePolicyViolation},
 		leveev1.ErrorCode_ERROR_CODE_NOT_FOUND:         {Final, false, true, false, CloseInternalError},
 		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {Final, false, true, false, CloseInternalError},
 		leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED:   {Final, false, false, false, CloseInternalError},

@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -29,6 +30,23 @@ type Ticker interface {
 	C() <-chan time.Time
 	Stop()
 	Reset(d time.Duration)
+}
+
+// Sleep waits d on clk, or until ctx ends. It returns nil once d has
+// passed and ctx's error when ctx ends first. A d <= 0 returns at once,
+// with ctx's error (nil while ctx lives), and starts no timer.
+func Sleep(ctx context.Context, clk Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Real is the wall clock.

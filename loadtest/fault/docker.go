@@ -290,7 +290,7 @@ func (d *Docker) pause(ctx context.Context, f Fault, c *container, emit func(str
 		return err
 	}
 	emit(f.Target + " paused (docker pause)")
-	herr := hold(ctx, d.clk(), f.For)
+	herr := clock.Sleep(ctx, d.clk(), f.For)
 	uctx, cancel := undoContext(ctx)
 	defer cancel()
 	if _, err := d.docker(uctx, "unpause", c.ID); err != nil {
@@ -378,7 +378,7 @@ func (d *Docker) cpu(ctx context.Context, f Fault, c *container, emit func(strin
 		was = fmt.Sprintf("unlimited (the host's %d cores)", cores)
 	}
 	emit(fmt.Sprintf("%s CPU limit %g cores, was %s", f.Target, l.newCPUs, was))
-	herr := hold(ctx, d.clk(), f.For)
+	herr := clock.Sleep(ctx, d.clk(), f.For)
 	uctx, cancel := undoContext(ctx)
 	defer cancel()
 	if _, err := d.docker(uctx, "update", l.flag, l.old, c.ID); err != nil {
@@ -449,7 +449,7 @@ func (d *Docker) cut(ctx context.Context, f Fault, c *container, emit func(strin
 		cut = append(cut, n)
 	}
 	emit(fmt.Sprintf("%s cut off %s (docker network disconnect)", f.Target, strings.Join(nets, ", ")))
-	herr := hold(ctx, d.clk(), f.For)
+	herr := clock.Sleep(ctx, d.clk(), f.For)
 	if err := reconnect(); err != nil {
 		return errors.Join(herr, err)
 	}
@@ -509,7 +509,7 @@ func (d *Docker) fill(ctx context.Context, f Fault, c *container, emit func(stri
 	} else {
 		emit(fmt.Sprintf("%s %s did not fill: stopped at %s written", f.Target, f.Path, mib(written)))
 	}
-	herr := hold(ctx, d.clk(), f.For)
+	herr := clock.Sleep(ctx, d.clk(), f.For)
 	if err := free(); err != nil {
 		return errors.Join(herr, err)
 	}

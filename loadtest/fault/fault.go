@@ -20,8 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"levee/internal/clock"
 )
 
 // The kinds of fault (Fault.Do).
@@ -128,18 +126,6 @@ const undoTimeout = 30 * time.Second
 // undoContext is for undoing a fault: not cancelled with ctx, but bounded.
 func undoContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
-}
-
-// hold waits d on clk, or until ctx ends (then its error).
-func hold(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // secs formats a duration as "3.4 s".

@@ -61,7 +61,7 @@ func (p Procs) Inject(ctx context.Context, f Fault, emit func(string)) error {
 			return fmt.Errorf("fault %s: %w", f, err)
 		}
 		emit(f.Target + " paused (SIGSTOP)")
-		herr := hold(ctx, clk, f.For)
+		herr := clock.Sleep(ctx, clk, f.For)
 		if err := pr.Cont(); err != nil {
 			return fmt.Errorf("fault %s: resume: %w", f, err)
 		}

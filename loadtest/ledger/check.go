@@ -220,12 +220,5 @@ func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *le
 
 // pause waits cfg.Pause on cfg.Clock; false when ctx ended first.
 func pause(ctx context.Context, cfg CheckConfig) bool {
-	t := cfg.Clock.NewTimer(cfg.Pause)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return clock.Sleep(ctx, cfg.Clock, cfg.Pause) == nil
 }

@@ -97,6 +97,7 @@ const (
 	ErrorCode_ERROR_CODE_RATE_LIMITED      ErrorCode = 13 // too many requests on this connection
 	ErrorCode_ERROR_CODE_SHUTTING_DOWN     ErrorCode = 14 // the server is stopping; reconnect
 	ErrorCode_ERROR_CODE_REQUEST_EXPIRED   ErrorCode = 15 // a resent request or battle id older than the idempotency window; not applied again, do not retry
+	ErrorCode_ERROR_CODE_TICKET_IN_USE     ErrorCode = 16 // the line ticket's place is held by another connection still open; close it first
 )
 
 // Enum value maps for ErrorCode.
@@ -118,6 +119,7 @@ var (
 		13: "ERROR_CODE_RATE_LIMITED",
 		14: "ERROR_CODE_SHUTTING_DOWN",
 		15: "ERROR_CODE_REQUEST_EXPIRED",
+		16: "ERROR_CODE_TICKET_IN_USE",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":       0,
@@ -136,6 +138,7 @@ var (
 		"ERROR_CODE_RATE_LIMITED":      13,
 		"ERROR_CODE_SHUTTING_DOWN":     14,
 		"ERROR_CODE_REQUEST_EXPIRED":   15,
+		"ERROR_CODE_TICKET_IN_USE":     16,
 	}
 )
 
@@ -1353,7 +1356,7 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\x17CRITICALITY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14CRITICALITY_CRITICAL\x10\x01\x12\x17\n" +
 	"\x13CRITICALITY_DEFAULT\x10\x02\x12\x19\n" +
-	"\x15CRITICALITY_SHEDDABLE\x10\x03*\xd6\x03\n" +
+	"\x15CRITICALITY_SHEDDABLE\x10\x03*\xf4\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1e\n" +
@@ -1371,7 +1374,8 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\x17ERROR_CODE_NOT_ADMITTED\x10\f\x12\x1b\n" +
 	"\x17ERROR_CODE_RATE_LIMITED\x10\r\x12\x1c\n" +
 	"\x18ERROR_CODE_SHUTTING_DOWN\x10\x0e\x12\x1e\n" +
-	"\x1aERROR_CODE_REQUEST_EXPIRED\x10\x0fB\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
+	"\x1aERROR_CODE_REQUEST_EXPIRED\x10\x0f\x12\x1c\n" +
+	"\x18ERROR_CODE_TICKET_IN_USE\x10\x10B\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
 
 var (
 	file_levee_v1_game_proto_rawDescOnce sync.Once
