@@ -62,10 +62,7 @@ func raceEnabled() bool {
 func TestLineAdmitsInArrivalOrderAtPace(t *testing.T) {
 	bots := lineBots()
 	pace := bots / 10 // per second: 4 s at this pace, then the rest (60 %) in 3 s at twice it
-	admin, run, stall := runLine(t, bots, func(g *gate.Config) {
-		g.LineMode = "queueing"
-		g.LineRate, g.LineInterval = pace, time.Second
-	}, fmt.Sprintf(`
+	admin, run, stall := runLine(t, bots, "queueing", pace, fmt.Sprintf(`
 arrivals:
   start: 0
   phases:
@@ -106,10 +103,7 @@ run:
 func TestLinePacedFromTheStart(t *testing.T) {
 	bots := lineBots()
 	pace := bots / 6 // per second: about 6 s
-	_, run, stall := runLine(t, bots, func(g *gate.Config) {
-		g.LineMode = "paced"
-		g.LineRate, g.LineInterval = pace, time.Second
-	}, fmt.Sprintf(`
+	_, run, stall := runLine(t, bots, "paced", pace, fmt.Sprintf(`
 arrivals:
   start: 0
   phases:
@@ -232,18 +226,18 @@ func joinedBy(run *report.Run, sec int) int {
 	return 0
 }
 
-// runLine starts a cluster whose gate has the line configured by gmod
-// (pushes every 500 ms, the admin API on), runs the scenario whose
+// runLine starts a cluster whose gate's line starts in mode at pace per
+// second (pushes every 500 ms, the admin API on), runs the scenario whose
 // arrivals, timeline, thresholds and run are body (its players log in
 // with a profile fetch and stay) on the players engine in this process,
 // logs the run's table and returns the admin API, the run and the
 // longest scheduling stall of this process during it.
-func runLine(t *testing.T, bots int, gmod func(*gate.Config), body string) (*loadtest.Admin, *report.Run, time.Duration) {
+func runLine(t *testing.T, bots int, mode string, pace int, body string) (*loadtest.Admin, *report.Run, time.Duration) {
 	t.Helper()
 	c := startTiers(t, tiers{gate: func(cfg *gate.Config) {
 		cfg.LinePush = 500 * time.Millisecond
 		cfg.AdminToken = lineAdminToken
-		gmod(cfg)
+		cfg.LineMode, cfg.LineRate, cfg.LineInterval = mode, pace, time.Second
 	}})
 	sc, err := scenario.Parse("line-e2e.yaml", []byte(`version: 1
 name: line-e2e

@@ -386,8 +386,13 @@ func describe(s step) string {
 	if s.mode != "" {
 		parts = append(parts, "mode "+s.mode)
 	}
-	if s.rate > 0 && s.interval > 0 {
+	switch {
+	case s.rate > 0 && s.interval > 0:
 		parts = append(parts, fmt.Sprintf("%d per %v", s.rate, s.interval))
+	case s.rate > 0:
+		parts = append(parts, fmt.Sprintf("%d per interval (kept)", s.rate))
+	case s.interval > 0:
+		parts = append(parts, fmt.Sprintf("interval %v", s.interval))
 	}
 	return strings.Join(parts, ", ")
 }
