@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"levee/client/clienttest"
-	"levee/loadtest"
+	"levee/loadtest/report"
 )
 
 // fifoLine admits players one after the other in the order they joined,
@@ -43,31 +42,137 @@ func (l *fifoLine) line(c *clienttest.Conn) bool {
 	return c.Send(clienttest.Admit(time.Since(joined))) == nil
 }
 
-// The line scenario from the command line: flags, report, JSON, exit code.
-func TestRunLineScenario(t *testing.T) {
-	fl := &fifoLine{}
-	g := clienttest.NewGateWithLine([]byte("s3cret"), fl.line, clienttest.Game)
-	defer g.Close()
-	out := filepath.Join(t.TempDir(), "line.json")
-	var stdout, stderr bytes.Buffer
-	code := run([]string{"-scenario", "line", "-gate-url", g.URL(), "-token-secret", "s3cret", "-progress", "0",
-		"-bots", "30", "-dial-parallel", "4", "-bound", "20s", "-json-out", out}, env(nil), &stdout, &stderr)
-	for _, want := range []string{"levee line test", "joined the line 30, admitted 30", "admitted in arrival order", "criteria"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, stdout.String(), stderr.String())
+// lifoLine holds the first n players until all n have their places, then
+// admits them in the reverse order, one every 100 ms (so that the gate's
+// waited_ms surely dates each release after the next arrival's); any
+// later one is admitted at once.
+type lifoLine struct {
+	n      int
+	mu     sync.Mutex
+	joined int
+	done   []chan struct{} // done[i] is closed when the i-th to join was admitted
+}
+
+func newLIFOLine(n int) *lifoLine {
+	l := &lifoLine{n: n, done: make([]chan struct{}, n)}
+	for i := range l.done {
+		l.done[i] = make(chan struct{})
+	}
+	return l
+}
+
+func (l *lifoLine) line(c *clienttest.Conn) bool {
+	l.mu.Lock()
+	i := l.joined
+	l.joined++
+	l.mu.Unlock()
+	joined := time.Now()
+	if c.Send(clienttest.Status(1, 1, 100, "t-"+c.Player)) != nil {
+		return false
+	}
+	if i < l.n {
+		defer close(l.done[i])
+	}
+	if i < l.n-1 {
+		select {
+		case <-l.done[i+1]:
+		case <-c.Context().Done():
+			return false
+		}
+		pause := time.NewTimer(100 * time.Millisecond) // the line's pace
+		defer pause.Stop()
+		select {
+		case <-pause.C:
+		case <-c.Context().Done():
+			return false
 		}
 	}
-	data, err := os.ReadFile(out)
+	return c.Send(clienttest.Admit(time.Since(joined))) == nil
+}
+
+// lineScenario is a small line run: players arrive over the first second
+// (one or two per 50 ms tick of the engine) and stay; the line's pass
+// rules as in the line preset, but the pace (no admin API here).
+const lineScenario = `version: 1
+name: line-small
+arrivals:
+  phases:
+    - {duration: 1s, players: PLAYERS}
+    - {duration: 2s, players: PLAYERS}
+players:
+  actions:
+    - {do: profile, weight: 1}
+  think: 1m
+client:
+  request_timeout: 2s
+thresholds:
+  - admitted == arrived
+  - dial_failures == 0
+  - order_pairs > 0
+  - order_inversions == 0
+  - max_status_gap <= 5s
+run:
+  duration: 3s
+`
+
+// runLine runs lineScenario with players players against a gate whose
+// line is line; it returns the exit code, the table and the run file.
+func runLine(t *testing.T, players int, line clienttest.Line) (int, string, *report.Run) {
+	t.Helper()
+	g := clienttest.NewGateWithLine([]byte("s3cret"), line, clienttest.Game)
+	defer g.Close()
+	file := writeScenario(t, strings.ReplaceAll(lineScenario, "PLAYERS", strconv.Itoa(players)))
+	out := filepath.Join(t.TempDir(), "line.ndjson")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatalf("exit %d, no run file: %v\nstderr:\n%s", code, err, stderr.String())
+	}
+	defer f.Close()
+	r, err := report.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep loadtest.LineReport
-	if err := json.Unmarshal(data, &rep); err != nil || rep.Scenario != "line" || rep.Bots != 30 || rep.DialParallel != 4 {
-		t.Fatalf("json report: %v %+v", err, rep)
+	return code, stdout.String(), r
+}
+
+// The line on the players engine from the command line: players admitted
+// one after the other in the order they joined pass its rules (none
+// lost, every sure pair in order, statuses often enough), exit 0; the run
+// file has the figures.
+func TestRunLineScenario(t *testing.T) {
+	code, table, r := runLine(t, 30, (&fifoLine{}).line)
+	for _, want := range []string{"✓ admitted == arrived", "✓ order_pairs > 0", "✓ order_inversions == 0", "✓ max_status_gap <= 5s", "PASS"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
 	}
-	// No pace is configured or known: that is reported, the rest passes.
-	if code != 0 || !rep.Passed {
-		t.Fatalf("exit %d, passed %v\n%s", code, rep.Passed, stdout.String())
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, table)
+	}
+	if c := r.Summary.Counters; c["arrived"] != 30 || c["admitted"] != 30 {
+		t.Errorf("arrived %d, admitted %d; want 30, 30", c["arrived"], c["admitted"])
+	}
+	if f := r.Fairness; f == nil || f.SurePairs == 0 || f.SureInversions != 0 {
+		t.Errorf("run file's fairness %+v; want sure pairs, none inverted", f)
+	}
+}
+
+// Players admitted in the reverse order of their arrival fail the order
+// rule (exit 99), and only it.
+func TestRunLineScenarioCatchesInversions(t *testing.T) {
+	code, table, r := runLine(t, 8, newLIFOLine(8).line)
+	if code != exitThreshold || !strings.Contains(table, "✗ order_inversions == 0") {
+		t.Fatalf("exit %d, want 99 with order_inversions failed:\n%s", code, table)
+	}
+	for _, c := range r.Criteria {
+		if !c.Passed && c.Threshold != "order_inversions == 0" {
+			t.Errorf("%s failed too: %s", c.Threshold, c.Detail)
+		}
+	}
+	if f := r.Fairness; f == nil || f.SureInversions == 0 || f.SureInversions > f.SurePairs {
+		t.Errorf("fairness %+v; want some sure inversions among the sure pairs", f)
 	}
 }
 

@@ -202,7 +202,7 @@ func (d *driver) control(reqCtx, live context.Context, elapsed time.Duration) {
 func (d *driver) play(reqCtx, live context.Context, pl *player) {
 	rec := d.rec
 	rec.Add("arrived", 1)
-	e := entry{Gate: pl.n % len(d.cfg.gates), Arrived: d.cfg.clock.Now().Sub(d.start).Milliseconds(), Admitted: -1}
+	e := entry{Gate: pl.n % len(d.cfg.gates), Arrived: d.cfg.clock.Now().Sub(d.start).Milliseconds(), Admitted: -1, Joined: -1, Waited: -1}
 	defer func() {
 		d.mu.Lock()
 		d.entries = append(d.entries, e)
@@ -244,11 +244,17 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 	dialer := watch.watchDialer(d.cfg.dialer)
 	for attempt := 0; life.Err() == nil; attempt++ {
 		waiting := false
+		var gaps statusGaps
 		opts := d.options(pl, rnd)
 		opts.Dialer = dialer
 		opts.Ticket = ticket
 		opts.OnQueue = func(q *leveev1.QueueStatus) {
 			watch.status(q)
+			now := d.cfg.clock.Now()
+			gaps.status(now)
+			if e.Joined < 0 {
+				e.Joined = now.Sub(d.start).Milliseconds()
+			}
 			if t := q.GetTicket(); t != "" {
 				ticket = t
 			}
@@ -275,6 +281,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 		}
 		dropped := dctx.Err() != nil && life.Err() == nil
 		cancelDial()
+		gaps.end(d.cfg.clock.Now(), rec)
 		if waiting {
 			rec.Add("waiting", -1)
 		}
@@ -299,6 +306,10 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 		if !admitted {
 			admitted = true
 			e.Admitted = d.cfg.clock.Now().Sub(d.start).Milliseconds()
+			if attempt == 0 && watch.dialCount() == 1 {
+				// One wait in one line: the gate's waited_ms dates its release (fairness).
+				e.Waited = c.Waited().Milliseconds()
+			}
 			rec.Add("admitted", 1)
 			rec.Observe("wait", c.Waited())
 			if d.p.session > 0 {

@@ -128,6 +128,7 @@ type run struct {
 	seed uint64
 
 	start  time.Time
+	tl     *timeline // sets report.LevelLineRate in every point
 	w      *report.Writer
 	out    *report.Run
 	levels map[int]map[string]float64 // probe figures by second
@@ -186,6 +187,7 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	// get the scenario but no injector.
 	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, r.cfg.AllowNonlocal, r.cfg.Faults,
 		func() time.Duration { return clk.Now().Sub(r.start) })
+	r.tl = tl
 	prog := newProgress(r.cfg.Progress, r.cfg.TTY, r.p)
 	lastProbe := -1
 	hardEnd := r.start.Add(r.p.end + r.p.drain + 30*time.Second)
@@ -264,6 +266,14 @@ func (r *run) emit(p record.Point, prog *progress) {
 			p.Levels[k] = v
 		}
 		delete(r.levels, p.T)
+	}
+	if r.tl != nil {
+		if v, ok := r.tl.lineRateDuring(p.T); ok {
+			if p.Levels == nil {
+				p.Levels = map[string]float64{}
+			}
+			p.Levels[report.LevelLineRate] = v
+		}
 	}
 	r.out.Points = append(r.out.Points, p)
 	if r.w != nil {
@@ -376,8 +386,13 @@ func describe(s step) string {
 	if s.mode != "" {
 		parts = append(parts, "mode "+s.mode)
 	}
-	if s.rate > 0 && s.interval > 0 {
+	switch {
+	case s.rate > 0 && s.interval > 0:
 		parts = append(parts, fmt.Sprintf("%d per %v", s.rate, s.interval))
+	case s.rate > 0:
+		parts = append(parts, fmt.Sprintf("%d per interval (kept)", s.rate))
+	case s.interval > 0:
+		parts = append(parts, fmt.Sprintf("interval %v", s.interval))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -40,6 +40,7 @@ type redialWatch struct {
 	closed  time.Time // a server close whose first redial has not gone yet; zero: none
 	judge   bool      // a close in line whose new place is not known yet
 	oldPos  uint64    // the place it had
+	dials   int       // dial attempts so far
 }
 
 func newRedialWatch(clk clock.Clock, rec *record.Recorder) *redialWatch {
@@ -52,6 +53,7 @@ func (w *redialWatch) dialed() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.clk.Now()
+	w.dials++
 	if w.inLine && !w.connEnd.IsZero() {
 		// The SDK dials again after the server ended a waiting
 		// connection.
@@ -64,6 +66,13 @@ func (w *redialWatch) dialed() {
 		w.closed = time.Time{}
 	}
 	w.inLine, w.connEnd = false, time.Time{}
+}
+
+// dialCount is the dial attempts so far.
+func (w *redialWatch) dialCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dials
 }
 
 // connClosed notes that the connection the last dial made has ended.

@@ -30,6 +30,7 @@ type timeline struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	done   []report.Event
+	line   lineRate // what the line steps applied so far configured (under mu)
 }
 
 // NoInjector is why a fault step is skipped when the run has no injector.
@@ -83,7 +84,16 @@ func (t *timeline) poll(ctx context.Context, elapsed time.Duration, points []rec
 			continue
 		}
 		t.wg.Go(func() {
-			t.add(report.Event{T: at, Kind: kind, What: what + t.apply(ctx, s)})
+			failed := t.apply(ctx, s)
+			t.mu.Lock()
+			t.line.applied(t.elapsed(elapsed), s, len(t.admins), failed == "")
+			t.mu.Unlock()
+			if failed != "" {
+				what += failed
+			} else {
+				what += t.applyNote(s)
+			}
+			t.add(report.Event{T: at, Kind: kind, What: what})
 		})
 	}
 	t.mu.Lock()
@@ -175,10 +185,32 @@ func (t *timeline) apply(ctx context.Context, s step) string {
 	if len(errs) > 0 {
 		return fmt.Sprintf(": failed on %d of %d gates: %s", len(errs), len(t.admins), errs[0])
 	}
+	return ""
+}
+
+// applyNote is what a step applied on every gate adds to its event.
+func (t *timeline) applyNote(s step) string {
 	if s.rate > 0 && len(t.admins) > 1 {
-		return fmt.Sprintf(" (%d gates, %d each)", len(t.admins), set.Rate)
+		return fmt.Sprintf(" (%d gates, %d each)", len(t.admins), perGate(s.rate, len(t.admins)))
 	}
 	return fmt.Sprintf(" (%d gates)", len(t.admins))
+}
+
+// elapsed is the wall time since the run's start (the poll's, without a
+// since).
+func (t *timeline) elapsed(poll time.Duration) time.Duration {
+	if t.since == nil {
+		return poll
+	}
+	return t.since()
+}
+
+// lineRateDuring is the configured release rate over wall second sec
+// (report.LevelLineRate); ok false when it is not known all through it.
+func (t *timeline) lineRateDuring(sec int) (float64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.line.during(time.Duration(sec)*time.Second, time.Duration(sec+1)*time.Second)
 }
 
 // perGate is a cluster-wide release rate's share of one of n gates.

@@ -11,9 +11,14 @@ import (
 // threshold.SeriesNames:
 //
 //   - counts (sent, ok, business, refused, failed, lost_replies, arrived,
-//     admitted, left, dial_failures, reconnects, order_inversions) are
-//     totals, zero when nothing was counted; answered is ok + business +
-//     refused + failed;
+//     admitted, left, dial_failures, reconnects) are totals, zero when
+//     nothing was counted; answered is ok + business + refused + failed;
+//   - the line's (line.go): max_status_gap = the longest gap between two
+//     queue statuses a waiting player saw, seconds (HistStatusGap; missing
+//     when nobody waited); order_inversions and order_pairs = the pairs of
+//     players surely admitted against their arrival order and the surely
+//     ordered pairs (Fairness.SureInversions, SurePairs; missing without
+//     Fairness, so also inside a window);
 //   - error_rate = (failed + lost) / sent, refused_rate = refused / sent
 //     (missing when nothing was sent);
 //   - goodput = ok replies per wall second over the run; capacity =
@@ -29,7 +34,8 @@ import (
 //     second has no sample: connected and waiting (levels), admitted (per
 //     second), rps (sent per second), goodput (ok per second), attempts
 //     (sends per original request counted that second), p99 (of
-//     "lat", seconds), the server levels by their names, and cpu = the max
+//     "lat", seconds), line_rate (LevelLineRate: the configured release
+//     rate, admissions per second), the server levels by their names, and cpu = the max
 //     of cpu_gate, cpu_logic and cpu_battle that second (cores).
 //
 // Quantile is of all served requests' latency from send, in seconds.
@@ -54,7 +60,7 @@ var _ threshold.Facts = (*facts)(nil)
 var counterFacts = map[string]string{
 	"sent": "sent", "ok": "ok", "business": "business", "refused": "refused", "failed": "failed",
 	"lost_replies": "lost", "arrived": "arrived", "admitted": "admitted", "left": "left",
-	"dial_failures": "dial_failures", "reconnects": "reconnects", "order_inversions": "order_inversions",
+	"dial_failures": "dial_failures", "reconnects": "reconnects",
 	"duplicate_replies": "duplicate_replies", "unhinted_refusals": "unhinted_refusals",
 	"ledger_players": "ledger_players", "ledger_acked": "ledger_acked", "ledger_lost": "ledger_lost",
 	"ledger_doubled": "ledger_doubled", "ledger_phantom": "ledger_phantom", "ledger_unresolved": "ledger_unresolved",
@@ -93,6 +99,9 @@ func (f *facts) Value(name string) (float64, bool) {
 			return 0, false
 		}
 		return float64(c[k]), true
+	}
+	if v, known, ok := f.lineFigure(name); ok {
+		return v, known
 	}
 	sent := float64(c["sent"])
 	elapsed := f.sum.Elapsed
@@ -158,7 +167,7 @@ var levelSeries = map[string]bool{
 	"connected": true, "waiting": true, "logic_queue_depth": true, "battle_p99": true,
 	"gate_connections": true, "gate_waiting": true, "gate_connections_peak": true, "gate_connection_cap": true,
 	"goroutines_gate": true, "goroutines_logic": true, "goroutines_battle": true, "logic_store_errors": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
-	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true,
+	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true, LevelLineRate: true,
 }
 
 var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}

@@ -208,7 +208,7 @@ func TestFacts(t *testing.T) {
 		"refused": 0, "business": 0, "error_rate": (failed + lost) / sent, "refused_rate": 0,
 		"arrived": 10 * synthSeconds, "admitted": 10 * (synthSeconds - 30), "connected": 10 * synthSeconds,
 		"goodput": (sent - lost - failed) / synthSeconds, "capacity": 100, "duration": synthSeconds,
-		"left": 0, "dial_failures": 0, "reconnects": 0, "order_inversions": 0,
+		"left": 0, "dial_failures": 0, "reconnects": 0,
 	}
 	for name, want := range scalars {
 		got, ok := f.Value(name)
@@ -220,8 +220,8 @@ func TestFacts(t *testing.T) {
 		t.Errorf("max_wait = %v, %v", got, ok)
 	}
 	for _, name := range threshold.Scalars {
-		if strings.HasPrefix(name, "fault_") || slices.Contains(RedialFigures, name) {
-			continue // only runs with faults (drill_test.go) or server closes (redial_test.go) have them
+		if strings.HasPrefix(name, "fault_") || slices.Contains(RedialFigures, name) || slices.Contains(lineScalars, name) {
+			continue // only runs with faults (drill_test.go), server closes (redial_test.go) or a line (line_test.go) have them
 		}
 		// The ledger's and the attempts figures need their counters
 		// (TestLedgerAndAttemptsFacts).

@@ -143,6 +143,13 @@ type Fairness struct {
 	SpreadP50Ms           int64   `json:"spread_p50_ms"`
 	SpreadMaxMs           int64   `json:"spread_max_ms"`
 	SpreadWithinGateP50Ms int64   `json:"spread_within_gate_p50_ms"`
+	// SurePairs are the pairs of players at one gate whose arrival order
+	// is sure (one had its place in line before the other arrived) and
+	// whose releases the gate dated (waited_ms); SureInversions those of
+	// them the gate surely released in the other order
+	// (order_inversions, order_pairs).
+	SurePairs      int64 `json:"sure_pairs"`
+	SureInversions int64 `json:"sure_inversions"`
 }
 
 // speed is Meta.Speed, 1 when unset.

@@ -349,6 +349,7 @@ func writeLoad(w *errWriter, r *Run) {
 	}
 	w.printf("\nadmission order (%d gate(s), %d of %d players admitted): %d pairs admitted out of arrival order by more than %d ms (%.3g%% of pairs), %d of them within one gate\n",
 		f.Gates, f.Admitted, f.Players, f.Inversions, f.SlackMs, 100*f.InversionShare, f.InversionsWithinGates)
+	w.printf("surely out of order (by the gates' waited_ms, within one gate): %d of %d surely ordered pairs\n", f.SureInversions, f.SurePairs)
 	if f.SpreadP50Ms >= 0 {
 		w.printf("waits of players who arrived in the same second differ by %s (median over the seconds; at most %s); within one gate by %s\n",
 			msq(float64(f.SpreadP50Ms)/1000), msq(float64(f.SpreadMaxMs)/1000), msq(float64(f.SpreadWithinGateP50Ms)/1000))

@@ -32,7 +32,10 @@
 // replies per wall second over the run; capacity = the scenario's
 // capacity: figure (requests/s, x scale); duration (seconds); max_wait =
 // the longest wait in the admission line (seconds); order_inversions =
-// players admitted before one who joined the line earlier; the ledger
+// pairs of players at one gate surely admitted against their arrival
+// order, order_pairs = the pairs whose order is sure (both from the gate's
+// waited_ms); max_status_gap = the longest a waiting player went between
+// two queue statuses (seconds); the ledger
 // check's (scenario ledger: true, package loadtest/ledger): ledger_players
 // (checked), ledger_acked, ledger_lost, ledger_doubled, ledger_phantom,
 // ledger_unresolved, ledger_mismatch (players), ledger_unchecked
@@ -49,7 +52,8 @@
 // logic_queue_depth, battle_p99 (seconds), gate_connections,
 // gate_waiting, gate_connections_peak, gate_connection_cap, cpu (the max over tiers of cores used, 1.0 = one core),
 // cpu_gate, cpu_logic, cpu_battle, rss_gate_mb, rss_logic_mb,
-// rss_battle_mb.
+// rss_battle_mb, line_rate (the release rate the timeline's line steps
+// configured, admissions per second; compare avg(admitted) with it).
 package threshold
 
 import (
@@ -65,7 +69,7 @@ import (
 // Scalars are the names of the run's single figures.
 var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed", "lost_replies", "error_rate",
 	"refused_rate", "arrived", "connected", "admitted", "left", "dial_failures", "reconnects", "goodput",
-	"capacity", "duration", "max_wait", "order_inversions",
+	"capacity", "duration", "max_wait", "order_inversions", "order_pairs", "max_status_gap",
 	// The drills' (loadtest/report/drill.go and the driver's counters).
 	"fault_goodput_before", "fault_goodput_during", "fault_recovery", "fault_attempts_per_request", "fault_request_attempts", "max_failed_latency",
 	"duplicate_replies", "unhinted_refusals",
@@ -77,14 +81,14 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
 	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
-	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}
+	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "line_rate"}
 
 // Aggregates are the functions over a series.
 var Aggregates = []string{"max", "min", "avg", "median", "last"}
 
 // seconds are the figures measured in seconds (shown as durations).
 var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true,
-	"fault_recovery": true, "max_failed_latency": true, "reconnect_spread": true}
+	"fault_recovery": true, "max_failed_latency": true, "reconnect_spread": true, "max_status_gap": true}
 
 // InSeconds reports whether the figure or series name is measured in
 // seconds (shown as a duration).
