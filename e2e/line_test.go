@@ -13,8 +13,8 @@ import (
 	"levee/gate"
 	"levee/internal/clock"
 	"levee/internal/lineapi"
-	"levee/loadtest/lineadmin"
 	"levee/loadtest/engine"
+	"levee/loadtest/lineadmin"
 	"levee/loadtest/report"
 	"levee/loadtest/scenario"
 )
