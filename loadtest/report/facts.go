@@ -30,7 +30,9 @@ import (
 //     second), rps (sent per second), goodput (ok per second), attempts
 //     (sends per original request counted that second), p99 (of
 //     "lat", seconds), the server levels by their names, and cpu = the max
-//     of cpu_gate, cpu_logic and cpu_battle that second (cores).
+//     of cpu_gate, cpu_logic and cpu_battle that second (cores);
+//     mix_served the requests/s of the mix served in full that second
+//     (its scarcest kind's served replies / its share: mixServed).
 //
 // Quantile is of all served requests' latency from send, in seconds.
 func (r *Run) Facts() threshold.Facts {
@@ -164,6 +166,9 @@ var levelSeries = map[string]bool{
 var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}
 
 func (f *facts) Series(name string) ([]float64, bool) {
+	if name == "mix_served" {
+		return mixServed(f.r.Points, f.r.Meta.Mix)
+	}
 	return series(f.r.Points, name)
 }
 

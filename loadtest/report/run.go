@@ -56,6 +56,10 @@ type Meta struct {
 	Capacity    float64   `json:"capacity,omitempty"` // requests/s (scaled); 0 = unknown
 	Thresholds  []string  `json:"thresholds,omitempty"`
 	Phases      []Phase   `json:"phases,omitempty"`
+	// Mix is each kind of request's share of the players' action mix
+	// (scenario.Scenario.Mix: "battle" -> 0.5); the mix_served series
+	// reads it.
+	Mix map[string]float64 `json:"mix,omitempty"`
 }
 
 // Event is an operator action (or a fault) at wall second T.

@@ -40,7 +40,8 @@
 // logic_queue_depth, battle_p99 (seconds), gate_connections,
 // gate_waiting, gate_connections_peak, gate_connection_cap, cpu (the max over tiers of cores used, 1.0 = one core),
 // cpu_gate, cpu_logic, cpu_battle, rss_gate_mb, rss_logic_mb,
-// rss_battle_mb.
+// rss_battle_mb, mix_served (the requests/s of the players' mix served in
+// full: its scarcest kind's served replies / that kind's share of the mix).
 package threshold
 
 import (
@@ -68,7 +69,7 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
 	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
-	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}
+	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "mix_served"}
 
 // Aggregates are the functions over a series.
 var Aggregates = []string{"max", "min", "avg", "last"}
