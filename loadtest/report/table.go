@@ -190,6 +190,9 @@ func writeTable(w *errWriter, r *Run) {
 		title += " (" + m.Label + ")"
 	}
 	w.printf("%s: scale %g, speed %g, %.0f s of wall time", title, cmp.Or(m.Scale, 1), r.speed(), r.Summary.Elapsed)
+	if s := m.sizing(); s != "" {
+		w.printf(", %s", s)
+	}
 	if !m.Started.IsZero() {
 		w.printf(", started %s", m.Started.UTC().Format("2006-01-02 15:04:05Z"))
 	}
@@ -423,6 +426,18 @@ func WriteCompare(w io.Writer, runs ...*Run) error {
 		fmt.Fprintln(tw)
 	}
 	row("", func(r *Run) string { return r.label(slices.Index(runs, r)) })
+	if slices.ContainsFunc(runs, func(r *Run) bool { return r.Meta.Capacity > 0 }) {
+		known := func(v float64, format string) string {
+			if !(v > 0) {
+				return "-"
+			}
+			return fmt.Sprintf(format, v)
+		}
+		row("capacity (requests/s)", func(r *Run) string { return known(r.Meta.Capacity, "%.0f") })
+		if slices.ContainsFunc(runs, func(r *Run) bool { return r.Meta.Offered > 0 }) {
+			row("peak offered (x capacity)", func(r *Run) string { return known(r.Meta.Offered, "%g") })
+		}
+	}
 	for _, k := range []string{"arrived", "admitted", "sent", "ok", "refused", "failed", "lost"} {
 		row(k, func(r *Run) string { return fmt.Sprint(r.Summary.Counters[k]) })
 	}
@@ -491,4 +506,17 @@ func (e *errWriter) Write(b []byte) (int, error) {
 
 func (e *errWriter) printf(format string, args ...any) {
 	fmt.Fprintf(e, format, args...)
+}
+
+// sizing says how the run was sized against the cluster: "capacity 950
+// requests/s, peak offered 3 x capacity"; "" when its capacity is unknown.
+func (m Meta) sizing() string {
+	if !(m.Capacity > 0) {
+		return ""
+	}
+	s := fmt.Sprintf("capacity %.0f requests/s", m.Capacity)
+	if m.Offered > 0 {
+		s += fmt.Sprintf(", peak offered %g x capacity", m.Offered)
+	}
+	return s
 }
