@@ -494,14 +494,14 @@ func TestCompare(t *testing.T) {
 	}
 	// Sized runs (launch-compare's) show their capacity and the multiple.
 	for _, r := range []*Run{a, b} {
-		r.Meta.Capacity, r.Meta.Offered = 950, 3
+		r.Meta.Capacity, r.Meta.Offered, r.Meta.OfferedRate = 950, 3, 2850
 	}
 	out.Reset()
 	if err := WriteCompare(&out, a, b); err != nil {
 		t.Fatal(err)
 	}
 	s = out.String()
-	for _, want := range []string{"capacity (requests/s)", "950", "peak offered (x capacity)", "capacity 950 requests/s, peak offered 3 x capacity"} {
+	for _, want := range []string{"capacity (requests/s)", "950", "peak offered (x capacity)", "capacity 950.0 requests/s; peak offered load 2850.0 requests/s = 3.00 x capacity (offered: 3)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("compare of sized runs lacks %q:\n%s", want, s)
 		}

@@ -190,13 +190,13 @@ func writeTable(w *errWriter, r *Run) {
 		title += " (" + m.Label + ")"
 	}
 	w.printf("%s: scale %g, speed %g, %.0f s of wall time", title, cmp.Or(m.Scale, 1), r.speed(), r.Summary.Elapsed)
-	if s := m.sizing(); s != "" {
-		w.printf(", %s", s)
-	}
 	if !m.Started.IsZero() {
 		w.printf(", started %s", m.Started.UTC().Format("2006-01-02 15:04:05Z"))
 	}
 	w.printf("\n")
+	if s := m.sizing(); s != "" {
+		w.printf("%s\n", s)
+	}
 	if m.Description != "" {
 		w.printf("%s\n", m.Description)
 	}
@@ -508,15 +508,21 @@ func (e *errWriter) printf(format string, args ...any) {
 	fmt.Fprintf(e, format, args...)
 }
 
-// sizing says how the run was sized against the cluster: "capacity 950
-// requests/s, peak offered 3 x capacity"; "" when its capacity is unknown.
+// sizing says how the run's load compares with the cluster's capacity,
+// "" when neither is known: "capacity 950.0 requests/s; peak offered load
+// 2850.0 requests/s = 3.00 x capacity (offered: 3)".
 func (m Meta) sizing() string {
-	if !(m.Capacity > 0) {
-		return ""
+	switch {
+	case m.Capacity > 0 && m.OfferedRate > 0:
+		s := fmt.Sprintf("capacity %.1f requests/s; peak offered load %.1f requests/s = %.2f x capacity", m.Capacity, m.OfferedRate, m.OfferedRate/m.Capacity)
+		if m.Offered > 0 {
+			s += fmt.Sprintf(" (offered: %g)", m.Offered)
+		}
+		return s
+	case m.Capacity > 0:
+		return fmt.Sprintf("capacity %.1f requests/s", m.Capacity)
+	case m.OfferedRate > 0:
+		return fmt.Sprintf("peak offered load %.1f requests/s (capacity unknown)", m.OfferedRate)
 	}
-	s := fmt.Sprintf("capacity %.0f requests/s", m.Capacity)
-	if m.Offered > 0 {
-		s += fmt.Sprintf(", peak offered %g x capacity", m.Offered)
-	}
-	return s
+	return ""
 }
