@@ -139,7 +139,7 @@ else
   up capacity
   load capacity >"$OUT/capacity.txt" 2>&1 || true
   down
-  CAP=$(bin/loadtest figure -from 10 -to 25 "$OUT/capacity.ndjson" median:mix_served) ||
+  CAP=$(bin/loadtest figure "$OUT/capacity.ndjson" "median(mix_served)[10s:25s]") ||
     die "could not read the capacity from $OUT/capacity.ndjson (see $OUT/capacity.txt)"
   echo "drills: capacity $CAP requests/s of the mix (served at overload)"
 fi
