@@ -55,7 +55,7 @@ demo: build
 
 # Before and after, sized to the machine: the cluster's capacity measured,
 # then the launch day at 3 x that capacity with protection off, then on,
-# side by side (about 6 minutes; see scripts/launch-compare.sh).
+# side by side (about 7 minutes; see scripts/launch-compare.sh).
 launch-compare: build
 	LAUNCH_BUILD=0 ./scripts/launch-compare.sh
 
