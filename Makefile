@@ -53,8 +53,9 @@ drills:
 demo: build
 	./scripts/demo.sh
 
-# Before and after: the same scaled launch day with protection off, then on,
-# side by side (about 10 minutes; see scripts/launch-compare.sh).
+# Before and after, sized to the machine: the cluster's capacity measured,
+# then the launch day at 3 x that capacity with protection off, then on,
+# side by side (about 7 minutes; see scripts/launch-compare.sh).
 launch-compare: build
 	LAUNCH_BUILD=0 ./scripts/launch-compare.sh
 

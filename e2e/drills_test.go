@@ -142,9 +142,10 @@ func runDrill(t *testing.T, c *drillCluster, name string, overrides ...string) *
 	return run
 }
 
-// small is the drills' size here: 40 players (about 80 requests/s) for
-// 25 s, the fault at 8 s.
-var small = []string{"arrivals.phases[0].players=40", "arrivals.phases[0].duration=2s", "run.duration=25s", "timeline[0].at=8s"}
+// small is the drills' size here: 80 requests/s (offered 0.5 x a capacity
+// of 160, so 40 players at the drills' think of 0.5 s) for 25 s, the
+// fault at 8 s.
+var small = []string{"capacity=160", "offered=0.5", "arrivals.phases[0].duration=2s", "run.duration=25s", "timeline[0].at=8s"}
 
 func TestDrillBattleKilled(t *testing.T) {
 	c := startDrillCluster(t)

@@ -4,12 +4,13 @@
 #
 # First the cluster's capacity is measured (drills/capacity.yaml: the
 # drills' request mix offered at several times what the cluster serves; the
-# capacity is the median goodput of its steady seconds). Then every drill
-# runs on a fresh project (its own network, volume and ports, with the
-# drill's compose override loadtest/scenarios/drills/NAME.compose.yml when
-# there is one) at its share of that capacity (the drill's `capacity:` line
-# says which share: players = share x capacity x think), the load tool
-# injecting the drill's faults into the containers (-faults docker:PROJECT).
+# capacity of the mix is the median of its mix_served series over seconds
+# 10-25, read by `loadtest figure`). Then every drill runs on a fresh
+# project (its own network, volume and ports, with the drill's compose
+# override loadtest/scenarios/drills/NAME.compose.yml when there is one)
+# with --set capacity=C: the drill's `offered: X` field makes its peak
+# load X x C (the load tool sizes the players), the load tool injecting
+# the drill's faults into the containers (-faults docker:PROJECT).
 # Each project is brought down and its volumes removed after its drill,
 # also when it fails or is interrupted. At the end RELIABILITY.md gets the
 # table of drill, thresholds, figures and pass/fail, with the command and
@@ -127,10 +128,9 @@ load() {
     -out "$OUT/$name.ndjson" -html "$OUT/$name.html"
 }
 
-# The capacity of the drills' mix: the rate at which its scarcest part,
-# battle (half of the mix), is saturated: the median battles served per
-# second in seconds 10..24 of the capacity run (the mix offered at several
-# times that; the rest is shed), divided by battle's share of the mix.
+# The capacity of the drills' mix: the requests/s of the mix served in full
+# (its scarcest part, battle, bounds it: the mix_served series) at
+# overload, the median over seconds 10..24 of the capacity run.
 if [ -n "${DRILLS_CAPACITY:-}" ]; then
   CAP=$DRILLS_CAPACITY
   echo "drills: capacity $CAP requests/s (DRILLS_CAPACITY)"
@@ -139,29 +139,19 @@ else
   up capacity
   load capacity >"$OUT/capacity.txt" 2>&1 || true
   down
-  battles=$(bin/loadtest figure -from 10 -to 25 "$OUT/capacity.ndjson" median:@battle/ok) ||
+  CAP=$(bin/loadtest figure "$OUT/capacity.ndjson" "median(mix_served)[10s:25s]") ||
     die "could not read the capacity from $OUT/capacity.ndjson (see $OUT/capacity.txt)"
-  CAP=$(awk -v b="$battles" 'BEGIN { printf "%d", b / 0.5 }')
-  echo "drills: capacity $CAP requests/s of the mix ($battles battles/s served at overload, half of the mix)"
+  echo "drills: capacity $CAP requests/s of the mix (served at overload)"
 fi
 echo "$CAP" >"$OUT/capacity"
 
 failed=()
 runs=()
 for d in "${DRILLS[@]}"; do
-  share=$(sed -n 's/^# share: *\([0-9.]*\).*/\1/p' "$SCEN/$d.yaml" | head -1)
-  think=$(sed -n 's/^  think: *\([0-9.]*\)ms.*/\1/p' "$SCEN/$d.yaml" | head -1)
-  args=(--set "capacity=$CAP")
-  if [ -n "$share" ] && [ -n "$think" ]; then
-    players=$(awk -v c="$CAP" -v s="$share" -v t="$think" 'BEGIN { printf "%d", c * s * t / 1000 + 0.5 }')
-    args+=(--set "arrivals.phases[0].players=$players")
-    echo "drills: $d: up, then $share x capacity ($players players)"
-  else
-    echo "drills: $d: up, then the players its file says"
-  fi
+  echo "drills: $d: up, then its load (an offered: X field: X x $CAP requests/s)"
   up "$d"
   rc=0
-  load "$d" "${args[@]}" >"$OUT/$d.txt" 2>&1 || rc=$?
+  load "$d" --set "capacity=$CAP" >"$OUT/$d.txt" 2>&1 || rc=$?
   down
   runs+=("$OUT/$d.ndjson")
   if [ "$rc" = 0 ]; then

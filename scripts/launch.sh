@@ -25,9 +25,16 @@
 #                      and every purchase waits for one; BENCHMARKS.md has
 #                      both)
 #   LAUNCH_BUILD       1 (default) builds bin/ first; 0 uses it as it is
+#   LAUNCH_COMMAND     run (default): `loadtest run`; capacity: `loadtest
+#                      capacity` instead (the scenario's action mix offered
+#                      open loop at stepped rates; it prints `capacity: N
+#                      requests/s` and writes N to $LAUNCH_DIR/capacity),
+#                      with the same cluster and target flags, the gates'
+#                      line open
 #
-# It exits with loadtest's code: 0 the thresholds held, 99 one failed, 1 the
-# run could not be made, 2 a bad scenario or flag.
+# It exits with loadtest's code: 0 the thresholds held (capacity: it was
+# measured), 99 one failed, 1 the run could not be made, 2 a bad scenario
+# or flag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,11 +52,18 @@ die() {
   echo "launch: $*" >&2
   exit 1
 }
+COMMAND=${LAUNCH_COMMAND:-run}
+case $COMMAND in
+run | capacity) ;;
+*) die "LAUNCH_COMMAND must be run or capacity, got $COMMAND" ;;
+esac
 case $PROTECTION in
 on) PROT_ARGS=() LINE_MODE=queueing LABEL=${LABEL:-protected} ;;
 off) PROT_ARGS=(-protection=false) LINE_MODE=open LABEL=${LABEL:-unprotected} ;;
 *) die "LAUNCH_PROTECTION must be on or off, got $PROTECTION" ;;
 esac
+# The capacity search's pool of connections is let in at once: the line open.
+[ "$COMMAND" = run ] || LINE_MODE=open
 [[ $NGATES =~ ^[1-9][0-9]*$ ]] && [ "$NGATES" -le 8 ] || die "LAUNCH_GATES must be 1..8, got $NGATES"
 case ${LAUNCH_DATA:-disk} in
 disk) DATA_DIR=$DIR/logic ;;
@@ -114,16 +128,21 @@ for ((i = 0; i < NGATES; i++)); do
 done
 
 join() { local IFS=,; echo "$*"; }
-run_args=(-gate-urls "$(join "${gates[@]}")" -metrics "$(join "${metrics[@]}")" -token-secret "$SECRET"
-  -label "$LABEL" -out "$DIR/run.ndjson" -html "$DIR/report.html" -workers "$WORKERS"
-  -source-addrs 127.0.0.11,127.0.0.12,127.0.0.13,127.0.0.14,127.0.0.15,127.0.0.16)
-if [ "$PROTECTION" = on ]; then
-  run_args+=(-admin-urls "$(join "${admins[@]}")") # the token: $GATE_ADMIN_TOKEN
-fi
+target_args=(-gate-urls "$(join "${gates[@]}")" -metrics "$(join "${metrics[@]}")" -token-secret "$SECRET")
 [ $# -gt 0 ] || set -- launch
 set +e
-bin/loadtest run "${run_args[@]}" "$@"
-rc=$?
+if [ "$COMMAND" = capacity ]; then
+  bin/loadtest capacity "${target_args[@]}" -out "$DIR/capacity.ndjson" -value-out "$DIR/capacity" "$@"
+  rc=$?
+else
+  run_args=("${target_args[@]}" -label "$LABEL" -out "$DIR/run.ndjson" -html "$DIR/report.html" -workers "$WORKERS"
+    -source-addrs 127.0.0.11,127.0.0.12,127.0.0.13,127.0.0.14,127.0.0.15,127.0.0.16)
+  if [ "$PROTECTION" = on ]; then
+    run_args+=(-admin-urls "$(join "${admins[@]}")") # the token: $GATE_ADMIN_TOKEN
+  fi
+  bin/loadtest run "${run_args[@]}" "$@"
+  rc=$?
+fi
 set -e
 ps -o comm=,times= -p "$(IFS=,; echo "${pids[*]}")" >"$DIR/logs/cpu-seconds.txt" 2>/dev/null || true
 exit $rc

@@ -70,6 +70,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		switch args[0] {
 		case "run":
 			return runScenario(args[1:], getenv, stdout, stderr)
+		case "capacity":
+			return capacityCmd(args[1:], stdout, stderr)
 		case "report":
 			return reportCmd(args[1:], stdout, stderr)
 		case "compare":

@@ -9,11 +9,13 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"levee/loadtest/report"
+	"levee/loadtest/threshold"
 )
 
 // reliabilityCmd is `loadtest reliability -out RELIABILITY.md RUN...`: the
@@ -97,10 +99,12 @@ func procValue(path, key string) string {
 	return ""
 }
 
-// figureCmd is `loadtest figure [-from S] [-to S] RUN NAME`: one figure of
-// a run file on stdout. NAME is a scalar figure, or AGG:SERIES with AGG
-// one of median, avg, max, min over the seconds in [from, to); SERIES is a
-// series name or @COUNTER, a counter per second ("@battle/ok").
+// figureCmd is `loadtest figure [-from S] [-to S] RUN FIGURE`: one figure
+// of a run file on stdout. FIGURE is a figure as thresholds name it
+// (package threshold: a scalar, AGG(series), p(N), each with an optional
+// window: "median(mix_served)[10s:25s]"), or the older AGG:SERIES with AGG
+// one of median, avg, max, min over the seconds in [from, to); SERIES is
+// a series name or @COUNTER, a counter per second ("@battle/ok").
 func figureCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest figure", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -114,7 +118,8 @@ func figureCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(stderr, "usage: loadtest figure [-from S] [-to S] run.ndjson NAME|AGG:SERIES|AGG:@COUNTER (AGG: median, avg, max, min)")
+		fmt.Fprintln(stderr, "usage: loadtest figure run.ndjson FIGURE (as in thresholds: goodput, median(mix_served)[10s:25s], p(99)[run])")
+		fmt.Fprintln(stderr, "       loadtest figure [-from S] [-to S] run.ndjson AGG:SERIES|AGG:@COUNTER (AGG: median, avg, max, min)")
 		return exitUsage
 	}
 	r, err := readRun(pos[0])
@@ -122,7 +127,23 @@ func figureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	v, err := figure(r, pos[1], *from, *to)
+	var v float64
+	if agg, _, ok := strings.Cut(pos[1], ":"); ok && slices.Contains(figureAggs, agg) {
+		v, err = figure(r, pos[1], *from, *to)
+	} else {
+		explicit := false
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "from" || f.Name == "to" })
+		if explicit {
+			fmt.Fprintln(stderr, "-from and -to are for AGG:SERIES; give a figure its window: NAME[FROM:TO]")
+			return exitUsage
+		}
+		fig, perr := threshold.ParseFigure(pos[1])
+		if perr != nil {
+			fmt.Fprintln(stderr, perr)
+			return exitUsage
+		}
+		v, err = fig.Value(r.Facts())
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
@@ -130,6 +151,9 @@ func figureCmd(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%.6g\n", v)
 	return exitOK
 }
+
+// figureAggs are the aggregates of figure's AGG:SERIES form.
+var figureAggs = []string{"median", "avg", "max", "min"}
 
 func figure(r *report.Run, name string, from, to float64) (float64, error) {
 	f := r.Facts()

@@ -132,6 +132,7 @@ type run struct {
 	w      *report.Writer
 	out    *report.Run
 	levels map[int]map[string]float64 // probe figures by second
+	pool   *pool                      // the pool source, dialled before the start; nil: players
 }
 
 func (r *run) meta() report.Meta {
@@ -142,11 +143,15 @@ func (r *run) meta() report.Meta {
 		Scale: sc.Scale, Speed: sc.Speed, Seed: r.seed, RunID: r.cfg.RunID,
 		Started: r.start, Command: r.cfg.Command, Gates: len(r.cfg.Gates), Workers: r.cfg.Workers,
 		T0: r.p.t0.Seconds(), Capacity: sc.Capacity, Offered: sc.Offered, OfferedRate: sc.OfferedRate(), Thresholds: r.p.thresholds,
+		Mix: sc.Mix(),
 	}
 	if r.p.t0 <= 0 {
 		m.T0 = 0
 	}
 	m.Phases = []report.Phase{{Name: "run", From: 0, To: r.p.end.Seconds()}, {Name: "drain", From: r.p.end.Seconds(), To: (r.p.end + r.p.drain).Seconds()}}
+	if r.p.pool != nil {
+		m.Phases = r.p.pool.metaPhases(r.p.end, r.p.drain)
+	}
 	return m
 }
 
@@ -156,6 +161,13 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	lead := time.Duration(0)
 	if r.cfg.Workers > 1 {
 		lead = 1500 * time.Millisecond
+	}
+	if r.p.pool != nil {
+		// The pool's connections are dialled first: its phases start
+		// with every connection up.
+		if err := r.dialPool(ctx); err != nil {
+			return nil, err
+		}
 	}
 	r.start = clk.Now().Add(lead)
 	r.out = &report.Run{Meta: r.meta()}

@@ -40,7 +40,8 @@ type plan struct {
 	t0         time.Duration // wall time of T+0
 	peak       float64       // players present at the peak (scaled)
 	thresholds []string
-	ledger     bool // keep the ledger and check it after the drain (loadtest/ledger)
+	ledger     bool      // keep the ledger and check it after the drain (loadtest/ledger)
+	pool       *poolPlan // the pool source instead of the players; nil: players
 }
 
 // act is one kind of player action with its share of the mix.
@@ -105,6 +106,10 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		ledger:    sc.Ledger,
 	}
 	p.thresholds = slices.Clone(sc.Thresholds)
+	var err error
+	if p.pool, err = newPoolPlan(sc); err != nil {
+		return nil, err
+	}
 	if p.timeout <= 0 {
 		p.timeout = 5 * time.Second
 	}

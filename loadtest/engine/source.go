@@ -40,6 +40,10 @@ type sourceResult struct {
 }
 
 func (r *run) startSources(ctx context.Context) ([]source, error) {
+	if r.pool != nil {
+		r.pool.start = r.start
+		return []source{r.pool}, nil
+	}
 	n := r.cfg.Workers
 	if n == 1 {
 		dc, err := r.driverConfig(0, 1, r.sourceAddr(0))
@@ -113,23 +117,31 @@ func capWarning(capped int64, worker int) []string {
 func drive(ctx context.Context, dc driverConfig, start time.Time, emit func(record.Point)) sourceResult {
 	rec := record.New(start)
 	d := newDriver(dc, rec, start)
+	pump(dc.clock, rec, func() { d.Run(ctx) }, emit)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return sourceResult{Peak: d.peak, Capped: d.capped, Entries: d.entries}
+}
+
+// pump runs body and, until it returns, hands rec's finished seconds to
+// emit every flushEvery (with the load process's own CPU each second);
+// then the rest.
+func pump(clk clock.Clock, rec *record.Recorder, body func(), emit func(record.Point)) {
 	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx) }()
-	t := dc.clock.NewTicker(flushEvery)
+	go func() { defer close(done); body() }()
+	t := clk.NewTicker(flushEvery)
 	defer t.Stop()
 	cpu := newSelfCPU()
 	var cpuAt time.Time
 	for {
 		select {
 		case <-done:
-			for _, p := range rec.Close(dc.clock.Now()) {
+			for _, p := range rec.Close(clk.Now()) {
 				emit(p)
 			}
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			return sourceResult{Peak: d.peak, Capped: d.capped, Entries: d.entries}
+			return
 		case <-t.C():
-			now := dc.clock.Now()
+			now := clk.Now()
 			if now.Sub(cpuAt) >= time.Second {
 				cpuAt = now
 				if v, ok := cpu.rate(now); ok {

@@ -143,3 +143,31 @@ func (r *Run) faultFigure(name string, sum Summary) (float64, bool) {
 	}
 	return 0, false
 }
+
+// mixServed is the mix_served series: per point, the requests/s of the
+// run's mix (Meta.Mix) that were served in full that second, which its
+// scarcest part bounds: the least, over the mix's kinds of request, of
+// that kind's served replies (ok and business: it got a result) divided
+// by its share of the mix. Offered at overload, its median over the
+// steady seconds is the capacity of the mix (scripts/drills.sh measures
+// the drills' so). ok false when the run file has no mix.
+func mixServed(points []record.Point, mix map[string]float64) ([]float64, bool) {
+	if len(mix) == 0 {
+		return nil, false
+	}
+	out := make([]float64, len(points))
+	for i, p := range points {
+		m := math.Inf(1)
+		for do, share := range mix {
+			if share > 0 {
+				served := p.Counters[do+"/"+record.OK.String()] + p.Counters[do+"/"+record.Business.String()]
+				m = min(m, float64(served)/share)
+			}
+		}
+		if math.IsInf(m, 1) {
+			m = math.NaN()
+		}
+		out[i] = m
+	}
+	return out, true
+}

@@ -124,3 +124,29 @@ func TestWriteReliability(t *testing.T) {
 		t.Error("line events are not faults")
 	}
 }
+
+// TestMixServed: the mix's requests/s served in full is bounded by its
+// scarcest kind (battle here, half of the mix), business replies are
+// served, and a run file without the mix has no such series.
+func TestMixServed(t *testing.T) {
+	r := &Run{Meta: Meta{Mix: map[string]float64{"battle": 0.5, "profile": 0.3, "purchase": 0.2}}}
+	for s, battles := range []int64{60, 70, 0} {
+		r.Points = append(r.Points, record.Point{T: s, Counters: map[string]int64{
+			"battle/ok": battles, "battle/refused": 200, "profile/ok": 300, "purchase/ok": 150, "purchase/business": 50}})
+	}
+	r.Points = append(r.Points, record.Point{T: 3, Counters: map[string]int64{"battle/ok": 500, "profile/ok": 60, "purchase/ok": 200}})
+	got, ok := r.Facts().Series("mix_served")
+	want := []float64{120, 140, 0, 200} // battles / 0.5; the last second profiles bound it: 60 / 0.3
+	if !ok || len(got) != len(want) {
+		t.Fatalf("mix_served = %v, %v; want %v", got, ok, want)
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Errorf("mix_served[%d] = %v, want %v", i, got[i], want[i])
+		}
+	}
+	r.Meta.Mix = nil
+	if got, ok := r.Facts().Series("mix_served"); ok {
+		t.Errorf("mix_served without a mix = %v; want no series", got)
+	}
+}

@@ -35,8 +35,10 @@ import (
 //     second), rps (sent per second), goodput (ok per second), attempts
 //     (sends per original request counted that second), p99 (of
 //     "lat", seconds), line_rate (LevelLineRate: the configured release
-//     rate, admissions per second), the server levels by their names, and cpu = the max
-//     of cpu_gate, cpu_logic and cpu_battle that second (cores).
+//     rate, admissions per second), the server levels by their names, cpu
+//     = the max of cpu_gate, cpu_logic and cpu_battle that second (cores),
+//     and mix_served the requests/s of the mix served in full that second
+//     (its scarcest kind's served replies / its share: mixServed).
 //
 // Quantile is of all served requests' latency from send, in seconds.
 func (r *Run) Facts() threshold.Facts {
@@ -173,6 +175,9 @@ var levelSeries = map[string]bool{
 var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}
 
 func (f *facts) Series(name string) ([]float64, bool) {
+	if name == "mix_served" {
+		return mixServed(f.r.Points, f.r.Meta.Mix)
+	}
 	return series(f.r.Points, name)
 }
 

@@ -281,6 +281,9 @@ func WriteHTML(w io.Writer, runs ...*Run) error {
 		m := r.Meta
 		fmt.Fprintf(&b, "<p><b>%s</b>: scenario %s, scale %g, speed %g, %.0f s wall",
 			html.EscapeString(r.label(i)), html.EscapeString(m.Scenario), m.Scale, r.speed(), r.Summary.Elapsed)
+		if s := m.sizing(); s != "" {
+			fmt.Fprintf(&b, "; %s", html.EscapeString(s))
+		}
 		if !m.Started.IsZero() {
 			fmt.Fprintf(&b, ", started %s", html.EscapeString(m.Started.UTC().Format("2006-01-02 15:04:05Z")))
 		}

@@ -49,7 +49,7 @@ func WriteReliability(w io.Writer, h Reliability, runs []*Run) error {
 	ew.printf("- **When:** %s\n", h.Date)
 	ew.printf("- **Machine:** %s. The load tool and the compose cluster shared its cores in every drill.\n", h.Machine)
 	if h.Capacity > 0 {
-		ew.printf("- **Capacity:** %.0f requests/s, measured first with the drills' mix at overload (`drills/capacity.yaml`); each drill's load is the share of it its file names.\n", h.Capacity)
+		ew.printf("- **Capacity:** %.0f requests/s, measured first with the drills' mix at overload (`drills/capacity.yaml`); each drill's peak load is the multiple of it its file's `offered:` names.\n", h.Capacity)
 	}
 	ew.printf("- **Result:** %d of %d drills passed", passed, judged)
 	if ref := len(runs) - judged; ref > 0 {

@@ -230,7 +230,8 @@ func TestFacts(t *testing.T) {
 		}
 	}
 	for _, name := range threshold.SeriesNames {
-		if _, ok := f.Series(name); !ok && !strings.HasPrefix(name, "rss_") && !strings.HasPrefix(name, "gate_") && name != "attempts" {
+		// mix_served needs the run's mix (TestMixServed).
+		if _, ok := f.Series(name); !ok && !strings.HasPrefix(name, "rss_") && !strings.HasPrefix(name, "gate_") && name != "attempts" && name != "mix_served" {
 			t.Errorf("series %s missing", name)
 		}
 	}
@@ -485,8 +486,25 @@ func TestCompare(t *testing.T) {
 	if _, _, st := tableRows(t, s); len(st) != 16 {
 		t.Errorf("%d minute rows, want both runs' 8", len(st))
 	}
+	if strings.Contains(s, "peak offered") {
+		t.Errorf("compare shows a multiple the runs do not have:\n%s", s)
+	}
 	if err := WriteCompare(&out); err == nil {
 		t.Error("compare of nothing")
+	}
+	// Sized runs (launch-compare's) show their capacity and the multiple.
+	for _, r := range []*Run{a, b} {
+		r.Meta.Capacity, r.Meta.Offered, r.Meta.OfferedRate = 950, 3, 2850
+	}
+	out.Reset()
+	if err := WriteCompare(&out, a, b); err != nil {
+		t.Fatal(err)
+	}
+	s = out.String()
+	for _, want := range []string{"capacity (requests/s)", "950", "peak offered (x capacity)", "capacity 950.0 requests/s; peak offered load 2850.0 requests/s = 3.00 x capacity (offered: 3)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("compare of sized runs lacks %q:\n%s", want, s)
+		}
 	}
 }
 

@@ -58,6 +58,10 @@ type Meta struct {
 	OfferedRate float64   `json:"offered_rate,omitempty"` // peak offered requests per wall second (players x scale / think); 0 = not known
 	Thresholds  []string  `json:"thresholds,omitempty"`
 	Phases      []Phase   `json:"phases,omitempty"`
+	// Mix is each kind of request's share of the players' action mix
+	// (scenario.Scenario.Mix: "battle" -> 0.5); the mix_served series
+	// reads it.
+	Mix map[string]float64 `json:"mix,omitempty"`
 }
 
 // Event is an operator action (or a fault) at wall second T.

@@ -194,17 +194,8 @@ func writeTable(w *errWriter, r *Run) {
 		w.printf(", started %s", m.Started.UTC().Format("2006-01-02 15:04:05Z"))
 	}
 	w.printf("\n")
-	switch {
-	case m.Capacity > 0 && m.OfferedRate > 0:
-		w.printf("capacity %.1f requests/s; peak offered load %.1f requests/s = %.2f x capacity", m.Capacity, m.OfferedRate, m.OfferedRate/m.Capacity)
-		if m.Offered > 0 {
-			w.printf(" (offered: %g)", m.Offered)
-		}
-		w.printf("\n")
-	case m.Capacity > 0:
-		w.printf("capacity %.1f requests/s\n", m.Capacity)
-	case m.OfferedRate > 0:
-		w.printf("peak offered load %.1f requests/s (capacity unknown)\n", m.OfferedRate)
+	if s := m.sizing(); s != "" {
+		w.printf("%s\n", s)
 	}
 	if m.Description != "" {
 		w.printf("%s\n", m.Description)
@@ -436,6 +427,18 @@ func WriteCompare(w io.Writer, runs ...*Run) error {
 		fmt.Fprintln(tw)
 	}
 	row("", func(r *Run) string { return r.label(slices.Index(runs, r)) })
+	if slices.ContainsFunc(runs, func(r *Run) bool { return r.Meta.Capacity > 0 }) {
+		known := func(v float64, format string) string {
+			if !(v > 0) {
+				return "-"
+			}
+			return fmt.Sprintf(format, v)
+		}
+		row("capacity (requests/s)", func(r *Run) string { return known(r.Meta.Capacity, "%.0f") })
+		if slices.ContainsFunc(runs, func(r *Run) bool { return r.Meta.Offered > 0 }) {
+			row("peak offered (x capacity)", func(r *Run) string { return known(r.Meta.Offered, "%g") })
+		}
+	}
 	for _, k := range []string{"arrived", "admitted", "sent", "ok", "refused", "failed", "lost"} {
 		row(k, func(r *Run) string { return fmt.Sprint(r.Summary.Counters[k]) })
 	}
@@ -504,4 +507,23 @@ func (e *errWriter) Write(b []byte) (int, error) {
 
 func (e *errWriter) printf(format string, args ...any) {
 	fmt.Fprintf(e, format, args...)
+}
+
+// sizing says how the run's load compares with the cluster's capacity,
+// "" when neither is known: "capacity 950.0 requests/s; peak offered load
+// 2850.0 requests/s = 3.00 x capacity (offered: 3)".
+func (m Meta) sizing() string {
+	switch {
+	case m.Capacity > 0 && m.OfferedRate > 0:
+		s := fmt.Sprintf("capacity %.1f requests/s; peak offered load %.1f requests/s = %.2f x capacity", m.Capacity, m.OfferedRate, m.OfferedRate/m.Capacity)
+		if m.Offered > 0 {
+			s += fmt.Sprintf(" (offered: %g)", m.Offered)
+		}
+		return s
+	case m.Capacity > 0:
+		return fmt.Sprintf("capacity %.1f requests/s", m.Capacity)
+	case m.OfferedRate > 0:
+		return fmt.Sprintf("peak offered load %.1f requests/s (capacity unknown)", m.OfferedRate)
+	}
+	return ""
 }

@@ -80,6 +80,12 @@ const (
 	MaxRequests    = 10_000_000
 	MaxPeakPlayers = 1_000_000
 	MaxOffered     = 1000
+	// Pool bounds.
+	MaxPoolConns       = 10_000
+	MaxPoolRate        = 20_000
+	MaxPoolConcurrency = 10_000
+	DefaultPoolConns   = 200
+	DefaultReplyGrace  = time.Second
 	// PlayersPerWorker sizes Run.Workers 0: one load process per this many
 	// players (scaled peak).
 	PlayersPerWorker = 15_000
@@ -100,8 +106,11 @@ type Scenario struct {
 	// Offered sizes the run from Capacity: the peak offered requests per
 	// wall second as a multiple of it. With Capacity > 0 Parse sets Scale
 	// to OfferedScale; 0: not used (Scale is the file's).
-	Offered    float64  `yaml:"offered"`
-	Arrivals   Arrivals `yaml:"arrivals"`
+	Offered  float64  `yaml:"offered"`
+	Arrivals Arrivals `yaml:"arrivals"`
+	// Pool, instead of Arrivals, offers the players' action mix open loop
+	// over a fixed pool of connections, in named phases (see Pool).
+	Pool       *Pool    `yaml:"pool"`
 	Players    Players  `yaml:"players"`
 	Client     Client   `yaml:"client"`
 	Timeline   []Action `yaml:"timeline"`
@@ -135,6 +144,56 @@ type Phase struct {
 	Duration Duration `yaml:"duration"` // > 0
 	Players  *float64 `yaml:"players"`  // target players present at the phase's end, or
 	Rate     *float64 `yaml:"rate"`     // target arrivals/s at its end (one of the two; all phases the same kind)
+}
+
+// Pool is the open-loop source over a fixed pool of connections: Conns
+// connections are dialled first (the SDK's retries and pacing off, so that
+// every request is sent once, when the schedule says), then the phases run
+// back to back, each offering the players.actions mix (spread evenly, in
+// their order) whatever the replies do. Times are wall time.
+type Pool struct {
+	Conns int `yaml:"conns"` // connections, 1..MaxPoolConns; default DefaultPoolConns
+	// ReplyGrace is how long past client.request_timeout (the budget the
+	// server is told) a reply is still awaited before the request counts as
+	// lost; default 1s.
+	ReplyGrace Duration `yaml:"reply_grace"`
+	// MaxOutstanding bounds the requests of a phase in flight; 0: rate x
+	// (request_timeout + reply_grace) x 1.1 + 64.
+	MaxOutstanding int         `yaml:"max_outstanding"`
+	Phases         []PoolPhase `yaml:"phases"` // at least one
+}
+
+// PoolPhase is one phase of a pool: an open loop at Rate requests/s or at
+// Offered x capacity, or a closed loop of Concurrency requests outstanding
+// (exactly one of the three). Its name is a window of the thresholds
+// (p(99)[overload]).
+type PoolPhase struct {
+	Name        string   `yaml:"name"`        // required, unique: letters, digits, _ and -
+	Duration    Duration `yaml:"duration"`    // wall time, > 0
+	Rate        float64  `yaml:"rate"`        // requests/s, (0, MaxPoolRate]
+	Offered     float64  `yaml:"offered"`     // requests/s as a multiple of capacity (> 0; needs capacity at run time)
+	Concurrency int      `yaml:"concurrency"` // closed loop: requests outstanding, 1..MaxPoolConcurrency
+}
+
+// PoolRate is the phase's open-loop rate at capacity c: Rate, or Offered x
+// c (0 when c is unknown, or for a closed loop).
+func (p PoolPhase) PoolRate(c float64) float64 {
+	if p.Offered > 0 {
+		return p.Offered * c
+	}
+	return p.Rate
+}
+
+// SetPool replaces the pool's phases (keeping its connections and bounds)
+// and makes Run.Duration their sum, as Parse would: for tools that run one
+// phase of a scenario at a time (loadtest capacity).
+func (s *Scenario) SetPool(p Pool) {
+	s.Pool = &p
+	var d time.Duration
+	for _, ph := range p.Phases {
+		d += time.Duration(ph.Duration)
+	}
+	s.Run.Duration = Duration(d)
 }
 
 // Players is what every player does once admitted.

@@ -78,7 +78,11 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 	if d.has("settings") {
 		return d.fail("settings", "only for the legacy engines %s (engine is %s)", or(Engines[1:]), s.Engine)
 	}
-	if err := d.validateArrivals(s, readFile); err != nil {
+	if s.Pool != nil {
+		if err := d.validatePool(s); err != nil {
+			return err
+		}
+	} else if err := d.validateArrivals(s, readFile); err != nil {
 		return err
 	}
 	if err := d.validatePlayers(&s.Players); err != nil {
@@ -522,6 +526,15 @@ func (d *decoder) offset(at string, t0 Duration) (time.Duration, error) {
 
 func (d *decoder) validateRun(s *Scenario) error {
 	r := &s.Run
+	if s.Pool != nil {
+		if d.has("run.duration") {
+			return d.fail("run.duration", "not with pool: the run lasts its phases")
+		}
+		if r.Workers > 1 {
+			return d.fail("run.workers", "a pool runs in one load process, got %d", r.Workers)
+		}
+		s.SetPool(*s.Pool)
+	}
 	if r.Duration == 0 {
 		if d.has("run.duration") {
 			return d.fail("run.duration", "must be > 0")
@@ -558,6 +571,82 @@ func (d *decoder) validateRun(s *Scenario) error {
 			what = "arrivals by the end of the run"
 		}
 		return d.fail("arrivals", "%s %.0f x scale %v = %.0f, at most %d", what, p/s.Scale, s.Scale, p, MaxPeakPlayers)
+	}
+	return nil
+}
+
+// poolName is a pool phase's name: a threshold window ([baseline]).
+var poolName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
+
+// poolOnlyWithArrivals are the fields a pool does not use: its connections
+// neither think nor leave, and never retry nor pace.
+var poolOnlyWithArrivals = []string{"arrivals", "players.think", "players.think_jitter", "players.session",
+	"players.reconnect", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed"}
+
+// validatePool checks the pool (instead of arrivals) and fills its defaults.
+func (d *decoder) validatePool(s *Scenario) error {
+	for _, f := range poolOnlyWithArrivals {
+		if d.has(f) {
+			return d.fail(f, "not with pool (a fixed pool of connections that send the mix open loop, never retrying nor pacing)")
+		}
+	}
+	p := s.Pool
+	switch {
+	case p.Conns == 0 && !d.has("pool.conns"):
+		p.Conns = DefaultPoolConns
+	case p.Conns < 1 || p.Conns > MaxPoolConns:
+		return d.fail("pool.conns", "must be in 1..%d, got %d", MaxPoolConns, p.Conns)
+	}
+	if !d.has("pool.reply_grace") {
+		p.ReplyGrace = Duration(DefaultReplyGrace)
+	} else if p.ReplyGrace > Duration(time.Minute) {
+		return d.fail("pool.reply_grace", "must be at most 1m, got %v", p.ReplyGrace)
+	}
+	if p.MaxOutstanding < 0 || p.MaxOutstanding > 1_000_000 {
+		return d.fail("pool.max_outstanding", "must be in 0..1000000, got %d", p.MaxOutstanding)
+	}
+	if len(p.Phases) == 0 {
+		return d.fail("pool.phases", "required: at least one phase (name, duration and rate, offered or concurrency)")
+	}
+	seen := map[string]bool{}
+	for i, ph := range p.Phases {
+		path := fmt.Sprintf("pool.phases[%d]", i)
+		switch {
+		case ph.Name == "":
+			return d.fail(path+".name", "required: the phase's name (a threshold window: p(99)[NAME])")
+		case !poolName.MatchString(ph.Name):
+			return d.fail(path+".name", "%q: want a letter, then letters, digits, _ or -", ph.Name)
+		case ph.Name == "run" || ph.Name == "drain":
+			return d.fail(path+".name", "%q is the engine's own phase name", ph.Name)
+		case seen[ph.Name]:
+			return d.fail(path+".name", "%q names two phases", ph.Name)
+		case ph.Duration <= 0:
+			if !d.has(path + ".duration") {
+				return d.fail(path+".duration", "required (how long the phase offers its load, e.g. 10s)")
+			}
+			return d.fail(path+".duration", "must be > 0")
+		case ph.Duration > Duration(10*time.Minute):
+			return d.fail(path+".duration", "must be at most 10m, got %v", ph.Duration)
+		}
+		seen[ph.Name] = true
+		var given []string
+		for _, f := range []string{"rate", "offered", "concurrency"} {
+			if d.has(path + "." + f) {
+				given = append(given, f)
+			}
+		}
+		switch {
+		case len(given) == 0:
+			return d.fail(path, "required: rate (requests/s), offered (x capacity) or concurrency (a closed loop)")
+		case len(given) > 1:
+			return d.fail(path+"."+given[1], "%s both given; a phase has one load", strings.Join(given, " and "))
+		case given[0] == "rate" && !(ph.Rate > 0 && ph.Rate <= MaxPoolRate):
+			return d.fail(path+".rate", "must be in (0, %d], got %v", MaxPoolRate, ph.Rate)
+		case given[0] == "offered" && !(ph.Offered > 0 && ph.Offered <= 1000):
+			return d.fail(path+".offered", "must be in (0, 1000], got %v", ph.Offered)
+		case given[0] == "concurrency" && (ph.Concurrency < 1 || ph.Concurrency > MaxPoolConcurrency):
+			return d.fail(path+".concurrency", "must be in 1..%d, got %d", MaxPoolConcurrency, ph.Concurrency)
+		}
 	}
 	return nil
 }

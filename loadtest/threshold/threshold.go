@@ -53,7 +53,9 @@
 // gate_waiting, gate_connections_peak, gate_connection_cap, cpu (the max over tiers of cores used, 1.0 = one core),
 // cpu_gate, cpu_logic, cpu_battle, rss_gate_mb, rss_logic_mb,
 // rss_battle_mb, line_rate (the release rate the timeline's line steps
-// configured, admissions per second; compare avg(admitted) with it).
+// configured, admissions per second; compare avg(admitted) with it),
+// mix_served (the requests/s of the players' mix served in full: its
+// scarcest kind's served replies / that kind's share of the mix).
 package threshold
 
 import (
@@ -81,7 +83,7 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
 	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
-	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "line_rate"}
+	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "line_rate", "mix_served"}
 
 // Aggregates are the functions over a series.
 var Aggregates = []string{"max", "min", "avg", "median", "last"}
