@@ -99,7 +99,7 @@ rules-test:
 	promtool check config deploy/prometheus/prometheus.yml
 	./scripts/prometheusrule.sh check
 
-# The deployment files checked offline (internal/deploycheck, a module of
+# The deployment files checked offline (tools/deploycheck, a module of
 # its own so the Kubernetes types and the Prometheus parser stay out of the
 # tiers): kubectl kustomize renders k8s/base and every overlay, every object
 # is decoded strictly into its API type, selectors, ports, probes, secrets,
@@ -107,7 +107,7 @@ rules-test:
 # to the adapter rules, the ScaledObject and the recording rules, and every
 # PromQL expression (rules, adapter, KEDA, dashboard) is parsed.
 deploy-check:
-	cd internal/deploycheck && $(GO) vet ./... && LEVEE_REQUIRE_KUBECTL=1 $(GO) test -count=1 ./...
+	cd tools/deploycheck && $(GO) vet ./... && LEVEE_REQUIRE_KUBECTL=1 $(GO) test -count=1 ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

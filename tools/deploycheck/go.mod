@@ -2,7 +2,7 @@
 // module, so that the Kubernetes API types and the Prometheus parser it
 // needs are not built into the tiers (and not by make test's -race build).
 // make deploy-check (part of make test) runs it.
-module levee/internal/deploycheck
+module levee/tools/deploycheck
 
 go 1.26.7
 

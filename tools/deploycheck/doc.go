@@ -40,7 +40,7 @@
 // Kubernetes types and the Prometheus parser are not built into the tiers);
 // run the tests with `make deploy-check` (part of `make test`), or
 //
-//	cd internal/deploycheck && go test ./...
+//	cd tools/deploycheck && go test ./...
 //
 // Without kubectl on PATH the render-based tests skip, unless
 // LEVEE_REQUIRE_KUBECTL is set, when they fail; make deploy-check sets it.
