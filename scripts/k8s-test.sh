@@ -91,6 +91,11 @@ for b in jq openssl curl ss; do
 	command -v $b >/dev/null || fail "$b missing: run scripts/ensure-k8s-test-deps.sh"
 done
 
+# free_port (outside the kernel's ephemeral range) from scripts/lib/cluster.sh.
+# shellcheck source=scripts/lib/cluster.sh
+CLUSTER_NAME=k8s-test
+. "$ROOT/scripts/lib/cluster.sh"
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/levee-k8s-test.XXXXXX")
 mkdir -p "$work/logs" "$work/pki" "$work/pv"
 names=() pids=()
@@ -159,19 +164,6 @@ wait_until() {
 		fi
 		sleep 0.5
 	done
-}
-
-# free_port: a TCP port nothing listens on, not handed out before.
-taken=" "
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		[[ $taken == *" $p "* ]] && continue
-		[[ -z $(ss -Htln "sport = :$p") ]] && break
-	done
-	taken+="$p "
-	echo "$p"
 }
 
 # --- certificates and kubeconfig -------------------------------------------
@@ -260,8 +252,8 @@ fake_nodes() {
 
 control_plane() {
 	local etcd_port peer_port kcm_port sched_port
-	etcd_port=$(free_port) peer_port=$(free_port) api_port=$(free_port)
-	kcm_port=$(free_port) sched_port=$(free_port)
+	free_port etcd_port; free_port peer_port; free_port api_port
+	free_port kcm_port; free_port sched_port
 	certs >"$work/logs/openssl.log" 2>&1 || { cat "$work/logs/openssl.log" >&2; fail "making certificates"; }
 	aggregation_certs >>"$work/logs/openssl.log" 2>&1 || { cat "$work/logs/openssl.log" >&2; fail "making the front-proxy certificates"; }
 	kubeconfig

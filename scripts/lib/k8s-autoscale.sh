@@ -95,17 +95,17 @@ levee_processes() {
 	battle_ops=()
 	for ((i = 0; i < AUTOSCALE_BATTLES; i++)); do
 		local bp bo
-		bp=$(free_port) bo=$(free_port)
+		free_port bp; free_port bo
 		start "battle-$i" "$work/bin/battle" -grpc-addr "127.0.0.1:$bp" -ops-addr "127.0.0.1:$bo"
 		battle_ops+=("$bo")
 		battle_addrs+="${battle_addrs:+,}127.0.0.1:$bp"
 		wait_until 30 "battle-$i healthy" "$work/bin/battle" healthcheck -addr "127.0.0.1:$bp"
 	done
-	logic_port=$(free_port) logic_ops=$(free_port)
+	free_port logic_port; free_port logic_ops
 	start logic "$work/bin/logic" -grpc-addr "127.0.0.1:$logic_port" -ops-addr "127.0.0.1:$logic_ops" \
 		-data-dir "$work/logic-data" -shards 8 -battle-addrs "$battle_addrs"
 	wait_until 30 "logic healthy" "$work/bin/logic" healthcheck -addr "127.0.0.1:$logic_port"
-	gate_port=$(free_port) gate_grpc=$(free_port) gate_ops=$(free_port)
+	free_port gate_port; free_port gate_grpc; free_port gate_ops
 	token_secret=k8s-test-$RANDOM-$RANDOM-$RANDOM
 	start gate "$work/bin/gate" -addr "127.0.0.1:$gate_port" -grpc-addr "127.0.0.1:$gate_grpc" \
 		-ops-addr "127.0.0.1:$gate_ops" -logic-addrs "127.0.0.1:$logic_port" -shards 8 -token-secret "$token_secret"
@@ -263,7 +263,7 @@ autoscale_setup() {
 	echo '[]' >"$work/prom/battle-pods.json"
 	podsd_script >"$work/podsd.sh"
 	start podsd bash "$work/podsd.sh" "$KUBECTL" "$work/kubeconfig" "$work/prom/battle-pods.json" "${battle_ops[@]}"
-	prom_port=$(free_port)
+	free_port prom_port
 	prometheus_config >"$work/prom/prometheus.yml"
 	start prometheus prometheus --config.file "$work/prom/prometheus.yml" --storage.tsdb.path "$work/prom/data" \
 		--web.listen-address "127.0.0.1:$prom_port" --storage.tsdb.retention.time 2h
@@ -271,7 +271,7 @@ autoscale_setup() {
 
 	adapter_rbac | k apply --server-side --validate=strict -f - >/dev/null || fail "the metrics adapter's RBAC"
 	adapter_kubeconfig >"$work/adapter.kubeconfig"
-	adapter_port=$(free_port)
+	free_port adapter_port
 	start metrics-adapter "$TOOLS/levee-metrics-adapter" \
 		--config "$ROOT/k8s/overlays/prometheus-adapter/adapter-rules.yaml" \
 		--prometheus-url "http://127.0.0.1:$prom_port" \
