@@ -107,8 +107,10 @@ rules-test:
 # to the adapter rules, the ScaledObject and the recording rules, and every
 # PromQL expression (rules, adapter, KEDA, dashboard) is parsed; and the
 # rules of make k8s-test's live checks (tools/deploycheck/live) are tested.
+# (Not cmd/k8scheck, which links client-go: make k8s-test vets, tests and
+# builds it, so make test does not compile client-go.)
 deploy-check:
-	cd tools/deploycheck && $(GO) vet ./... && LEVEE_REQUIRE_KUBECTL=1 $(GO) test -count=1 ./...
+	cd tools/deploycheck && $(GO) vet . ./live && LEVEE_REQUIRE_KUBECTL=1 $(GO) test -count=1 . ./live
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -139,6 +141,7 @@ fuzz-seeds:
 # the script starts and stops things. See scripts/k8s-test.sh.
 k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
+	cd tools/deploycheck && $(GO) vet ./cmd/k8scheck && $(GO) test -count=1 ./cmd/k8scheck
 	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
 	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric
 
