@@ -73,54 +73,20 @@ func (c *cluster) connect(fs *flag.FlagSet, kc *string, args []string) error {
 
 // state lists what the checks read in the namespace.
 func (c *cluster) state(ctx context.Context) (*live.State, error) {
-	var s live.State
-	o := metav1.ListOptions{}
-	ns := c.ns
-	var errs []error
-	if l, err := c.cs.AppsV1().Deployments(ns).List(ctx, o); err == nil {
-		s.Deployments = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if l, err := c.cs.AppsV1().StatefulSets(ns).List(ctx, o); err == nil {
-		s.StatefulSets = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if l, err := c.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, o); err == nil {
-		s.HPAs = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if l, err := c.cs.CoreV1().Services(ns).List(ctx, o); err == nil {
-		s.Services = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if l, err := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, o); err == nil {
-		s.Slices = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if l, err := c.cs.CoreV1().Pods(ns).List(ctx, o); err == nil {
-		s.Pods = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if l, err := c.cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, o); err == nil {
-		s.Claims = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if l, err := c.cs.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o); err == nil {
-		s.PDBs = l.Items
-	} else {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	o, ns, core := metav1.ListOptions{}, c.ns, c.cs.CoreV1()
+	dep, e1 := c.cs.AppsV1().Deployments(ns).List(ctx, o)
+	sts, e2 := c.cs.AppsV1().StatefulSets(ns).List(ctx, o)
+	hpa, e3 := c.cs.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, o)
+	svc, e4 := core.Services(ns).List(ctx, o)
+	eps, e5 := c.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, o)
+	pod, e6 := core.Pods(ns).List(ctx, o)
+	pvc, e7 := core.PersistentVolumeClaims(ns).List(ctx, o)
+	pdb, e8 := c.cs.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
+	if err := errors.Join(e1, e2, e3, e4, e5, e6, e7, e8); err != nil {
 		return nil, fmt.Errorf("listing namespace %s: %w", ns, err)
 	}
-	return &s, nil
+	return &live.State{Deployments: dep.Items, StatefulSets: sts.Items, HPAs: hpa.Items, Services: svc.Items,
+		Slices: eps.Items, Pods: pod.Items, Claims: pvc.Items, PDBs: pdb.Items}, nil
 }
 
 // rendered reads the documents of a rendered overlay (kustomize output),
