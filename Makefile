@@ -100,15 +100,18 @@ rules-test:
 	promtool check config deploy/prometheus/prometheus.yml
 	./scripts/prometheusrule.sh check
 
-# The deployment files checked offline (internal/deploycheck, a module of
+# The deployment files checked offline (tools/deploycheck, a module of
 # its own so the Kubernetes types and the Prometheus parser stay out of the
 # tiers): kubectl kustomize renders k8s/base and every overlay, every object
 # is decoded strictly into its API type, selectors, ports, probes, secrets,
 # resources and securityContexts are checked, the HPA's metrics are traced
 # to the adapter rules, the ScaledObject and the recording rules, and every
-# PromQL expression (rules, adapter, KEDA, dashboard) is parsed.
+# PromQL expression (rules, adapter, KEDA, dashboard) is parsed; and the
+# rules of make k8s-test's live checks (tools/deploycheck/live) are tested.
+# (Not cmd/k8scheck, which links client-go: make k8s-test vets, tests and
+# builds it, so make test does not compile client-go.)
 deploy-check:
-	cd internal/deploycheck && $(GO) vet ./... && LEVEE_REQUIRE_KUBECTL=1 $(GO) test -count=1 ./...
+	cd tools/deploycheck && $(GO) vet . ./live && LEVEE_REQUIRE_KUBECTL=1 $(GO) test -count=1 . ./live
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -134,10 +137,12 @@ fuzz-seeds:
 # levee-metrics-adapter serve the HPA its metrics, and load drives it up
 # and, stopped, back down, printing the replica timeline; then broken
 # copies (a misspelt field, a Service selecting nothing, an HPA metric
-# nothing serves, a PDB of 3) must fail naming the object. See
-# scripts/k8s-test.sh.
+# nothing serves, a PDB of 3) must fail naming the object. The checks are
+# Go on client-go (tools/deploycheck/cmd/k8scheck, built by the script);
+# the script starts and stops things. See scripts/k8s-test.sh.
 k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
+	cd tools/deploycheck && $(GO) vet ./cmd/k8scheck && $(GO) test -count=1 ./cmd/k8scheck
 	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
 	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"levee/internal/freeport"
 )
 
 // buildBinaries builds the four commands once per test binary run.
@@ -42,16 +43,9 @@ func binDir(t *testing.T) string {
 	return dir
 }
 
-// freePort returns a loopback address that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freePort returns a loopback address that was free a moment ago, outside
+// the kernel's ephemeral range (a binary binds it later).
+func freePort(t *testing.T) string { return freeport.Addr(t) }
 
 // proc is one running binary; Cleanup kills it if the test did not stop it.
 type proc struct {

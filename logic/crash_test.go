@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"levee/internal/freeport"
 	"levee/internal/priority"
 	leveev1 "levee/proto/leveev1"
 )
@@ -42,15 +42,9 @@ func buildLogic(t *testing.T) string {
 	return bin
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr is a loopback address for the child process to bind, outside
+// the kernel's ephemeral range.
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 // lockedBuffer collects a child's output.
 type lockedBuffer struct {

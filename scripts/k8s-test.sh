@@ -38,6 +38,11 @@
 # loaded until the HPA scales battle up, then left idle until it scales back
 # down, and the replica timeline printed.
 #
+# The checks themselves are Go, on client-go: k8scheck (tools/deploycheck/
+# cmd/k8scheck, its rules in tools/deploycheck/live, built into the temp
+# dir first); this script starts and stops the control plane and the
+# processes, applies, and prints.
+#
 # Everything it started is stopped on exit, failure and ^C included (each
 # component runs in a process group of its own), and the temp dir removed.
 #
@@ -87,12 +92,17 @@ KUBECTL=$TOOLS/kubectl
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
 	[[ -x $TOOLS/$b ]] || fail "$TOOLS/$b missing: run make k8s-tools"
 done
-for b in jq openssl curl ss; do
+for b in openssl curl ss; do
 	command -v $b >/dev/null || fail "$b missing: run scripts/ensure-k8s-test-deps.sh"
 done
 
+# free_port (outside the kernel's ephemeral range) from scripts/lib/cluster.sh.
+# shellcheck source=scripts/lib/cluster.sh
+CLUSTER_NAME=k8s-test
+. "$ROOT/scripts/lib/cluster.sh"
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/levee-k8s-test.XXXXXX")
-mkdir -p "$work/logs" "$work/pki" "$work/pv"
+mkdir -p "$work/logs" "$work/pki" "$work/pv" "$work/bin"
 names=() pids=()
 
 # Stops every component, newest first: SIGTERM to its process group, then
@@ -161,19 +171,6 @@ wait_until() {
 	done
 }
 
-# free_port: a TCP port nothing listens on, not handed out before.
-taken=" "
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		[[ $taken == *" $p "* ]] && continue
-		[[ -z $(ss -Htln "sport = :$p") ]] && break
-	done
-	taken+="$p "
-	echo "$p"
-}
-
 # --- certificates and kubeconfig -------------------------------------------
 
 pki=$work/pki
@@ -218,6 +215,14 @@ kubeconfig() {
 
 k() { "$KUBECTL" --kubeconfig "$work/kubeconfig" "$@"; }
 
+# kc CHECK [FLAGS...]: k8scheck's CHECK on the cluster (see its doc).
+kc() { "$work/bin/k8scheck" "$1" -kubeconfig "$work/kubeconfig" "${@:2}"; }
+
+k8scheck_bin() {
+	(cd "$ROOT/tools/deploycheck" && CGO_ENABLED=0 $GO build -trimpath -o "$work/bin/k8scheck" ./cmd/k8scheck) ||
+		fail "building k8scheck (tools/deploycheck/cmd/k8scheck)"
+}
+
 healthy() { curl -fsS --max-time 2 "$@" >/dev/null 2>&1; }
 
 # --- the control plane -----------------------------------------------------
@@ -260,8 +265,8 @@ fake_nodes() {
 
 control_plane() {
 	local etcd_port peer_port kcm_port sched_port
-	etcd_port=$(free_port) peer_port=$(free_port) api_port=$(free_port)
-	kcm_port=$(free_port) sched_port=$(free_port)
+	free_port etcd_port; free_port peer_port; free_port api_port
+	free_port kcm_port; free_port sched_port
 	certs >"$work/logs/openssl.log" 2>&1 || { cat "$work/logs/openssl.log" >&2; fail "making certificates"; }
 	aggregation_certs >>"$work/logs/openssl.log" 2>&1 || { cat "$work/logs/openssl.log" >&2; fail "making the front-proxy certificates"; }
 	kubeconfig
@@ -310,7 +315,7 @@ control_plane() {
 
 	loopback_only
 	fake_nodes | k apply --server-side --validate=strict -f - >/dev/null
-	wait_until 60 "$NODES kwok nodes Ready" nodes_ready
+	wait_until 60 "$NODES kwok nodes Ready" kc nodes -want "$NODES"
 	log "control plane up in $((SECONDS - started))s: $("$TOOLS/kube-apiserver" --version), etcd $("$TOOLS/etcd" --version | sed -n 's/^etcd Version: //p'), $NODES kwok nodes"
 }
 
@@ -318,24 +323,22 @@ control_plane() {
 loopback_only() {
 	local i bad
 	for i in "${!pids[@]}"; do
-		bad=$(ss -Htlnp | grep "pid=${pids[i]}," | awk '{print $4}' | grep -v -E '^(127\.0\.0\.1|\[::1\]):' || true)
-		[[ -z $bad ]] || fail "${names[i]} listens on $bad, not only on loopback"
+		bad=$(ss -Htlnp '! ( src 127.0.0.1 or src [::1] )' | grep "pid=${pids[i]}," || true)
+		[[ -z $bad ]] || fail "${names[i]} listens not only on loopback: $bad"
 	done
-}
-
-nodes_ready() {
-	local n
-	n=$(k get nodes -o json | jq '[.items[] | select(.status.conditions[]? | .type == "Ready" and .status == "True")] | length')
-	echo "$n of $NODES nodes Ready"
-	((n == NODES))
 }
 
 # --- CRDs from their Go modules --------------------------------------------
 
+# module_dir MODULE@VERSION: where go mod download put it.
+module_dir() {
+	(cd "$ROOT/tools/k8s" && $GO mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+}
+
 crds() {
 	local po keda
-	po=$(cd "$ROOT/tools/k8s" && $GO mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" | jq -r .Dir)
-	keda=$(cd "$ROOT/tools/k8s" && $GO mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | jq -r .Dir)
+	po=$(module_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
+	keda=$(module_dir "github.com/kedacore/keda/v2@$KEDA_VERSION")
 	[[ -d $po && -d $keda ]] || fail "downloading the CRDs' modules"
 	k apply --server-side --validate=strict \
 		-f "$po/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml" \
@@ -347,15 +350,6 @@ crds() {
 }
 
 # --- one overlay -------------------------------------------------------------
-
-# The metric names the metrics path serves: the names prometheus-adapter's
-# rules (k8s/overlays/prometheus-adapter/adapter-rules.yaml) give the
-# recording rules. With --autoscale, the names the adapter's discovery
-# lists (what it actually serves).
-served_metrics() {
-	if ((autoscale)); then adapter_served_metrics; return; fi
-	sed -n 's/^ *as: *"\([^"]*\)" *$/\1/p' "$ROOT/k8s/overlays/prometheus-adapter/adapter-rules.yaml" | sort -u
-}
 
 # Before anything an operator would have: the namespaces, the Secret, a
 # default StorageClass and volumes for the claims.
@@ -407,168 +401,33 @@ overlay_extra_setup() { :; }
 # starts as on a new cluster. The namespaces stay: deleting one waits for
 # the namespace controller to go over every resource type, 12 s or more.
 overlay_teardown() {
-	local ns refs
 	trace "teardown"
-	k get --ignore-not-found -f "$1" -o json >"$work/teardown.json"
-	for ns in levee monitoring; do
-		refs=$(jq -r --arg ns "$ns" '(if .kind == "List" then .items[] else . end)
-			| select(.kind != "Namespace" and .metadata.namespace == $ns)
-			| "\(.kind | ascii_downcase)\(.apiVersion | if test("/") then "." + split("/")[0] else "" end)/\(.metadata.name)"' "$work/teardown.json")
-		# shellcheck disable=SC2086
-		[[ -z $refs ]] || k -n "$ns" delete --wait=true --timeout "${DEADLINE}s" $refs >/dev/null
-	done
-	# No ReplicaSet left to make new pods, then no pod, no slice.
-	k -n levee delete replicasets --all --wait=true --timeout "${DEADLINE}s" >/dev/null
-	k -n levee delete pods --all --wait=true --timeout "${DEADLINE}s" >/dev/null
-	k -n levee delete persistentvolumeclaims,secrets,endpointslices --all --wait=true --timeout "${DEADLINE}s" >/dev/null
-	k delete pv -l levee-k8s-test=true --wait=true --timeout "${DEADLINE}s" >/dev/null
+	kc teardown -f "$1" -timeout "${DEADLINE}s" || fail "tearing down $1"
 	trace "teardown done"
 }
 
-# check_workloads: every Deployment and StatefulSet rolled out with all its
-# replicas Ready, and an HPA's target scaled to at least its minReplicas.
-check_workloads() {
-	k -n levee get deployments,statefulsets,hpa -o json | jq -r '
-		[.items[] | select(.kind == "HorizontalPodAutoscaler")] as $hpas
-		| .items[] | select(.kind == "Deployment" or .kind == "StatefulSet")
-		| . as $w
-		| ([$hpas[] | select(.spec.scaleTargetRef.kind == $w.kind and .spec.scaleTargetRef.name == $w.metadata.name)] | first) as $h
-		| (.status.readyReplicas // 0) as $ready
-		| if $h != null and .spec.replicas < $h.spec.minReplicas then
-			"\(.kind) levee/\(.metadata.name): \(.spec.replicas) replicas, below HorizontalPodAutoscaler \($h.metadata.name)'"'"'s minReplicas \($h.spec.minReplicas)"
-		  elif $ready != .spec.replicas or (.status.updatedReplicas // 0) != .spec.replicas
-		       or .status.observedGeneration != .metadata.generation then
-			"\(.kind) levee/\(.metadata.name): \($ready)/\(.spec.replicas) Ready, \(.status.updatedReplicas // 0) updated"
-		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
-	cat "$work/reasons"
-	[[ ! -s $work/reasons ]]
-}
-
-# check_services: a Service with a selector lists, in its EndpointSlices, one
-# ready endpoint for each Ready pod its selector matches, and matches one.
-check_services() {
-	k -n levee get services,endpointslices,pods -o json | jq -r '
-		[.items[] | select(.kind == "Pod" and .metadata.deletionTimestamp == null
-			and any(.status.conditions[]?; .type == "Ready" and .status == "True"))] as $pods
-		| [.items[] | select(.kind == "EndpointSlice")] as $slices
-		| .items[] | select(.kind == "Service" and .spec.selector != null)
-		| . as $s
-		| [$pods[] | select(.metadata.labels as $l | $s.spec.selector | to_entries | all($l[.key] == .value))] as $matched
-		| [$slices[] | select(.metadata.labels["kubernetes.io/service-name"] == $s.metadata.name)
-			| .endpoints[]? | select(.conditions.ready == true) | .addresses[0]] | unique as $eps
-		| ($s.spec.selector | to_entries | map("\(.key)=\(.value)") | join(",")) as $sel
-		| if ($matched | length) == 0 then
-			"Service levee/\($s.metadata.name): its selector \($sel) matches no Ready pod"
-		  elif ($eps | length) != ($matched | length) then
-			"Service levee/\($s.metadata.name): \($eps | length) ready endpoints in its EndpointSlices, \($matched | length) Ready pods match \($sel)"
-		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
-	cat "$work/reasons"
-	[[ ! -s $work/reasons ]]
-}
-
-# check_claims: every claim of every StatefulSet replica exists and is Bound.
-check_claims() {
-	k -n levee get statefulsets,persistentvolumeclaims -o json | jq -r '
-		([.items[] | select(.kind == "PersistentVolumeClaim") | {key: .metadata.name, value: .status.phase}] | from_entries) as $pvc
-		| .items[] | select(.kind == "StatefulSet") | . as $s
-		| range(.spec.replicas) as $i | $s.spec.volumeClaimTemplates[]?
-		| "\(.metadata.name)-\($s.metadata.name)-\($i)" as $n
-		| if $pvc[$n] != "Bound" then "PersistentVolumeClaim levee/\($n): \($pvc[$n] // "missing")" else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
-	cat "$work/reasons"
-	[[ ! -s $work/reasons ]]
-}
-
-# check_pdbs: a PodDisruptionBudget counts the pods its selector matches
-# (expectedPods, from the controller of those pods) and all are healthy.
-check_pdbs() {
-	k -n levee get poddisruptionbudgets,pods -o json | jq -r '
-		[.items[] | select(.kind == "Pod" and .metadata.deletionTimestamp == null)] as $pods
-		| .items[] | select(.kind == "PodDisruptionBudget") | . as $b
-		| ([$pods[] | select(.metadata.labels as $l | $b.spec.selector.matchLabels | to_entries | all($l[.key] == .value))] | length) as $n
-		| if $n == 0 or .status.expectedPods != $n or .status.currentHealthy != $n
-		     or .status.observedGeneration != .metadata.generation then
-			"PodDisruptionBudget levee/\(.metadata.name): expects \(.status.expectedPods // 0) pods, \(.status.currentHealthy // 0) healthy, \($n) match its selector"
-		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
-	cat "$work/reasons"
-	[[ ! -s $work/reasons ]]
-}
+# check_ready: every Deployment and StatefulSet rolled out with all its
+# replicas Ready (an HPA's target at least at its minReplicas); every
+# Service with a selector lists, in its EndpointSlices, one ready endpoint
+# for each Ready pod its selector matches, and matches one; every claim of
+# every StatefulSet replica Bound; every PodDisruptionBudget counting the
+# pods its selector matches, all healthy; every HPA evaluated by the
+# controller: AbleToScale True, and (K8S_TEST_HPA=unavailable, phase 1)
+# ScalingActive False with FailedGet...Metric as no metrics API is
+# registered, or (active, phase 2) ScalingActive True. k8scheck ready
+# prints one line per object that is not so.
+check_ready() { kc ready -hpa "$HPA_EXPECT"; }
 
 # check_hpa_metrics: every metric an HPA names is one the metrics path
-# serves. A property of the manifests, checked at once after the apply.
+# serves: the names the adapter rules give, or with --autoscale those the
+# adapter's discovery (custom.metrics.k8s.io/v1beta2) lists. A property of
+# the manifests, checked at once after the apply.
 check_hpa_metrics() {
-	local src="the adapter rules serve"
-	((autoscale == 0)) || src="the metrics adapter's discovery (custom.metrics.k8s.io/v1beta2) lists"
-	k -n levee get hpa -o json | jq -r --arg served "$(served_metrics | tr '\n' ' ')" --arg src "$src" '
-		($served | split(" ") | map(select(. != ""))) as $ok
-		| .items[] | . as $h | .spec.metrics[]?
-		| (.pods.metric.name // .object.metric.name // .external.metric.name // empty) as $m
-		| select($ok | index($m) | not)
-		| "HorizontalPodAutoscaler levee/\($h.metadata.name) names metric \($m), which nothing serves (\($src): \($ok | join(", ")))"' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
-	cat "$work/reasons"
-	[[ ! -s $work/reasons ]]
-}
-
-# check_hpa: the HPA controller has evaluated every HPA. Phase 1
-# (K8S_TEST_HPA=unavailable): AbleToScale True and ScalingActive False
-# because the metrics are unavailable (FailedGetPodsMetric: no custom
-# metrics API is registered). Phase 2 (active): ScalingActive True, the
-# metrics served; phase 2 adds its scale-up and scale-down checks next to
-# this one.
-check_hpa() {
-	k -n levee get hpa -o json | jq -r --arg expect "$HPA_EXPECT" '
-		.items[] | . as $h
-		| ([.status.conditions[]? | {key: .type, value: .}] | from_entries) as $c
-		| if $c.AbleToScale.status != "True" then
-			"HorizontalPodAutoscaler levee/\(.metadata.name): AbleToScale \($c.AbleToScale.status // "not reported yet") \($c.AbleToScale.reason // "")"
-		  elif $expect == "active" and $c.ScalingActive.status != "True" then
-			"HorizontalPodAutoscaler levee/\(.metadata.name): ScalingActive \($c.ScalingActive.status // "not reported yet") \($c.ScalingActive.reason // ""): \($c.ScalingActive.message // "")"
-		  elif $expect == "unavailable" and ($c.ScalingActive.status != "False" or ($c.ScalingActive.reason | test("^FailedGet.*Metric$") | not)) then
-			"HorizontalPodAutoscaler levee/\(.metadata.name): ScalingActive \($c.ScalingActive.status // "not reported yet") \($c.ScalingActive.reason // ""), expected False with FailedGet...Metric (no metrics API in phase 1)"
-		  else empty end' >"$work/reasons" || { echo "${FUNCNAME[0]}: kubectl or jq failed"; return 1; }
-	cat "$work/reasons"
-	[[ ! -s $work/reasons ]]
-}
-
-check_ready() {
-	local ok=0
-	check_workloads || ok=1
-	check_services || ok=1
-	check_claims || ok=1
-	check_pdbs || ok=1
-	check_hpa || ok=1
-	return $ok
-}
-
-# table FILE: each object of the rendered overlay (and the claims) by kind
-# with its status.
-table() {
-	{
-		printf 'KIND\tNAME\tSTATUS\n'
-		{ k get -f "$1" -o json; k -n levee get pvc,endpointslices,pods -o json; } | jq -s -r '
-			[.[] | if .kind == "List" then .items[] else . end] as $all
-			| [$all[] | select(.kind == "Pod" and .metadata.deletionTimestamp == null)] as $pods
-			| [$all[] | select(.kind == "EndpointSlice")] as $slices
-			| $all[] | select(.kind != "Pod" and .kind != "EndpointSlice")
-			| ((.metadata.namespace // "") | if . == "" then "" else . + "/" end) as $ns
-			| ([.status.conditions[]? | {key: .type, value: .}] | from_entries) as $c
-			| [.kind, $ns + .metadata.name,
-			  if .kind == "Deployment" or .kind == "StatefulSet" then
-				. as $w | ([$all[] | select(.kind == "HorizontalPodAutoscaler" and .spec.scaleTargetRef.kind == $w.kind
-					and .spec.scaleTargetRef.name == $w.metadata.name)] | first) as $h
-				| "\(.status.readyReplicas // 0)/\(.spec.replicas) Ready" + (if $h then " (replicas from HPA \($h.metadata.name))" else "" end)
-			  elif .kind == "Service" then
-				. as $s | ([$slices[] | select(.metadata.labels["kubernetes.io/service-name"] == $s.metadata.name)] ) as $sl
-				| "\(.spec.type)\(if .spec.clusterIP == "None" then " headless" else " \(.spec.clusterIP)" end), \([$sl[] | .endpoints[]? | select(.conditions.ready)] | length) ready endpoints in \($sl | length) EndpointSlice(s)"
-				+ (if .spec.type == "LoadBalancer" then ", no external IP (no cloud provider)" else "" end)
-			  elif .kind == "PodDisruptionBudget" then
-				"expects \(.status.expectedPods) pods, \(.status.currentHealthy) healthy, \(.status.disruptionsAllowed) disruption(s) allowed"
-			  elif .kind == "HorizontalPodAutoscaler" then
-				"\(.status.currentReplicas)->\(.status.desiredReplicas) (min \(.spec.minReplicas), max \(.spec.maxReplicas)); AbleToScale \($c.AbleToScale.status) \($c.AbleToScale.reason); ScalingActive \($c.ScalingActive.status) \($c.ScalingActive.reason)"
-			  elif .kind == "PersistentVolumeClaim" then
-				"\(.status.phase) to \(.spec.volumeName) (class \(.spec.storageClassName), \(.status.capacity.storage))"
-			  elif .kind == "ScaledObject" then "accepted (no KEDA operator in phase 1: no HPA made from it)"
-			  else "accepted" end] | @tsv'
-	} | column -t -s $'\t'
+	if ((autoscale)); then
+		kc hpa-metrics -discovery
+	else
+		kc hpa-metrics -adapter-rules "$ROOT/k8s/overlays/prometheus-adapter/adapter-rules.yaml"
+	fi
 }
 
 # test_overlay NAME RENDERED [DEADLINE]: applies RENDERED (the overlay NAME,
@@ -582,11 +441,11 @@ test_overlay() {
 		fail "overlay $name: the API server refused objects (above)"
 	fi
 	grep -i '^warning' "$work/apply.out" >&2 && fail "overlay $name: warnings from the API server (above)"
-	check_hpa_metrics >/dev/null || { cat "$work/reasons" >&2; fail "overlay $name: an HPA names a metric nothing serves"; }
+	check_hpa_metrics >"$work/reasons" 2>&1 || { cat "$work/reasons" >&2; fail "overlay $name: an HPA names a metric nothing serves"; }
 	wait_until "$limit" "overlay $name ready" check_ready
 	echo
 	echo "== overlay $name: $n objects accepted (server-side apply, strict validation), ready in $((SECONDS - t0))s"
-	table "$file"
+	kc table -f "$file" || fail "overlay $name: the table"
 	echo
 }
 
@@ -635,6 +494,7 @@ broken() {
 
 # --- main ----------------------------------------------------------------------
 
+k8scheck_bin
 control_plane
 crds
 ((autoscale == 0)) || autoscale_setup

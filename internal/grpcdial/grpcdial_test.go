@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"levee/internal/freeport"
 )
 
 // A callee that was away for several connection attempts is used again
@@ -18,12 +20,10 @@ import (
 // up to 120 s) the wait after five failed attempts is 6-10 s, and this
 // test fails.
 func TestReconnectsSoonAfterALongOutage(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close() // the callee is away
+	// The callee is away, and comes back on this address later: one
+	// outside the kernel's ephemeral range, which no outgoing connection
+	// takes meanwhile.
+	addr := freeport.Addr(t)
 
 	const failures = 5
 	var attempts atomic.Int64
@@ -53,9 +53,9 @@ func TestReconnectsSoonAfterALongOutage(t *testing.T) {
 	}
 
 	// The callee comes back on the same address.
-	lis, err = net.Listen("tcp", addr)
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("port %s was taken meanwhile: %v", addr, err)
+		t.Fatalf("port %s was taken meanwhile: %v", addr, err)
 	}
 	srv := grpc.NewServer()
 	healthpb.RegisterHealthServer(srv, health.NewServer())

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Plumbing shared by scripts/demo.sh, scripts/overload.sh,
+# Plumbing shared by scripts/demo.sh, scripts/overload.sh, scripts/k8s-test.sh (free_port),
 # scripts/hold-memory.sh and scripts/hold-line.sh: a local Levee cluster as
 # processes on loopback (scripts/compose-test.sh and scripts/drills.sh use
 # its ports_free).
@@ -20,6 +20,10 @@
 #                            exit 1 when one is in use on 127.0.0.1 (the
 #                            message ends with HINT, by default "set
 #                            BASE_PORT to move the cluster")
+#   free_port VAR            set VAR to a TCP port nothing on 127.0.0.1
+#                            listens on, not handed out before by this
+#                            shell, outside the kernel's ephemeral range
+#                            (below)
 #   proc_start NAME CMD...   start CMD in the background, output to
 #                            $CLUSTER_LOGS/NAME.log; its pid is added to
 #                            pids and left in PROC_PID
@@ -60,6 +64,40 @@ ports_free() { # [-h hint] port...
       exit 1
     fi
   done
+}
+
+# free_port VAR: the kernel takes the source ports of outgoing connections
+# from /proc/sys/net/ipv4/ip_local_port_range (32768-60999 by default), so a
+# port picked there that is free now may be some client's source port by
+# the time a server binds it ("address already in use": kube-controller-
+# manager lost 127.0.0.1:34326 to etcd's and the apiserver's own
+# connections). free_port picks from the larger stretch outside that range
+# (10000 up to it, or above it up to 65535), checks with ss that nothing
+# listens there, and remembers what it handed out. It sets VAR rather than
+# printing, so that the memory survives (a $(...) is a subshell).
+_ports_given=" "
+free_port() { # var
+  local lo=32768 hi=60999 base span p n
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  if [ $((lo - 10000)) -ge $((65535 - hi)) ]; then
+    base=10000 span=$((lo - 10000))
+  else
+    base=$((hi + 1)) span=$((65535 - hi))
+  fi
+  if [ "$span" -lt 100 ]; then
+    echo "$CLUSTER_NAME: free_port: the ephemeral range $lo-$hi (/proc/sys/net/ipv4/ip_local_port_range) leaves under 100 ports outside it" >&2
+    return 1
+  fi
+  for ((n = 0; n < 1000; n++)); do
+    p=$((base + (RANDOM * 32768 + RANDOM) % span))
+    case $_ports_given in *" $p "*) continue ;; esac
+    [ -z "$(ss -Htln "sport = :$p")" ] || continue
+    _ports_given+="$p "
+    printf -v "$1" '%s' "$p"
+    return 0
+  done
+  echo "$CLUSTER_NAME: free_port: no free port in $base-$((base + span - 1)) after 1000 tries" >&2
+  return 1
 }
 
 proc_start() { # name, then the command

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The autoscaling loop of make k8s-test (issue 12, phase 2), sourced by
-# scripts/k8s-test.sh and using its start, wait_until, free_port, k, log,
-# fail and $work. With --autoscale:
+# scripts/k8s-test.sh and using its start, wait_until, free_port, k, kc,
+# log, fail and $work. With --autoscale:
 #
 #   aggregation_certs   a front-proxy CA of its own and the aggregator's
 #                       client certificate (CN front-proxy-client); sets
@@ -16,11 +16,11 @@
 #   autoscale_loop      the test overlay tools/k8s/overlays/autoscale
 #                       (prometheus-adapter with a short scale-down), then
 #                       load until the HPA scales battle above minReplicas,
-#                       then none until it is back at minReplicas; prints
-#                       the timeline.
+#                       then none until it is back at minReplicas: the
+#                       timeline and its verdicts are k8scheck autoscale's.
 #
 # Pods and processes. Prometheus scrapes with a file_sd list that the
-# component "podsd" rewrites every second from the battle pods: each pod
+# component "podsd" (k8scheck podsd) rewrites every second from the battle pods: each pod
 # (kwok's, no process behind it) is given one of the real battle processes,
 # round-robin in the order the pods appear, kept while the pod exists, and
 # its target carries the pod's namespace, name and IP as __meta_kubernetes_*
@@ -73,16 +73,6 @@ aggregation_certs() {
 	)
 }
 
-# The served metric names, from the adapter's discovery document.
-adapter_served_metrics() {
-	k get --raw /apis/custom.metrics.k8s.io/v1beta2 | jq -r '.resources[].name | sub("^[a-z]+/"; "")' | sort -u
-}
-
-prom_query() { # QUERY: the first value of an instant query, or "-"
-	curl -fsS --max-time 3 "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" |
-		jq -r '.data.result[0].value[1] // "-"' 2>/dev/null || echo "-"
-}
-
 # levee_bins: gate, logic, battle and loadtest, built into $work/bin.
 levee_bins() {
 	mkdir -p "$work/bin"
@@ -95,17 +85,17 @@ levee_processes() {
 	battle_ops=()
 	for ((i = 0; i < AUTOSCALE_BATTLES; i++)); do
 		local bp bo
-		bp=$(free_port) bo=$(free_port)
+		free_port bp; free_port bo
 		start "battle-$i" "$work/bin/battle" -grpc-addr "127.0.0.1:$bp" -ops-addr "127.0.0.1:$bo"
 		battle_ops+=("$bo")
 		battle_addrs+="${battle_addrs:+,}127.0.0.1:$bp"
 		wait_until 30 "battle-$i healthy" "$work/bin/battle" healthcheck -addr "127.0.0.1:$bp"
 	done
-	logic_port=$(free_port) logic_ops=$(free_port)
+	free_port logic_port; free_port logic_ops
 	start logic "$work/bin/logic" -grpc-addr "127.0.0.1:$logic_port" -ops-addr "127.0.0.1:$logic_ops" \
 		-data-dir "$work/logic-data" -shards 8 -battle-addrs "$battle_addrs"
 	wait_until 30 "logic healthy" "$work/bin/logic" healthcheck -addr "127.0.0.1:$logic_port"
-	gate_port=$(free_port) gate_grpc=$(free_port) gate_ops=$(free_port)
+	free_port gate_port; free_port gate_grpc; free_port gate_ops
 	token_secret=k8s-test-$RANDOM-$RANDOM-$RANDOM
 	start gate "$work/bin/gate" -addr "127.0.0.1:$gate_port" -grpc-addr "127.0.0.1:$gate_grpc" \
 		-ops-addr "127.0.0.1:$gate_ops" -logic-addrs "127.0.0.1:$logic_port" -shards 8 -token-secret "$token_secret"
@@ -122,37 +112,6 @@ levee_processes() {
 			grep -q '^battle_requests_total' "$work/battle-metrics.txt" ||
 			fail "battle on ops port $i served nothing in the warm-up"
 	done
-}
-
-# podsd_script: the component that maps battle pods to battle processes
-# (see the top). Written out and run by bash, so it is a component of its
-# own, stopped with the rest.
-podsd_script() {
-	cat <<-'EOF'
-		set -uo pipefail
-		kubectl=$1 kubeconfig=$2 out=$3; shift 3
-		ops=("$@")
-		declare -A given
-		next=0
-		while :; do
-			if pods=$("$kubectl" --kubeconfig "$kubeconfig" -n levee get pods -l app.kubernetes.io/name=battle \
-				-o jsonpath='{range .items[*]}{.metadata.name} {.status.podIP}{"\n"}{end}'); then
-				declare -A seen=()
-				entries=()
-				while read -r name ip; do
-					[[ -n $name && -n $ip ]] || continue
-					if [[ -z ${given[$name]:-} ]]; then given[$name]=${ops[next % ${#ops[@]}]}; next=$((next + 1)); fi
-					seen[$name]=1
-					entries+=("{\"targets\": [\"127.0.0.1:${given[$name]}\"], \"labels\": {\"__meta_kubernetes_namespace\": \"levee\", \"__meta_kubernetes_pod_name\": \"$name\", \"__meta_kubernetes_pod_ip\": \"$ip\"}}")
-				done <<<"$pods"
-				for name in "${!given[@]}"; do [[ -n ${seen[$name]:-} ]] || unset "given[$name]"; done
-				unset seen
-				{ printf '['; (IFS=,; printf '%s' "${entries[*]}"); printf ']\n'; } >"$out.tmp"
-				cmp -s "$out.tmp" "$out" || { mv "$out.tmp" "$out"; echo "$(date +%T) $(jq length "$out") battle pods: $(jq -c 'map(.labels.__meta_kubernetes_pod_name + "->" + .targets[0])' "$out")"; }
-			fi
-			sleep 1
-		done
-	EOF
 }
 
 prometheus_config() {
@@ -244,14 +203,6 @@ adapter_registration() {
 	done
 }
 
-apiservices_available() {
-	k get apiservices v1beta2.custom.metrics.k8s.io v1beta1.custom.metrics.k8s.io -o json | jq -r '
-		.items[] | ([.status.conditions[]? | select(.type == "Available")] | first) as $a
-		| select($a.status != "True") | "APIService \(.metadata.name): Available \($a.status // "not reported") \($a.reason // ""): \($a.message // "")"' >"$work/reasons"
-	cat "$work/reasons"
-	[[ ! -s $work/reasons ]]
-}
-
 autoscale_setup() {
 	local t0=$SECONDS
 	command -v prometheus >/dev/null || "$ROOT/scripts/ensure-promtool.sh" >/dev/null
@@ -261,9 +212,11 @@ autoscale_setup() {
 
 	mkdir -p "$work/prom/data"
 	echo '[]' >"$work/prom/battle-pods.json"
-	podsd_script >"$work/podsd.sh"
-	start podsd bash "$work/podsd.sh" "$KUBECTL" "$work/kubeconfig" "$work/prom/battle-pods.json" "${battle_ops[@]}"
-	prom_port=$(free_port)
+	local targets=() o
+	for o in "${battle_ops[@]}"; do targets+=("127.0.0.1:$o"); done
+	start podsd "$work/bin/k8scheck" podsd -kubeconfig "$work/kubeconfig" -out "$work/prom/battle-pods.json" \
+		-targets "$(IFS=,; echo "${targets[*]}")"
+	free_port prom_port
 	prometheus_config >"$work/prom/prometheus.yml"
 	start prometheus prometheus --config.file "$work/prom/prometheus.yml" --storage.tsdb.path "$work/prom/data" \
 		--web.listen-address "127.0.0.1:$prom_port" --storage.tsdb.retention.time 2h
@@ -271,7 +224,7 @@ autoscale_setup() {
 
 	adapter_rbac | k apply --server-side --validate=strict -f - >/dev/null || fail "the metrics adapter's RBAC"
 	adapter_kubeconfig >"$work/adapter.kubeconfig"
-	adapter_port=$(free_port)
+	free_port adapter_port
 	start metrics-adapter "$TOOLS/levee-metrics-adapter" \
 		--config "$ROOT/k8s/overlays/prometheus-adapter/adapter-rules.yaml" \
 		--prometheus-url "http://127.0.0.1:$prom_port" \
@@ -283,53 +236,30 @@ autoscale_setup() {
 	k create namespace monitoring --dry-run=client -o yaml | k apply --server-side -f - >/dev/null
 	adapter_registration | k apply --server-side --validate=strict -f - >/dev/null ||
 		fail "registering the adapter (Service levee-metrics-adapter, APIServices custom.metrics.k8s.io)"
-	wait_until 60 "APIServices custom.metrics.k8s.io Available" apiservices_available
+	wait_until 60 "APIServices custom.metrics.k8s.io Available" kc apiservices
 	loopback_only
-	log "metrics path up in $((SECONDS - t0))s: $AUTOSCALE_BATTLES battle processes, logic, gate; $(prometheus --version 2>&1 | head -n 1 | cut -d' ' -f1-3) on :$prom_port; levee-metrics-adapter on :$adapter_port (APIService -> ExternalName localhost); serves $(adapter_served_metrics | tr '\n' ' ')"
+	log "metrics path up in $((SECONDS - t0))s: $AUTOSCALE_BATTLES battle processes, logic, gate; $(prometheus --version 2>&1 | head -n 1 | cut -d' ' -f1-3) on :$prom_port; levee-metrics-adapter on :$adapter_port (APIService -> ExternalName localhost); serves $(kc served-metrics)"
 }
 
-# custom_metrics_served: through the aggregator, both metrics for every
-# pod of namespace levee (no selector: the other pods have no series and
-# are left out), exactly the battle pods.
-custom_metrics_served() {
-	local m want got
-	want=$(k -n levee get pods -l app.kubernetes.io/name=battle -o json | jq -c '[.items[].metadata.name] | sort')
-	: >"$work/custom-metrics.txt"
-	for m in battle_latency_seconds_p99 battle_pressure; do
-		got=$(k get --raw "/apis/custom.metrics.k8s.io/v1beta2/namespaces/levee/pods/*/$m" | jq -c '[.items[].describedObject.name] | sort') || return 1
-		[[ $got == "$want" ]] || { echo "custom.metrics.k8s.io/v1beta2 pods/*/$m serves $got, the battle pods are $want"; return 1; }
-		echo "custom.metrics.k8s.io/v1beta2 namespaces/levee/pods/*/$m: $(jq length <<<"$got") items, the battle pods;" >>"$work/custom-metrics.txt"
+# watch_list: NAME=PID of every component that must stay up (for k8scheck).
+watch_list() {
+	local i out=""
+	for i in "${!pids[@]}"; do
+		[[ $oneshot == *" ${names[i]} "* ]] || out+="${out:+,}${names[i]}=${pids[i]}"
 	done
-}
-
-# timeline_row: time, the HPA's current/desired replicas, its two metrics as
-# status.currentMetrics has them, and Prometheus's average of the per-pod
-# recording rules over the battle pods.
-timeline_header() {
-	printf '%-8s %5s %-9s %-10s %-9s %-10s %-9s %s\n' TIME T+s "REPLICAS" "P99(HPA)" "P99(PROM)" "PRESS(HPA)" "PRESS(PROM)" "PHASE"
-}
-timeline_row() {
-	local phase=$1 h cur des p99 press
-	h=$(k -n levee get hpa battle -o json) || return 0
-	cur=$(jq -r '.status.currentReplicas // 0' <<<"$h")
-	des=$(jq -r '.status.desiredReplicas // 0' <<<"$h")
-	p99=$(jq -r '[.status.currentMetrics[]? | select(.pods.metric.name == "battle_latency_seconds_p99") | .pods.current.averageValue] | first // "-"' <<<"$h")
-	press=$(jq -r '[.status.currentMetrics[]? | select(.pods.metric.name == "battle_pressure") | .pods.current.averageValue] | first // "-"' <<<"$h")
-	printf '%-8s %5s %-9s %-10s %-9s %-10s %-9s %s\n' "$(date +%T)" "$((SECONDS - loop_t0))" "$cur->$des" "$p99" \
-		"$(prom_query 'avg(instance:battle_latency_seconds:p99_1m{namespace="levee",job="battle"})' | cut -c1-7)" "$press" \
-		"$(prom_query 'avg(instance:battle_pressure:ratio_1m{namespace="levee",job="battle"})' | cut -c1-7)" "$phase"
-	hpa_cur=$cur hpa_des=$des
+	echo "$out"
 }
 
 autoscale_loop() {
-	local file=$work/autoscale.yaml min end next load_pid
-	hpa_cur=0 hpa_des=0
+	local file=$work/autoscale.yaml load_pid
 	k kustomize "$ROOT/tools/k8s/overlays/autoscale" >"$file"
 	test_overlay autoscale "$file"
-	wait_until 30 "the custom metrics API serving every battle pod" custom_metrics_served
-	log "autoscale: $(tr '\n' ' ' <"$work/custom-metrics.txt")"
-	min=$(k -n levee get hpa battle -o jsonpath='{.spec.minReplicas}')
-	log "autoscale: load (loadtest overload, 10 x C, at most $AUTOSCALE_MAX_RATE/s, at most ${AUTOSCALE_UP_DEADLINE}s) until HPA battle scales above $min"
+	# Through the aggregator, both metrics for every pod of namespace levee
+	# (no selector: the other pods have no series and are left out) are
+	# exactly the battle pods.
+	wait_until 30 "the custom metrics API serving every battle pod" kc custom-metrics
+	log "autoscale: $(cat "$work/wait.out")"
+	log "autoscale: load (loadtest overload, 10 x C, at most $AUTOSCALE_MAX_RATE/s, at most ${AUTOSCALE_UP_DEADLINE}s) until HPA battle scales above its minReplicas"
 	# The overload preset, short in its first phases: 5 s closed loop for
 	# C, no search, 5 s at 0.8 x C, then 10 x C for as long as the scale-up
 	# may take. Battles of 32 units a team and up to 2,000 ticks (the
@@ -343,41 +273,14 @@ autoscale_loop() {
 		-phase-time 5s -overload-factor 10 -overload-time "${AUTOSCALE_UP_DEADLINE}s" -max-rate "$AUTOSCALE_MAX_RATE" \
 		-units 32 -ticks 2000
 	load_pid=${pids[-1]}
-	loop_t0=$SECONDS
-	echo
-	echo "== autoscaling timeline (HPA sync 5 s; P99 in s, PRESS a ratio; HPA columns from status.currentMetrics, PROM the average of the per-pod recording rules)"
-	timeline_header
-	end=$((SECONDS + AUTOSCALE_UP_DEADLINE)) next=$SECONDS
-	while :; do
-		alive
-		if ((SECONDS >= next)); then timeline_row load; next=$((next + 5)); fi
-		((hpa_cur > min)) && break
-		((SECONDS < end)) || fail "autoscale: HorizontalPodAutoscaler levee/battle did not scale battle above $min within ${AUTOSCALE_UP_DEADLINE}s of load"
-		kill -0 "$load_pid" 2>/dev/null || fail "autoscale: the load ended before HorizontalPodAutoscaler levee/battle scaled up (logs/loadtest.log)"
-		sleep 1
-	done
-	local up_at=$((SECONDS - loop_t0)) peak=$hpa_cur
-	# Hold the load one more HPA period or two, so the timeline shows where
-	# the scale-up goes, then stop it.
-	end=$((SECONDS + 15))
-	while ((SECONDS < end)); do
-		alive
-		if ((SECONDS >= next)); then timeline_row load; next=$((next + 5)); ((hpa_cur > peak)) && peak=$hpa_cur; fi
-		sleep 1
-	done
+	# The timeline every 5 s while the load scales battle up, 15 s more of
+	# load, then (k8scheck stops the load) none until battle is back at
+	# minReplicas; it fails naming the HPA when either does not come.
+	kc autoscale -prometheus "http://127.0.0.1:$prom_port" -load-pid "$load_pid" -watch "$(watch_list)" \
+		-up-deadline "${AUTOSCALE_UP_DEADLINE}s" -down-deadline "${AUTOSCALE_DOWN_DEADLINE}s" ||
+		fail "the autoscaling loop (above)"
 	kill -TERM -- "-$load_pid" 2>/dev/null || true
 	wait "$load_pid" 2>/dev/null || true
-	echo "-- load stopped at T+$((SECONDS - loop_t0))s"
-	end=$((SECONDS + AUTOSCALE_DOWN_DEADLINE))
-	while :; do
-		alive
-		if ((SECONDS >= next)); then timeline_row idle; next=$((next + 5)); ((hpa_cur > peak)) && peak=$hpa_cur; fi
-		((hpa_cur == min && hpa_des == min)) && break
-		((SECONDS < end)) || fail "autoscale: HorizontalPodAutoscaler levee/battle did not scale battle back to $min within ${AUTOSCALE_DOWN_DEADLINE}s without load (at $hpa_cur)"
-		sleep 1
-	done
 	wait_until 60 "overlay autoscale ready after the scale-down" check_ready
-	echo "== autoscale: battle scaled $min -> above $min at T+${up_at}s under load (peak $peak), back to $min at T+$((SECONDS - loop_t0))s without"
-	echo
 	overlay_teardown "$file"
 }

@@ -1,7 +1,9 @@
 // Package deploycheck validates Levee's deployment files offline: the
 // kustomize tree under k8s/, the Prometheus rules under deploy/prometheus/
 // and the Grafana dashboard under deploy/grafana/dashboards/. Nothing here
-// talks to a cluster.
+// talks to a cluster; the live checks of make k8s-test are beside it, in
+// the same module: package live (their rules, on typed objects) and
+// cmd/k8scheck (which lists the objects with client-go).
 //
 // What it checks, each in a file of its own:
 //
@@ -40,7 +42,7 @@
 // Kubernetes types and the Prometheus parser are not built into the tiers);
 // run the tests with `make deploy-check` (part of `make test`), or
 //
-//	cd internal/deploycheck && go test ./...
+//	cd tools/deploycheck && go test ./...
 //
 // Without kubectl on PATH the render-based tests skip, unless
 // LEVEE_REQUIRE_KUBECTL is set, when they fail; make deploy-check sets it.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"levee/internal/deploycheck"
+	"levee/tools/deploycheck"
 )
 
 // kubectl finds kubectl, or skips the test when it is missing and

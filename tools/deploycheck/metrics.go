@@ -137,6 +137,13 @@ func CheckAdapterChain(objs []Object, rec map[string]bool) []error {
 	return errs
 }
 
+// HPAMetricName is the name of the metric an HPA's metric spec reads (a
+// Pods, Object or External metric); ok is false for the other types.
+func HPAMetricName(m autoscalingv2.MetricSpec) (name string, ok bool) {
+	name, _, ok = hpaMetricName(m)
+	return name, ok
+}
+
 func hpaMetricName(m autoscalingv2.MetricSpec) (name string, external, ok bool) {
 	switch {
 	case m.Pods != nil:

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"levee/internal/deploycheck"
+	"levee/tools/deploycheck"
 )
 
 const good = "testdata/good"
