@@ -51,6 +51,11 @@ type act struct {
 	ticks  uint32
 	crit   leveev1.Criticality
 	critNm string
+
+	// The ranges and the overspend share of actsize.go (draw).
+	unitsMax, ticksMax uint32
+	qty, qtyMax        int32
+	overspend          float64
 }
 
 // step is one operator action, in wall time.
@@ -117,7 +122,9 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 	cum := 0.0
 	for _, a := range sc.Players.Actions {
 		cum += a.Weight / total
-		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, critNm: a.Criticality}
+		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, critNm: a.Criticality,
+			unitsMax: max(a.UnitsMax, a.Units), ticksMax: max(a.TicksMax, a.Ticks),
+			qty: int32(max(a.Quantity, 1)), qtyMax: int32(max(a.QuantityMax, a.Quantity, 1)), overspend: a.Overspend}
 		switch a.Criticality {
 		case "critical":
 			x.crit = leveev1.Criticality_CRITICALITY_CRITICAL

@@ -32,7 +32,12 @@
 // reconnect_spread (seconds), line_place_kept, line_place_lost: the
 // players' first redials after the server closed them (loadtest/report
 // RedialFigures); the drills' fault_* figures (loadtest/report
-// FaultFigures), duplicate_replies and unhinted_refusals.
+// FaultFigures), duplicate_replies and unhinted_refusals; server_closes
+// and server_closes_in_line (connections the server ended, of them of
+// players waiting in line); held (the most players connected or waiting
+// at once), rss_before_mb, rss_held_mb and rss_per_conn (bytes): the
+// memory benchmark's figures of a run with the server's pid (loadtest/report
+// MemoryFigures).
 //
 // Series (one value per wall second; NaN = no sample that second, skipped):
 // connected, waiting, admitted, rps, goodput, attempts (mean sends per
@@ -40,7 +45,8 @@
 // logic_queue_depth, battle_p99 (seconds), gate_connections,
 // gate_waiting, gate_connections_peak, gate_connection_cap, cpu (the max over tiers of cores used, 1.0 = one core),
 // cpu_gate, cpu_logic, cpu_battle, rss_gate_mb, rss_logic_mb,
-// rss_battle_mb.
+// rss_battle_mb, held (connected + waiting), server_rss_mb (the resident
+// memory of the process probed by pid, MiB).
 package threshold
 
 import (
@@ -62,13 +68,15 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"duplicate_replies", "unhinted_refusals",
 	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved",
 	"ledger_mismatch", "ledger_unchecked", "attempts_per_request", "max_attempts",
-	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost"}
+	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost",
+	// The memory benchmark's (loadtest/report/memory.go) and the servers' closes.
+	"held", "rss_before_mb", "rss_held_mb", "rss_per_conn", "server_closes", "server_closes_in_line"}
 
 // SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
 	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
-	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}
+	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "held", "server_rss_mb"}
 
 // Aggregates are the functions over a series.
 var Aggregates = []string{"max", "min", "avg", "last"}
