@@ -200,6 +200,10 @@ func (d *driver) control(reqCtx, live context.Context, elapsed time.Duration) {
 // says so), play a session of actions, maybe drop once and come back with
 // the ticket, leave.
 func (d *driver) play(reqCtx, live context.Context, pl *player) {
+	if d.p.bare {
+		d.playBare(live, pl)
+		return
+	}
 	rec := d.rec
 	rec.Add("arrived", 1)
 	e := entry{Gate: pl.n % len(d.cfg.gates), Arrived: d.cfg.clock.Now().Sub(d.start).Milliseconds(), Admitted: -1}

@@ -27,6 +27,7 @@ type plan struct {
 	reconnect  float64
 	json       float64
 	naive      bool
+	bare       bool // plain WebSockets, no request (bare.go)
 	timeout    time.Duration // per request (wall, not scaled)
 	retryBase  time.Duration
 	retryCap   time.Duration
@@ -93,6 +94,7 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		reconnect: sc.Players.Reconnect,
 		json:      sc.Players.JSON,
 		naive:     sc.Client.Policy == "naive",
+		bare:      sc.Client.Policy == "bare",
 		timeout:   time.Duration(sc.Client.RequestTimeout),
 		retryBase: time.Duration(sc.Client.Retry.Base),
 		retryCap:  time.Duration(sc.Client.Retry.Cap),
@@ -116,7 +118,9 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 	for _, a := range sc.Players.Actions {
 		total += a.Weight
 	}
-	if total <= 0 {
+	if p.bare {
+		p.acts = []act{{do: doProfile, cum: 1}} // never played: bare players make no request
+	} else if total <= 0 {
 		return nil, fmt.Errorf("scenario %s: players.actions: no action with a weight", sc.Name)
 	}
 	cum := 0.0

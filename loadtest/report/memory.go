@@ -82,3 +82,21 @@ func (r *Run) memoryFigure(name string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// writeMemory writes the memory benchmark's figures, when the run has
+// them (a server probed by its pid).
+func writeMemory(w *errWriter, r *Run) {
+	before, ok := r.memoryFigure("rss_before_mb")
+	if !ok {
+		return
+	}
+	held, _ := r.memoryFigure("held")
+	w.printf("\nserver memory (by pid): %.1f MiB before the first player", before)
+	if v, ok := r.memoryFigure("rss_held_mb"); ok {
+		per, _ := r.memoryFigure("rss_per_conn")
+		w.printf(", %.1f MiB with %.0f held (median of the hold's second half): %.2f KiB per connection", v, held, per/1024)
+	} else {
+		w.printf("; no sample while the %.0f were held", held)
+	}
+	w.printf("\n")
+}

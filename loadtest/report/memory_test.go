@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"levee/loadtest/probe"
@@ -77,4 +78,15 @@ func mustParse(t *testing.T, ss ...string) []threshold.Threshold {
 		out = append(out, th)
 	}
 	return out
+}
+
+func TestMemoryTable(t *testing.T) {
+	var b strings.Builder
+	if err := WriteTable(&b, memoryRun()); err != nil {
+		t.Fatal(err)
+	}
+	want := "server memory (by pid): 100.0 MiB before the first player, 110.0 MiB with 1000 held (median of the hold's second half): 10.24 KiB per connection"
+	if !strings.Contains(b.String(), want) {
+		t.Fatalf("table lacks %q:\n%s", want, b.String())
+	}
 }
