@@ -27,7 +27,7 @@ type plan struct {
 	reconnect  float64
 	json       float64
 	naive      bool
-	bare       bool // plain WebSockets, no request (bare.go)
+	bare       bool          // plain WebSockets, no request (bare.go)
 	timeout    time.Duration // per request (wall, not scaled)
 	retryBase  time.Duration
 	retryCap   time.Duration

@@ -166,6 +166,7 @@ var levelSeries = map[string]bool{
 	"gate_connections": true, "gate_waiting": true, "gate_connections_peak": true, "gate_connection_cap": true,
 	"goroutines_gate": true, "goroutines_logic": true, "goroutines_battle": true, "logic_store_errors": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
 	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true, probe.ServerRSS: true,
+	probe.GatePushes: true, probe.GatePings: true, "cpu_loadtest": true,
 }
 
 var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}

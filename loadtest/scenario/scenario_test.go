@@ -173,7 +173,7 @@ func TestPresets(t *testing.T) {
 			t.Errorf("%s: no settings", p.Name)
 		}
 	}
-	if strings.Join(names, " ") != "hold launch line overload smoke" {
+	if strings.Join(names, " ") != "hold hold-bare hold-line launch line overload smoke" {
 		t.Fatalf("presets %v", names)
 	}
 	smoke, err := Load("smoke", []string{"players.think=1s"})
@@ -275,7 +275,7 @@ func TestErrorsAreErrors(t *testing.T) {
 		t.Fatalf("%#v", err)
 	}
 	_, err = Load("no-such-preset", nil)
-	if !errors.As(err, &e) || !strings.Contains(err.Error(), "neither a preset (hold, launch, line, overload, smoke) nor a file") {
+	if !errors.As(err, &e) || !strings.Contains(err.Error(), "neither a preset (hold, hold-bare, hold-line, launch, line, overload, smoke) nor a file") {
 		t.Fatalf("%v", err)
 	}
 	_, err = Load("nowhere/x.yaml", nil)
