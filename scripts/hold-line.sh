@@ -10,8 +10,9 @@
 # hold-line` (loadtest/scenarios/hold-line.yaml) with one load process per
 # gate, each from its own loopback source address (127.0.0.11, .12, ...:
 # each has its own ephemeral ports): the players surge into the lines over
-# 30 s and wait; at 65 s the scenario's timeline paces every gate at 20
-# players per second (100/s in all) through POST /admin/line; the players
+# 30 s and wait; at 65 s the scenario's timeline paces the gates at 100
+# players per second in all (split over the gates: 20 each of 5) through
+# POST /admin/line; the players
 # let in log in and stay. The load tool probes every gate's and logic's
 # /metrics each second. Its thresholds are the pass rule (nobody dropped,
 # waiting or let in; nobody left out of line; the paced line lets 100/s
