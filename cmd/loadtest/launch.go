@@ -50,6 +50,7 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 	workers := fs.Int("workers", 0, "load processes; 0: the scenario's run.workers, else as many as the peak needs")
 	perWorker := fs.Int("per-worker", engine.DefaultPerWorker, "players one load process holds at most (the file limit is 20,000 per process)")
 	fs.Var((*cli.List)(&sources), "source-addrs", "comma-separated loopback source addresses, one per worker in turn (127.0.0.11,127.0.0.12,...)")
+	pid := fs.Int("pid", 0, "a server process on this machine whose resident memory (/proc/PID/status VmRSS) is read before the first player and each second: the rss_per_conn figure; 0: none")
 	label := fs.String("label", "", "the run's label in reports (protected, unprotected)")
 	out := fs.String("out", "", "write the run (NDJSON, one point per second) to this file")
 	html := fs.String("html", "", "write the HTML report to this file")
@@ -126,7 +127,7 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 	cfg := engine.Config{
 		Scenario: sc, Name: name, Overrides: overrides,
 		Gates: gates, Admin: admins, AdminToken: *adminToken, Faults: injector, Metrics: targets, TokenSecret: *secret,
-		AllowNonlocal: *allowNonlocal, Workers: *workers, PerWorker: *perWorker, SourceAddrs: sources,
+		AllowNonlocal: *allowNonlocal, Workers: *workers, PerWorker: *perWorker, SourceAddrs: sources, PID: *pid,
 		Label: *label, Command: append([]string{"loadtest", "run"}, args...),
 		Progress: prog, TTY: tty, Log: logger,
 	}

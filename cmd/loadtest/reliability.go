@@ -99,17 +99,22 @@ func procValue(path, key string) string {
 	return ""
 }
 
-// figureCmd is `loadtest figure [-from S] [-to S] RUN FIGURE`: one figure
-// of a run file on stdout. FIGURE is a figure as thresholds name it
-// (package threshold: a scalar, AGG(series), p(N), each with an optional
-// window: "median(mix_served)[10s:25s]"), or the older AGG:SERIES with AGG
-// one of median, avg, max, min over the seconds in [from, to); SERIES is
-// a series name or @COUNTER, a counter per second ("@battle/ok").
+// figureCmd is `loadtest figure [-from S] [-to S] [-over BASE] [-max X]
+// RUN FIGURE`: one figure of a run file on stdout. FIGURE is a figure as
+// thresholds name it (package threshold: a scalar, AGG(series), p(N),
+// each with an optional window: "median(mix_served)[10s:25s]"), or the
+// older AGG:SERIES with AGG one of median, avg, max, min over the seconds
+// in [from, to); SERIES is a series name or @COUNTER, a counter per second
+// ("@battle/ok"). With -over it is divided by the same figure of the run
+// file BASE, and with -max it exits 1 when the value printed is above X
+// (the memory benchmark's ratio, scripts/hold-memory.sh).
 func figureCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest figure", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	from := fs.Float64("from", 0, "AGG:SERIES: the first second (wall seconds from the start)")
 	to := fs.Float64("to", math.Inf(1), "AGG:SERIES: the end (exclusive)")
+	over := fs.String("over", "", "print the figure divided by the same figure of this run file (gate over bare: the memory ratio)")
+	maxV := fs.Float64("max", math.Inf(1), "exit 1, saying so, when the printed value is above this")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -118,8 +123,8 @@ func figureCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(pos) != 2 {
-		fmt.Fprintln(stderr, "usage: loadtest figure run.ndjson FIGURE (as in thresholds: goodput, median(mix_served)[10s:25s], p(99)[run])")
-		fmt.Fprintln(stderr, "       loadtest figure [-from S] [-to S] run.ndjson AGG:SERIES|AGG:@COUNTER (AGG: median, avg, max, min)")
+		fmt.Fprintln(stderr, "usage: loadtest figure [-over base.ndjson] [-max X] run.ndjson FIGURE (as in thresholds: goodput, median(mix_served)[10s:25s], p(99)[run])")
+		fmt.Fprintln(stderr, "       loadtest figure [-from S] [-to S] [-over base.ndjson] [-max X] run.ndjson AGG:SERIES|AGG:@COUNTER (AGG: median, avg, max, min)")
 		return exitUsage
 	}
 	r, err := readRun(pos[0])
@@ -127,10 +132,8 @@ func figureCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	var v float64
-	if agg, _, ok := strings.Cut(pos[1], ":"); ok && slices.Contains(figureAggs, agg) {
-		v, err = figure(r, pos[1], *from, *to)
-	} else {
+	value := func(r *report.Run) (float64, error) { return figure(r, pos[1], *from, *to) }
+	if agg, _, ok := strings.Cut(pos[1], ":"); !ok || !slices.Contains(figureAggs, agg) {
 		explicit := false
 		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "from" || f.Name == "to" })
 		if explicit {
@@ -142,13 +145,35 @@ func figureCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, perr)
 			return exitUsage
 		}
-		v, err = fig.Value(r.Facts())
+		value = func(r *report.Run) (float64, error) { return fig.Value(r.Facts()) }
 	}
+	v, err := value(r)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
 	}
+	if *over != "" {
+		base, err := readRun(*over)
+		if err != nil {
+			fmt.Fprintln(stderr, "-over:", err)
+			return exitUsage
+		}
+		b, err := value(base)
+		if err != nil {
+			fmt.Fprintln(stderr, "-over:", err)
+			return exitError
+		}
+		if b == 0 {
+			fmt.Fprintf(stderr, "-over: %s of %s is 0\n", pos[1], *over)
+			return exitError
+		}
+		v /= b
+	}
 	fmt.Fprintf(stdout, "%.6g\n", v)
+	if v > *maxV {
+		fmt.Fprintf(stderr, "loadtest figure: %s is %.6g, above -max %g\n", pos[1], v, *maxV)
+		return exitError
+	}
 	return exitOK
 }
 

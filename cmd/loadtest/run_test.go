@@ -199,27 +199,33 @@ func TestRunSkipsFaultsWithoutInjector(t *testing.T) {
 	}
 }
 
-// The older engines run as presets through `loadtest run`, their settings
-// overridable with --set.
-func TestRunLegacyPreset(t *testing.T) {
+// smoke is an ordinary players-engine preset: shortened with --set, it
+// passes its thresholds (every request one reply, only business errors)
+// against a gate whose game answers everything.
+func TestRunSmokePreset(t *testing.T) {
 	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
 	defer g.Close()
 	var stdout, stderr bytes.Buffer
 	out := filepath.Join(t.TempDir(), "smoke.ndjson")
-	code := run([]string{"run", "smoke", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-out", out, "-label", "small",
-		"-set", "settings.bots=4", "-set", "settings.ramp=20ms", "-set", "settings.duration=300ms", "-set", "settings.think=10ms"}, env(nil), &stdout, &stderr)
-	if code != 0 || !strings.Contains(stdout.String(), "PASS") {
+	code := run([]string{"run", "smoke", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-out", out, "-label", "small", "-progress", "off",
+		"-set", "arrivals.phases[0].players=4", "-set", "arrivals.phases[0].duration=200ms", "-set", "arrivals.phases[1].players=4",
+		"-set", "arrivals.phases[1].duration=1s", "-set", "run.duration=1200ms", "-set", "players.think=20ms"}, env(nil), &stdout, &stderr)
+	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
-	// -out is the common run file, as for the players engine.
 	f, err := os.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	rep, err := report.Read(f)
-	if err != nil || rep.Meta.Label != "small" || rep.Summary.Counters["sent"] == 0 {
-		t.Fatalf("run file: %v, label %q, counters %v", err, rep.Meta.Label, rep.Summary.Counters)
+	if err != nil || rep.Meta.Label != "small" || rep.Summary.Counters["sent"] == 0 || len(rep.Criteria) != 8 {
+		t.Fatalf("run file: %v, label %q, counters %v, criteria %+v", err, rep.Meta.Label, rep.Summary.Counters, rep.Criteria)
+	}
+	for _, c := range rep.Criteria {
+		if !c.Passed {
+			t.Errorf("threshold %s failed: %s", c.Threshold, c.Detail)
+		}
 	}
 }
 

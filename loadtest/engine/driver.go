@@ -200,6 +200,10 @@ func (d *driver) control(reqCtx, live context.Context, elapsed time.Duration) {
 // says so), play a session of actions, maybe drop once and come back with
 // the ticket, leave.
 func (d *driver) play(reqCtx, live context.Context, pl *player) {
+	if d.p.bare {
+		d.playBare(live, pl)
+		return
+	}
 	rec := d.rec
 	rec.Add("arrived", 1)
 	e := entry{Gate: pl.n % len(d.cfg.gates), Arrived: d.cfg.clock.Now().Sub(d.start).Milliseconds(), Admitted: -1, Joined: -1, Waited: -1}
@@ -406,7 +410,7 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 			a = &d.p.login
 		}
 		seq++
-		d.request(reqCtx, c, pl, a, seq, due)
+		d.request(reqCtx, c, pl, a, a.draw(rnd), seq, due)
 		next = due.Add(d.thinkTime(rnd))
 		if now := clk.Now(); next.Before(now) {
 			// A reply slower than the think time: the next action is
@@ -449,7 +453,7 @@ func (d *driver) thinkTime(rnd *mrand.Rand) time.Duration {
 // tries again at once on a refusal (up to 3 more attempts), each time as a
 // new request. With the SDK, a request whose outcome is unknown is kept to
 // be resent with its own id (resend), never sent again as a new one.
-func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a *act, seq int, due time.Time) {
+func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a *act, sz size, seq int, due time.Time) {
 	attempts := 1
 	if d.p.naive {
 		attempts = 4
@@ -466,13 +470,13 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		switch a.do {
 		case doPurchase:
 			var r *leveev1.BuyItemReply
-			r, err = c.BuyItem(ctx, a.item, 1)
+			r, err = c.BuyItem(ctx, a.item, sz.qty)
 			if d.ledger != nil {
-				d.ledger.Purchase(pl.id, info.RequestID, a.item, 1, info.Attempts, r, err)
+				d.ledger.Purchase(pl.id, info.RequestID, a.item, sz.qty, info.Attempts, r, err)
 			}
 		case doBattle:
 			var r *leveev1.BattleReply
-			r, err = c.StartBattle(ctx, battleID, a.units, a.ticks)
+			r, err = c.StartBattle(ctx, battleID, sz.units, sz.ticks)
 			if d.ledger != nil {
 				d.ledger.Battle(pl.id, info.RequestID, battleID, info.Attempts, r, err)
 			}

@@ -58,6 +58,11 @@ type Config struct {
 	TokenSecret   string
 	AllowNonlocal bool
 
+	// PID, when > 0, is a server process on this machine whose resident
+	// memory is read each second (probe.ServerRSS) and once before the
+	// first player (probe.ServerRSSBefore): the rss_per_conn figure.
+	PID int
+
 	Workers     int      // load processes; 0: ceil(peak / PerWorker); 1 runs in this process
 	PerWorker   int      // players one process holds at most; 0: DefaultPerWorker
 	SourceAddrs []string // worker i dials from SourceAddrs[i % len]; empty: the system's choice
@@ -133,6 +138,8 @@ type run struct {
 	out    *report.Run
 	levels map[int]map[string]float64 // probe figures by second
 	pool   *pool                      // the pool source, dialled before the start; nil: players
+	// rssFailed: a read of Config.PID's memory failed (warned once).
+	rssFailed bool
 }
 
 func (r *run) meta() report.Meta {
@@ -180,6 +187,13 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 		r.w = w
 	}
 
+	if r.cfg.PID > 0 {
+		rss, err := probe.ReadRSS(r.cfg.PID)
+		if err != nil {
+			return nil, fmt.Errorf("engine: the server's memory (pid %d): %w", r.cfg.PID, err)
+		}
+		r.levels[0] = map[string]float64{probe.ServerRSSBefore: rss / (1 << 20)}
+	}
 	srcs, err := r.startSources(ctx)
 	if err != nil {
 		return nil, err
@@ -223,9 +237,10 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 			lastProbe = sec
 			if len(r.cfg.Metrics) > 0 {
 				pctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
-				r.levels[sec] = pr.Sample(pctx, now)
+				r.addLevels(sec, pr.Sample(pctx, now))
 				cancel()
 			}
+			r.sampleRSS(sec)
 		}
 		for _, p := range m.ready() {
 			r.emit(p, prog)

@@ -28,6 +28,7 @@ type plan struct {
 	reconnect  float64
 	json       float64
 	naive      bool
+	bare       bool          // plain WebSockets, no request (bare.go)
 	timeout    time.Duration // per request (wall, not scaled)
 	retryBase  time.Duration
 	retryCap   time.Duration
@@ -53,6 +54,11 @@ type act struct {
 	ticks  uint32
 	crit   leveev1.Criticality
 	critNm string
+
+	// The ranges and the overspend share of actsize.go (draw).
+	unitsMax, ticksMax uint32
+	qty, qtyMax        int32
+	overspend          float64
 }
 
 // step is one operator action, in wall time.
@@ -93,6 +99,7 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		reconnect: sc.Players.Reconnect,
 		json:      sc.Players.JSON,
 		naive:     sc.Client.Policy == "naive",
+		bare:      sc.Client.Policy == "bare",
 		timeout:   time.Duration(sc.Client.RequestTimeout),
 		retryBase: time.Duration(sc.Client.Retry.Base),
 		retryCap:  time.Duration(sc.Client.Retry.Cap),
@@ -120,14 +127,18 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 	for _, a := range sc.Players.Actions {
 		total += a.Weight
 	}
-	if total <= 0 {
+	if p.bare {
+		p.acts = []act{{do: doProfile, cum: 1}} // never played: bare players make no request
+	} else if total <= 0 {
 		return nil, fmt.Errorf("scenario %s: players.actions: no action with a weight", sc.Name)
 	}
 	cum := 0.0
 	for _, a := range sc.Players.Actions {
 		cum += a.Weight / total
 		c, _ := priority.Parse(a.Criticality) // validated; anything else is Default
-		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, crit: c.Proto(), critNm: c.String()}
+		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, crit: c.Proto(), critNm: c.String(),
+			unitsMax: max(a.UnitsMax, a.Units), ticksMax: max(a.TicksMax, a.Ticks),
+			qty: int32(max(a.Quantity, 1)), qtyMax: int32(max(a.QuantityMax, a.Quantity, 1)), overspend: a.Overspend}
 		p.acts = append(p.acts, x)
 	}
 	p.acts[len(p.acts)-1].cum = 1

@@ -83,6 +83,9 @@ type Probe struct {
 	prev    []*reading // last good reading per target
 	windows map[string]*window
 	errs    []string
+	// counters are the last readings of the gates' rate counters
+	// (rates.go), by target and counter.
+	counters map[[2]int]counterReading
 }
 
 type reading struct {
@@ -138,6 +141,7 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 			add(out, GateWaiting, pg, "gate_line_waiting")
 			add(out, GateConnectionsPeak, pg, "gate_connections_peak")
 			add(out, GateConnectionCap, pg, "gate_connection_cap")
+			p.addGateRates(out, i, pg, now)
 		case Logic:
 			add(out, LogicQueueDepth, pg, "logic_queue_depth")
 			add(out, LogicStoreErrors, pg, "logic_store_errors_total")

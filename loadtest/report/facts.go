@@ -3,6 +3,7 @@ package report
 import (
 	"math"
 
+	"levee/loadtest/probe"
 	"levee/loadtest/record"
 	"levee/loadtest/threshold"
 )
@@ -67,6 +68,7 @@ var counterFacts = map[string]string{
 	"ledger_players": "ledger_players", "ledger_acked": "ledger_acked", "ledger_lost": "ledger_lost",
 	"ledger_doubled": "ledger_doubled", "ledger_phantom": "ledger_phantom", "ledger_unresolved": "ledger_unresolved",
 	"ledger_mismatch": "ledger_mismatch", "ledger_unchecked": "ledger_unchecked",
+	"server_closes": CounterServerCloses, "server_closes_in_line": CounterClosesInLine,
 }
 
 // ledgerFacts are missing, not 0, when the run kept no ledger: no load
@@ -110,6 +112,11 @@ func (f *facts) Value(name string) (float64, bool) {
 	for _, ff := range FaultFigures {
 		if name == ff {
 			return f.r.faultFigure(name, f.sum)
+		}
+	}
+	for _, mf := range MemoryFigures {
+		if name == mf {
+			return f.r.memoryFigure(name)
 		}
 	}
 	for _, rf := range RedialFigures {
@@ -169,7 +176,8 @@ var levelSeries = map[string]bool{
 	"connected": true, "waiting": true, "logic_queue_depth": true, "battle_p99": true,
 	"gate_connections": true, "gate_waiting": true, "gate_connections_peak": true, "gate_connection_cap": true,
 	"goroutines_gate": true, "goroutines_logic": true, "goroutines_battle": true, "logic_store_errors": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
-	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true, LevelLineRate: true,
+	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true, LevelLineRate: true, probe.ServerRSS: true,
+	probe.GatePushes: true, probe.GatePings: true, "cpu_loadtest": true,
 }
 
 var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}
@@ -207,6 +215,8 @@ func series(points []record.Point, name string) ([]float64, bool) {
 		one = func(p record.Point) float64 { return float64(p.Counters["sent"]) }
 	case name == "goodput":
 		one = func(p record.Point) float64 { return float64(p.Counters["ok"]) }
+	case name == "held":
+		one = heldAt
 	case name == "admitted":
 		one = func(p record.Point) float64 { return float64(p.Counters["admitted"]) }
 	case name == "attempts":

@@ -220,8 +220,8 @@ func TestFacts(t *testing.T) {
 		t.Errorf("max_wait = %v, %v", got, ok)
 	}
 	for _, name := range threshold.Scalars {
-		if strings.HasPrefix(name, "fault_") || slices.Contains(RedialFigures, name) || slices.Contains(lineScalars, name) {
-			continue // only runs with faults (drill_test.go), server closes (redial_test.go) or a line (line_test.go) have them
+		if strings.HasPrefix(name, "fault_") || slices.Contains(RedialFigures, name) || slices.Contains(lineScalars, name) || strings.HasPrefix(name, "rss_") {
+			continue // only runs with faults (drill_test.go), server closes (redial_test.go), a line (line_test.go) or a pid probed (memory_test.go) have them
 		}
 		// The ledger's and the attempts figures need their counters
 		// (TestLedgerAndAttemptsFacts).
@@ -230,8 +230,8 @@ func TestFacts(t *testing.T) {
 		}
 	}
 	for _, name := range threshold.SeriesNames {
-		// mix_served needs the run's mix (TestMixServed).
-		if _, ok := f.Series(name); !ok && !strings.HasPrefix(name, "rss_") && !strings.HasPrefix(name, "gate_") && name != "attempts" && name != "mix_served" {
+		// mix_served needs the run's mix (TestMixServed), server_rss_mb a pid.
+		if _, ok := f.Series(name); !ok && !strings.HasPrefix(name, "rss_") && !strings.HasPrefix(name, "gate_") && name != "attempts" && name != "mix_served" && name != "server_rss_mb" {
 			t.Errorf("series %s missing", name)
 		}
 	}

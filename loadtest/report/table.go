@@ -236,6 +236,7 @@ func writeTable(w *errWriter, r *Run) {
 	writeOutcomes(w, s.Counters)
 	writeEvents(w, r)
 	writeRedials(w, r)
+	writeMemory(w, r)
 
 	if len(r.Criteria) > 0 {
 		w.printf("\nthresholds\n")

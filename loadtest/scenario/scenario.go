@@ -208,11 +208,23 @@ type Players struct {
 
 // Act is one kind of request in the players' mix.
 type Act struct {
-	Do          string  `yaml:"do"`          // profile | purchase | battle
-	Weight      float64 `yaml:"weight"`      // > 0
-	Item        string  `yaml:"item"`        // purchase: default "potion"
-	Units       uint32  `yaml:"units"`       // battle: units per team, 1..64, default 4
-	Ticks       uint32  `yaml:"ticks"`       // battle: 1..10000, default 50
+	Do     string  `yaml:"do"`     // profile | purchase | battle
+	Weight float64 `yaml:"weight"` // > 0
+	Item   string  `yaml:"item"`   // purchase: default "potion"
+	Units  uint32  `yaml:"units"`  // battle: units per team, 1..64, default 4
+	Ticks  uint32  `yaml:"ticks"`  // battle: 1..10000, default 50
+	// UnitsMax and TicksMax make a battle's size a range: uniform in
+	// units..units_max and ticks..ticks_max (0: units, ticks).
+	UnitsMax uint32 `yaml:"units_max"`
+	TicksMax uint32 `yaml:"ticks_max"`
+	// Quantity is a purchase's quantity, 1..1000, default 1; with
+	// QuantityMax uniform in quantity..quantity_max.
+	Quantity    int `yaml:"quantity"`
+	QuantityMax int `yaml:"quantity_max"`
+	// Overspend is the share of purchases, [0,1], asking for
+	// OverspendQuantity instead, more than a player can afford: the
+	// server answers INSUFFICIENT_GOLD (a typed business error).
+	Overspend   float64 `yaml:"overspend"`
 	Criticality string  `yaml:"criticality"` // critical | default | sheddable; default: purchase critical, else default
 }
 
@@ -224,7 +236,7 @@ var Criticalities = []string{priority.Critical.String(), priority.Default.String
 
 // Client is how the players' client behaves.
 type Client struct {
-	Policy         string   `yaml:"policy"`          // sdk (default) | naive
+	Policy         string   `yaml:"policy"`          // sdk (default) | naive | bare
 	RequestTimeout Duration `yaml:"request_timeout"` // wall time; default 5s
 	Retry          Retry    `yaml:"retry"`           // sdk: 0 = SDK defaults; wall time
 	Pace           float64  `yaml:"pace"`            // sdk: pacer rate per wall second; 0 = SDK default
@@ -238,7 +250,11 @@ type Retry struct {
 }
 
 // Policies are the values of Client.Policy.
-var Policies = []string{"sdk", "naive"}
+var Policies = []string{"sdk", "naive", "bare"}
+
+// OverspendQuantity is what an overspending purchase asks for
+// (Act.Overspend).
+const OverspendQuantity = 100
 
 // Action is one step of the operator's timeline: a line change or a
 // fault (exactly one of the two).

@@ -65,6 +65,8 @@ func TestActionDefaults(t *testing.T) {
     - {do: battle, weight: 3}
     - {do: purchase, weight: 1, item: sword, criticality: sheddable}
     - {do: battle, weight: 1, units: 8, ticks: 200, criticality: critical}
+    - {do: purchase, weight: 1, item: shield, quantity_max: 3, overspend: 0.1}
+    - {do: battle, weight: 1, units_max: 8, ticks_max: 200}
 timeline:
   - {at: 30s, line: {mode: open}}
   - {at: 3m, line: {rate: 5}}
@@ -76,10 +78,12 @@ timeline:
 	acts := s.Players.Actions
 	want := []Act{
 		{Do: "profile", Weight: 1, Criticality: "default"},
-		{Do: "purchase", Weight: 2, Item: "potion", Criticality: "critical"},
-		{Do: "battle", Weight: 3, Units: 4, Ticks: 50, Criticality: "default"},
-		{Do: "purchase", Weight: 1, Item: "sword", Criticality: "sheddable"},
-		{Do: "battle", Weight: 1, Units: 8, Ticks: 200, Criticality: "critical"},
+		{Do: "purchase", Weight: 2, Item: "potion", Quantity: 1, QuantityMax: 1, Criticality: "critical"},
+		{Do: "battle", Weight: 3, Units: 4, Ticks: 50, UnitsMax: 4, TicksMax: 50, Criticality: "default"},
+		{Do: "purchase", Weight: 1, Item: "sword", Quantity: 1, QuantityMax: 1, Criticality: "sheddable"},
+		{Do: "battle", Weight: 1, Units: 8, Ticks: 200, UnitsMax: 8, TicksMax: 200, Criticality: "critical"},
+		{Do: "purchase", Weight: 1, Item: "shield", Quantity: 1, QuantityMax: 3, Overspend: 0.1, Criticality: "critical"},
+		{Do: "battle", Weight: 1, Units: 4, Ticks: 50, UnitsMax: 8, TicksMax: 200, Criticality: "default"},
 	}
 	for i := range want {
 		if acts[i] != want[i] {
@@ -169,12 +173,12 @@ func TestPresets(t *testing.T) {
 			t.Errorf("%s: no settings", p.Name)
 		}
 	}
-	if strings.Join(names, " ") != "hold launch line overload smoke" {
+	if strings.Join(names, " ") != "hold hold-bare hold-line launch line overload smoke" {
 		t.Fatalf("presets %v", names)
 	}
-	smoke, _ := Load("smoke", []string{"settings.bots=50"})
-	if smoke.Settings["bots"] != "50" || smoke.Settings["ramp"] != "5s" {
-		t.Fatalf("smoke settings %v", smoke.Settings)
+	smoke, err := Load("smoke", []string{"players.think=1s"})
+	if err != nil || smoke.Players.Think != Duration(time.Second) || smoke.Curve.Peak() != 300 {
+		t.Fatalf("smoke with players.think=1s: %+v, %v", smoke, err)
 	}
 }
 
@@ -271,7 +275,7 @@ func TestErrorsAreErrors(t *testing.T) {
 		t.Fatalf("%#v", err)
 	}
 	_, err = Load("no-such-preset", nil)
-	if !errors.As(err, &e) || !strings.Contains(err.Error(), "neither a preset (hold, launch, line, overload, smoke) nor a file") {
+	if !errors.As(err, &e) || !strings.Contains(err.Error(), "neither a preset (hold, hold-bare, hold-line, launch, line, overload, smoke) nor a file") {
 		t.Fatalf("%v", err)
 	}
 	_, err = Load("nowhere/x.yaml", nil)

@@ -85,7 +85,11 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 	} else if err := d.validateArrivals(s, readFile); err != nil {
 		return err
 	}
-	if err := d.validatePlayers(&s.Players); err != nil {
+	if s.Client.Policy == "bare" {
+		if err := d.validateBare(s); err != nil {
+			return err
+		}
+	} else if err := d.validatePlayers(&s.Players); err != nil {
 		return err
 	}
 	if err := d.validateClient(&s.Client); err != nil {
@@ -280,8 +284,15 @@ func (d *decoder) validatePlayers(p *Players) error {
 		if a.Do != "purchase" && d.has(path+".item") {
 			return d.fail(path+".item", "only for purchase")
 		}
+		if a.Do != "purchase" {
+			for _, f := range []string{"quantity", "quantity_max", "overspend"} {
+				if d.has(path + "." + f) {
+					return d.fail(path+"."+f, "only for purchase")
+				}
+			}
+		}
 		if a.Do != "battle" {
-			for _, f := range []string{"units", "ticks"} {
+			for _, f := range []string{"units", "ticks", "units_max", "ticks_max"} {
 				if d.has(path + "." + f) {
 					return d.fail(path+"."+f, "only for battle")
 				}
@@ -298,6 +309,9 @@ func (d *decoder) validatePlayers(p *Players) error {
 			if strings.TrimSpace(a.Item) != a.Item {
 				return d.fail(path+".item", "bad item id %q", a.Item)
 			}
+			if err := d.purchaseSize(a, path); err != nil {
+				return err
+			}
 		case "battle":
 			for _, x := range []struct {
 				name    string
@@ -308,6 +322,17 @@ func (d *decoder) validatePlayers(p *Players) error {
 					*x.v = x.def
 				} else if *x.v < 1 || *x.v > x.hi {
 					return d.fail(path+"."+x.name, "must be in 1..%d, got %d", x.hi, *x.v)
+				}
+			}
+			for _, x := range []struct {
+				name   string
+				lo, hi *uint32
+				max    uint32
+			}{{"units_max", &a.Units, &a.UnitsMax, 64}, {"ticks_max", &a.Ticks, &a.TicksMax, 10_000}} {
+				if !d.has(path + "." + x.name) {
+					*x.hi = *x.lo
+				} else if *x.hi < *x.lo || *x.hi > x.max {
+					return d.fail(path+"."+x.name, "must be in %d..%d (at least %s), got %d", *x.lo, x.max, strings.TrimSuffix(x.name, "_max"), *x.hi)
 				}
 			}
 		}
@@ -331,6 +356,38 @@ func (d *decoder) validatePlayers(p *Players) error {
 	return nil
 }
 
+// validateBare checks the players of client policy bare: plain WebSocket
+// connections that make no request, so no action, think time, session or
+// reconnect.
+func (d *decoder) validateBare(s *Scenario) error {
+	for _, f := range []string{"players.actions", "players.think", "players.think_jitter", "players.session",
+		"players.reconnect", "players.json"} {
+		if d.has(f) {
+			return d.fail(f, "not with client.policy bare (its connections make no request)")
+		}
+	}
+	return nil
+}
+
+// MaxQuantity bounds a purchase's quantity (Act.Quantity, QuantityMax).
+const MaxQuantity = 1000
+
+// purchaseSize checks and defaults a purchase's quantity range and
+// overspend share.
+func (d *decoder) purchaseSize(a *Act, path string) error {
+	if !d.has(path + ".quantity") {
+		a.Quantity = 1
+	} else if a.Quantity < 1 || a.Quantity > MaxQuantity {
+		return d.fail(path+".quantity", "must be in 1..%d, got %d", MaxQuantity, a.Quantity)
+	}
+	if !d.has(path + ".quantity_max") {
+		a.QuantityMax = a.Quantity
+	} else if a.QuantityMax < a.Quantity || a.QuantityMax > MaxQuantity {
+		return d.fail(path+".quantity_max", "must be in %d..%d (at least quantity), got %d", a.Quantity, MaxQuantity, a.QuantityMax)
+	}
+	return d.share(a.Overspend, path+".overspend")
+}
+
 func (d *decoder) validateClient(c *Client) error {
 	switch {
 	case c.Policy == "":
@@ -350,7 +407,7 @@ func (d *decoder) validateClient(c *Client) error {
 	if c.Policy != "sdk" {
 		for _, f := range []string{"client.retry", "client.pace"} {
 			if d.has(f) {
-				return d.fail(f, "only with policy sdk (the naive client neither retries nor paces)")
+				return d.fail(f, "only with policy sdk (the naive and bare clients neither retry nor pace)")
 			}
 		}
 	}

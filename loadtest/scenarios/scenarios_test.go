@@ -18,7 +18,7 @@ func TestPresetsParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"hold.yaml", "launch.yaml", "line.yaml", "overload.yaml", "smoke.yaml"}
+	want := []string{"hold-bare.yaml", "hold-line.yaml", "hold.yaml", "launch.yaml", "line.yaml", "overload.yaml", "smoke.yaml"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("presets %v, want %v", names, want)
 	}

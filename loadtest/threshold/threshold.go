@@ -44,7 +44,12 @@
 // reconnect_spread (seconds), line_place_kept, line_place_lost: the
 // players' first redials after the server closed them (loadtest/report
 // RedialFigures); the drills' fault_* figures (loadtest/report
-// FaultFigures), duplicate_replies and unhinted_refusals.
+// FaultFigures), duplicate_replies and unhinted_refusals; server_closes
+// and server_closes_in_line (connections the server ended, of them of
+// players waiting in line); held (the most players connected or waiting
+// at once), rss_before_mb, rss_held_mb and rss_per_conn (bytes): the
+// memory benchmark's figures of a run with the server's pid (loadtest/report
+// MemoryFigures).
 //
 // Series (one value per wall second; NaN = no sample that second, skipped):
 // connected, waiting, admitted, rps, goodput, attempts (mean sends per
@@ -55,7 +60,11 @@
 // rss_battle_mb, line_rate (the release rate the timeline's line steps
 // configured, admissions per second; compare avg(admitted) with it),
 // mix_served (the requests/s of the players' mix served in full: its
-// scarcest kind's served replies / that kind's share of the mix).
+// scarcest kind's served replies / that kind's share of the mix), held
+// (connected + waiting), server_rss_mb (the resident memory of the process
+// probed by pid, MiB), gate_pushes_per_s and gate_pings_per_s (the line's
+// status pushes and the keepalive pings the gates sent, per second,
+// summed), cpu_loadtest (the load processes' own CPU, cores).
 package threshold
 
 import (
@@ -77,13 +86,15 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"duplicate_replies", "unhinted_refusals",
 	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved",
 	"ledger_mismatch", "ledger_unchecked", "attempts_per_request", "max_attempts",
-	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost"}
+	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost",
+	// The memory benchmark's (loadtest/report/memory.go) and the servers' closes.
+	"held", "rss_before_mb", "rss_held_mb", "rss_per_conn", "server_closes", "server_closes_in_line"}
 
 // SeriesNames are the names of the run's per-second series.
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
 	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
-	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "line_rate", "mix_served"}
+	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "line_rate", "mix_served", "held", "server_rss_mb", "gate_pushes_per_s", "gate_pings_per_s", "cpu_loadtest"}
 
 // Aggregates are the functions over a series.
 var Aggregates = []string{"max", "min", "avg", "median", "last"}
