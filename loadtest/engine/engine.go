@@ -141,7 +141,7 @@ func (r *run) meta() report.Meta {
 		Scenario: sc.Name, File: sc.File, Description: sc.Description, Label: r.cfg.Label,
 		Scale: sc.Scale, Speed: sc.Speed, Seed: r.seed, RunID: r.cfg.RunID,
 		Started: r.start, Command: r.cfg.Command, Gates: len(r.cfg.Gates), Workers: r.cfg.Workers,
-		T0: r.p.t0.Seconds(), Capacity: sc.Capacity, Thresholds: r.p.thresholds,
+		T0: r.p.t0.Seconds(), Capacity: sc.Capacity, Offered: sc.Offered, OfferedRate: sc.OfferedRate(), Thresholds: r.p.thresholds,
 	}
 	if r.p.t0 <= 0 {
 		m.T0 = 0

@@ -78,6 +78,9 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 	if sc.Engine != "" && sc.Engine != "players" {
 		return nil, fmt.Errorf("scenario %s: engine %q is not the players engine", sc.Name, sc.Engine)
 	}
+	if sc.Offered > 0 && sc.Capacity <= 0 {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, scenario.ErrOfferedNoCapacity)
+	}
 	p := &plan{
 		name:      sc.Name,
 		curve:     sc.WallCurve(),

@@ -77,7 +77,7 @@ func newPoolPlan(sc *scenario.Scenario) (*poolPlan, error) {
 	at := time.Duration(0)
 	for i, ph := range sc.Pool.Phases {
 		if ph.Offered > 0 && !(sc.Capacity > 0) {
-			return nil, fmt.Errorf("scenario %s: pool.phases[%d].offered needs capacity (capacity: in the file or --set capacity=N; loadtest capacity measures it)", sc.Name, i)
+			return nil, fmt.Errorf("scenario %s: pool.phases[%d].offered: %w", sc.Name, i, scenario.ErrOfferedNoCapacity)
 		}
 		d := time.Duration(ph.Duration)
 		rate := ph.PoolRate(sc.Capacity)

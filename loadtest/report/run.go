@@ -52,8 +52,10 @@ type Meta struct {
 	Command     []string  `json:"command,omitempty"`
 	Gates       int       `json:"gates,omitempty"`
 	Workers     int       `json:"workers,omitempty"`
-	T0          float64   `json:"t0,omitempty"`       // wall seconds of "T+0"; 0 if none
-	Capacity    float64   `json:"capacity,omitempty"` // requests/s (scaled); 0 = unknown
+	T0          float64   `json:"t0,omitempty"`           // wall seconds of "T+0"; 0 if none
+	Capacity    float64   `json:"capacity,omitempty"`     // requests/s (scaled); 0 = unknown
+	Offered     float64   `json:"offered,omitempty"`      // the scenario's offered: peak offered load / capacity; 0 = not sized so
+	OfferedRate float64   `json:"offered_rate,omitempty"` // peak offered requests per wall second (players x scale / think); 0 = not known
 	Thresholds  []string  `json:"thresholds,omitempty"`
 	Phases      []Phase   `json:"phases,omitempty"`
 }

@@ -194,6 +194,18 @@ func writeTable(w *errWriter, r *Run) {
 		w.printf(", started %s", m.Started.UTC().Format("2006-01-02 15:04:05Z"))
 	}
 	w.printf("\n")
+	switch {
+	case m.Capacity > 0 && m.OfferedRate > 0:
+		w.printf("capacity %.1f requests/s; peak offered load %.1f requests/s = %.2f x capacity", m.Capacity, m.OfferedRate, m.OfferedRate/m.Capacity)
+		if m.Offered > 0 {
+			w.printf(" (offered: %g)", m.Offered)
+		}
+		w.printf("\n")
+	case m.Capacity > 0:
+		w.printf("capacity %.1f requests/s\n", m.Capacity)
+	case m.OfferedRate > 0:
+		w.printf("peak offered load %.1f requests/s (capacity unknown)\n", m.OfferedRate)
+	}
 	if m.Description != "" {
 		w.printf("%s\n", m.Description)
 	}

@@ -16,6 +16,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -77,6 +78,7 @@ const (
 	MaxWorkers     = 64
 	MaxRequests    = 10_000_000
 	MaxPeakPlayers = 1_000_000
+	MaxOffered     = 1000
 	// Pool bounds.
 	MaxPoolConns       = 10_000
 	MaxPoolRate        = 20_000
@@ -100,7 +102,11 @@ type Scenario struct {
 	Seed        uint64   `yaml:"seed"`        // random seed of the players' choices; 0: the engine picks one
 	T0          Duration `yaml:"t0"`          // where "T+0" is in scenario time (launch: 5m)
 	Capacity    float64  `yaml:"capacity"`    // requests/s the cluster is known to serve (for thresholds); 0 unknown
-	Arrivals    Arrivals `yaml:"arrivals"`
+	// Offered sizes the run from Capacity: the peak offered requests per
+	// wall second as a multiple of it. With Capacity > 0 Parse sets Scale
+	// to OfferedScale; 0: not used (Scale is the file's).
+	Offered  float64  `yaml:"offered"`
+	Arrivals Arrivals `yaml:"arrivals"`
 	// Pool, instead of Arrivals, offers the players' action mix open loop
 	// over a fixed pool of connections, in named phases (see Pool).
 	Pool       *Pool    `yaml:"pool"`
@@ -326,6 +332,29 @@ func (s *Scenario) WorkerCount() int {
 	n := int(math.Ceil(s.PeakPlayers() / PlayersPerWorker))
 	return min(max(n, 1), MaxWorkers)
 }
+
+// OfferedRate is the peak offered requests per wall second at the run's
+// size: the peak players x Scale, each making one request per think time
+// (wall: think / Speed). 0 for a rate curve or without a think time.
+func (s *Scenario) OfferedRate() float64 {
+	if s.Curve.Kind() == arrival.Rate || s.Players.Think <= 0 {
+		return 0
+	}
+	return s.Curve.Peak() * s.Scale * s.Speed / time.Duration(s.Players.Think).Seconds()
+}
+
+// OfferedScale is the Scale at which OfferedRate is Offered x Capacity.
+func (s *Scenario) OfferedScale() float64 {
+	peak, think := s.Curve.Peak(), time.Duration(s.Players.Think).Seconds()
+	if peak <= 0 || think <= 0 || s.Speed <= 0 {
+		return 0
+	}
+	return s.Offered * s.Capacity * think / (peak * s.Speed)
+}
+
+// ErrOfferedNoCapacity is returned at run time by a scenario that sizes
+// itself with offered but was given no capacity.
+var ErrOfferedNoCapacity = errors.New("scenario: offered needs capacity: measure it (loadtest capacity) and give --set capacity=N")
 
 // WallLine is a line change as sent at run time: Rate x Scale (rounded, at
 // least 1 when set) and Interval in wall time (at least 1ms when set).

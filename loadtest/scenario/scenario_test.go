@@ -326,3 +326,59 @@ func TestFaultSteps(t *testing.T) {
 		t.Errorf("run.duration %v", s.Run.Duration)
 	}
 }
+
+// offered sizes the run from the capacity: scale = offered x capacity x
+// think / (peak players x speed), so that the peak offered load is offered
+// x capacity requests per wall second.
+func TestOffered(t *testing.T) {
+	const in = `arrivals:
+  phases:
+    - {duration: 5s, players: 300}
+players:
+  actions:
+    - {do: profile, weight: 1}
+  think: 500ms
+offered: 0.75
+`
+	s, err := Parse("d.yaml", []byte(in), []string{"capacity=142"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.75 x 142 = 106.5/s; 300 players at one request per 0.5 s offer 600/s.
+	if want := 106.5 / 600; math.Abs(s.Scale-want) > 1e-12 {
+		t.Errorf("scale = %v, want %v", s.Scale, want)
+	}
+	if got := s.OfferedRate(); math.Abs(got-106.5) > 1e-9 {
+		t.Errorf("offered rate = %v, want 106.5", got)
+	}
+	// Speed makes each player's requests come faster: a smaller scale.
+	s, err = Parse("d.yaml", []byte(in), []string{"capacity=142", "speed=2"}, nil)
+	if err != nil || math.Abs(s.Scale-106.5/1200) > 1e-12 || math.Abs(s.OfferedRate()-106.5) > 1e-9 {
+		t.Errorf("at speed 2: scale %v, offered %v, %v", s.Scale, s.OfferedRate(), err)
+	}
+	// Without a capacity the file is read (its scale stays 1); the engine
+	// refuses to run it.
+	s, err = Parse("d.yaml", []byte(in), nil, nil)
+	if err != nil || s.Scale != 1 || s.Offered != 0.75 {
+		t.Errorf("no capacity: %v %v", s, err)
+	}
+	for _, tc := range []struct {
+		sets []string
+		msg  string
+	}{
+		{[]string{"capacity=142", "scale=0.5"}, "offered: sets scale from capacity: give scale or offered, not both"},
+		{[]string{"offered=0"}, "offered: must be in (0, 1000], got 0"},
+		{[]string{"offered=-1"}, "offered: must be in (0, 1000], got -1"},
+		{[]string{"players.think=0"}, "offered: needs players.think > 0"},
+		{[]string{"capacity=1000000"}, "needs scale 1.25e+03, want (0, 10]"},
+	} {
+		_, err := Parse("d.yaml", []byte(in), tc.sets, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%v: %v, want %q", tc.sets, err, tc.msg)
+		}
+	}
+	rate := strings.Replace(in, "players: 300", "rate: 30", 1)
+	if _, err := Parse("d.yaml", []byte(rate), []string{"capacity=142"}, nil); err == nil || !strings.Contains(err.Error(), "needs a players curve") {
+		t.Errorf("rate curve: %v", err)
+	}
+}

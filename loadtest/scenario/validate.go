@@ -65,6 +65,12 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 	if s.Capacity < 0 {
 		return d.fail("capacity", "must be >= 0, got %v", s.Capacity)
 	}
+	if d.has("offered") && !(s.Offered > 0 && s.Offered <= MaxOffered) {
+		return d.fail("offered", "must be in (0, %d], got %v", MaxOffered, s.Offered)
+	}
+	if d.has("offered") && d.has("scale") {
+		return d.fail("offered", "sets scale from capacity: give scale or offered, not both")
+	}
 	if s.Engine != EnginePlayers {
 		return d.validateLegacy(s)
 	}
@@ -84,6 +90,9 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 	if err := d.validateClient(&s.Client); err != nil {
 		return err
 	}
+	if err := d.validateOffered(s); err != nil {
+		return err
+	}
 	if err := d.validateTimeline(s); err != nil {
 		return err
 	}
@@ -95,6 +104,28 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 		s.Checks = append(s.Checks, c)
 	}
 	return d.validateRun(s)
+}
+
+// validateOffered checks offered against the curve and the think time
+// and, with a capacity, sets Scale from it.
+func (d *decoder) validateOffered(s *Scenario) error {
+	if !d.has("offered") {
+		return nil
+	}
+	switch {
+	case s.Curve.Kind() == arrival.Rate:
+		return d.fail("offered", "needs a players curve (phases with players, csv or prometheus): a rate curve's peak is not known")
+	case s.Players.Think <= 0:
+		return d.fail("offered", "needs players.think > 0: each player offers one request per think time")
+	case s.Capacity == 0:
+		return nil // ErrOfferedNoCapacity at run time
+	}
+	sc := s.OfferedScale()
+	if !(sc > 0) || sc > MaxScale {
+		return d.fail("offered", "%v x capacity %v needs scale %.3g, want (0, %d]: raise or lower the curve's players", s.Offered, s.Capacity, sc, MaxScale)
+	}
+	s.Scale = sc
+	return nil
 }
 
 // defaultFloat gives *v its default def when absent; when given it must
@@ -549,7 +580,7 @@ var poolName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 // poolOnlyWithArrivals are the fields a pool does not use: its connections
 // neither think nor leave, and never retry nor pace.
 var poolOnlyWithArrivals = []string{"arrivals", "players.think", "players.think_jitter", "players.session",
-	"players.reconnect", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed"}
+	"players.reconnect", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed", "offered"}
 
 // validatePool checks the pool (instead of arrivals) and fills its defaults.
 func (d *decoder) validatePool(s *Scenario) error {

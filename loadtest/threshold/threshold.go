@@ -6,12 +6,21 @@
 //	max(logic_queue_depth) < 500   an aggregate of a per-second series
 //	admitted == arrived            two figures
 //	goodput >= 0.9 * capacity      a multiple of a figure
+//	avg(admitted)[10s:40s] >= 90   a figure over a window of the run
+//	p(99)[overload] <= 3 * p(99)[baseline]
 //
 // LHS is p(N) (N in (0, 100]: the latency quantile of served requests, in
 // seconds), a scalar name (Scalars), or AGG(series) with AGG one of max,
-// min, avg, last over a per-second series (SeriesNames). RHS is a number
-// with an optional unit (ms, s, m, h, us: seconds; %: a hundredth), or
-// [NUMBER *] followed by a scalar, AGG(series) or p(N).
+// min, avg, median, last over a per-second series (SeriesNames). RHS is a
+// number with an optional unit (ms, s, m, h, us: seconds; %: a
+// hundredth), or [NUMBER *] followed by a scalar, AGG(series) or p(N).
+//
+// Any figure may be followed by a window, read over that stretch of the
+// run only (Window): [FROM:TO] in wall time from the run's start (Go
+// durations; either may be left out: [10s:], [:1m]; FROM is in, TO is
+// not), or [PHASE], a phase the run file names (the players engine's
+// "run" and "drain", and the phases a scenario names). The Facts must be
+// Windowed for it.
 //
 // The figures (implemented by the run report, loadtest/report):
 //
@@ -71,7 +80,7 @@ var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput",
 	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb"}
 
 // Aggregates are the functions over a series.
-var Aggregates = []string{"max", "min", "avg", "last"}
+var Aggregates = []string{"max", "min", "avg", "median", "last"}
 
 // seconds are the figures measured in seconds (shown as durations).
 var seconds = map[string]bool{"duration": true, "max_wait": true, "p99": true, "battle_p99": true,
@@ -93,6 +102,45 @@ type Facts interface {
 	Series(name string) ([]float64, bool)
 	// Quantile is the served latency quantile in seconds, q in (0, 1].
 	Quantile(q float64) (float64, bool)
+}
+
+// Window is a stretch of the run a figure is read over: wall time from
+// the run's start, [From, To) (HasTo false: to the end), or the run's
+// phase named Phase (its From and To in the run's meta). The zero Window
+// is the whole run.
+type Window struct {
+	Phase string
+	From  time.Duration
+	To    time.Duration
+	HasTo bool
+}
+
+// IsZero reports whether w is the whole run.
+func (w Window) IsZero() bool { return w == Window{} }
+
+func (w Window) String() string {
+	if w.IsZero() {
+		return ""
+	}
+	if w.Phase != "" {
+		return "[" + w.Phase + "]"
+	}
+	s := "["
+	if w.From > 0 {
+		s += w.From.String()
+	}
+	s += ":"
+	if w.HasTo {
+		s += w.To.String()
+	}
+	return s + "]"
+}
+
+// Windowed is Facts that can be read over a window: In returns the
+// figures of that stretch only (every scalar, series and quantile of
+// it), or an error saying why there is none (an unknown phase).
+type Windowed interface {
+	In(w Window) (Facts, error)
 }
 
 // Result is one threshold's outcome. Value is the left side, Limit the
@@ -130,6 +178,7 @@ const (
 
 // ref is a figure: a scalar, AGG(series) or p(N).
 type ref struct {
+	win  Window // [FROM:TO] or [PHASE] after the figure; zero: the whole run
 	kind refKind
 	name string  // scalar or series name
 	agg  string  // refAgg
@@ -140,11 +189,11 @@ type ref struct {
 func (r ref) String() string {
 	switch r.kind {
 	case refScalar:
-		return r.name
+		return r.name + r.win.String()
 	case refAgg:
-		return r.agg + "(" + r.name + ")"
+		return r.agg + "(" + r.name + ")" + r.win.String()
 	case refQuantile:
-		return "p(" + r.n + ")"
+		return "p(" + r.n + ")" + r.win.String()
 	}
 	return ""
 }
@@ -353,7 +402,7 @@ func (p *parser) ref() (ref, error) {
 	if !strings.HasPrefix(p.rest(), "(") {
 		switch {
 		case slices.Contains(Scalars, name):
-			return ref{kind: refScalar, name: name}, nil
+			return p.window(ref{kind: refScalar, name: name})
 		case slices.Contains(SeriesNames, name):
 			return ref{}, fmt.Errorf("%s is a per-second series: use max(%s), min(%s), avg(%s) or last(%s)", name, name, name, name, name)
 		}
@@ -391,11 +440,93 @@ func (p *parser) ref() (ref, error) {
 		return ref{}, fmt.Errorf("want ) after %s(", name)
 	}
 	p.pos++
+	return p.window(r)
+}
+
+// window reads an optional [FROM:TO] or [PHASE] after a figure.
+func (p *parser) window(r ref) (ref, error) {
+	save := p.pos
+	p.skip()
+	if !strings.HasPrefix(p.rest(), "[") {
+		p.pos = save
+		return r, nil
+	}
+	end := strings.IndexByte(p.rest(), ']')
+	if end < 0 {
+		return ref{}, fmt.Errorf("%s[: want ] after the window", r)
+	}
+	body := strings.TrimSpace(p.rest()[1:end])
+	p.pos += end + 1
+	w, err := parseWindow(body)
+	if err != nil {
+		return ref{}, fmt.Errorf("%s[%s]: %v", r, body, err)
+	}
+	r.win = w
 	return r, nil
 }
 
-// value reads a figure; ok false when it is missing (or not finite).
-func (r ref) value(f Facts) (float64, bool) {
+// parseWindow reads FROM:TO (Go durations of wall time from the start,
+// either may be empty) or a phase name.
+func parseWindow(body string) (Window, error) {
+	if body == "" {
+		return Window{}, errors.New("empty window; want [FROM:TO] (e.g. [10s:40s], [10s:], [:1m]) or [PHASE]")
+	}
+	from, to, ok := strings.Cut(body, ":")
+	if !ok {
+		for i := 0; i < len(body); i++ {
+			if c := body[i]; !isNameChar(c) && c != '-' {
+				return Window{}, fmt.Errorf("%q is not a phase name (letters, digits, _ and -) nor FROM:TO", body)
+			}
+		}
+		return Window{Phase: body}, nil
+	}
+	var w Window
+	dur := func(s, what string) (time.Duration, error) {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return 0, fmt.Errorf("%s %q is not a duration (e.g. 10s, 1m30s)", what, strings.TrimSpace(s))
+		}
+		if d < 0 {
+			return 0, fmt.Errorf("%s must be >= 0, got %s", what, strings.TrimSpace(s))
+		}
+		return d, nil
+	}
+	var err error
+	if strings.TrimSpace(from) != "" {
+		if w.From, err = dur(from, "FROM"); err != nil {
+			return Window{}, err
+		}
+	}
+	if strings.TrimSpace(to) != "" {
+		if w.To, err = dur(to, "TO"); err != nil {
+			return Window{}, err
+		}
+		w.HasTo = true
+		if w.To <= w.From {
+			return Window{}, fmt.Errorf("TO (%s) must be after FROM (%s)", w.To, w.From)
+		}
+	}
+	if w.IsZero() {
+		return Window{}, errors.New("[:] is the whole run: leave the window out")
+	}
+	return w, nil
+}
+
+// value reads a figure; ok false when it is missing (or not finite),
+// with why when that is not plain absence (a window the facts cannot
+// give).
+func (r ref) value(f Facts) (float64, bool, string) {
+	if !r.win.IsZero() {
+		wf, ok := f.(Windowed)
+		if !ok {
+			return 0, false, "these figures cannot be read over a window"
+		}
+		sub, err := wf.In(r.win)
+		if err != nil {
+			return 0, false, err.Error()
+		}
+		f = sub
+	}
 	var v float64
 	var ok bool
 	switch r.kind {
@@ -410,12 +541,15 @@ func (r ref) value(f Facts) (float64, bool) {
 			v, ok = aggregate(r.agg, xs)
 		}
 	}
-	return v, ok && !math.IsNaN(v) && !math.IsInf(v, 0)
+	return v, ok && !math.IsNaN(v) && !math.IsInf(v, 0), ""
 }
 
 // aggregate applies agg to the samples of xs (NaN entries skipped); ok
 // false without any.
 func aggregate(agg string, xs []float64) (float64, bool) {
+	if agg == "median" {
+		return median(xs)
+	}
 	var n int
 	var acc float64
 	for _, x := range xs {
@@ -445,12 +579,32 @@ func aggregate(agg string, xs []float64) (float64, bool) {
 	return acc, true
 }
 
-func (o operand) value(f Facts) (float64, bool) {
-	if o.ref.kind == refNone {
-		return o.factor, true
+// median is the middle sample of xs (NaN entries skipped; the mean of
+// the two middle ones for an even count); ok false without any.
+func median(xs []float64) (float64, bool) {
+	ys := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			ys = append(ys, x)
+		}
 	}
-	v, ok := o.ref.value(f)
-	return o.factor * v, ok
+	if len(ys) == 0 {
+		return 0, false
+	}
+	slices.Sort(ys)
+	m := len(ys) / 2
+	if len(ys)%2 == 1 {
+		return ys[m], true
+	}
+	return (ys[m-1] + ys[m]) / 2, true
+}
+
+func (o operand) value(f Facts) (float64, bool, string) {
+	if o.ref.kind == refNone {
+		return o.factor, true, ""
+	}
+	v, ok, why := o.ref.value(f)
+	return o.factor * v, ok, why
 }
 
 // Eval evaluates the threshold on f. A missing figure fails, Detail
@@ -461,14 +615,14 @@ func (t Threshold) Eval(f Facts) Result {
 		res.Detail = "not a parsed threshold"
 		return res
 	}
-	lv, ok := t.lhs.value(f)
+	lv, ok, why := t.lhs.value(f)
 	if !ok {
-		res.Detail = "no figure for " + t.lhs.ref.String()
+		res.Detail = missing(t.lhs.ref, why)
 		return res
 	}
-	rv, ok := t.rhs.value(f)
+	rv, ok, why := t.rhs.value(f)
 	if !ok {
-		res.Detail = "no figure for " + t.rhs.ref.String()
+		res.Detail = missing(t.rhs.ref, why)
 		return res
 	}
 	res.Value, res.Limit = lv, rv
@@ -493,6 +647,13 @@ func (t Threshold) Eval(f Facts) Result {
 	}
 	res.Detail = fmt.Sprintf("%s = %s, want %s %s", t.lhs.ref, format(lv, secs), t.op, limit)
 	return res
+}
+
+func missing(r ref, why string) string {
+	if why != "" {
+		return "no figure for " + r.String() + ": " + why
+	}
+	return "no figure for " + r.String()
 }
 
 // format shows a figure: seconds as a duration, others as a number.

@@ -174,7 +174,7 @@ func TestParseErrors(t *testing.T) {
 		"latency < 1s":                 `unknown figure "latency"; the figures are p(N), sent, answered`,
 		"cpu < 0.8":                    "cpu is a per-second series: use max(cpu)",
 		"max(cpus) < 0.8":              `unknown series "cpus" in max(); the series are connected, waiting`,
-		"median(cpu) < 0.8":            `unknown function "median"; want p(N) or one of max, min, avg, last`,
+		"mean(cpu) < 0.8":              `unknown function "mean"; want p(N) or one of max, min, avg, median, last`,
 		"goodput >= 0.9 * capacty":     `unknown figure "capacty"`,
 		"goodput >= 0.9s * capacity":   `a factor has no unit, got "0.9s"`,
 		"goodput >= 0.9 *":             "want a figure",
@@ -203,5 +203,74 @@ func TestEvalAll(t *testing.T) {
 	}
 	if _, ok := EvalAll(nil, f); !ok {
 		t.Fatal("no thresholds failed")
+	}
+}
+
+func TestWindowSyntax(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"avg(admitted)[10s:40s] >= 90", "avg(admitted)[10s:40s] >= 90"},
+		{"avg(admitted) [ 10s : 40s ] >= 90", "avg(admitted)[10s:40s] >= 90"},
+		{"goodput[overload] >= 0.9 * capacity", "goodput[overload] >= 0.9 * capacity"},
+		{"p(99)[overload] <= 3 * p(99)[baseline]", "p(99)[overload] <= 3 * p(99)[baseline]"},
+		{"median(cpu_gate)[:1m] < 0.5", "median(cpu_gate)[:1m0s] < 0.5"},
+		{"max(rps)[1m30s:] > 0", "max(rps)[1m30s:] > 0"},
+		{"ok[search-1] > 0", "ok[search-1] > 0"},
+	} {
+		th, err := Parse(tc.in)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tc.in, err)
+			continue
+		}
+		if got := th.String(); got != tc.want {
+			t.Errorf("Parse(%q).String() = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ in, msg string }{
+		{"goodput[] > 0", "empty window"},
+		{"goodput[10s:5s] > 0", "TO (5s) must be after FROM (10s)"},
+		{"goodput[ten:] > 0", `FROM "ten" is not a duration`},
+		{"goodput[:-1s] > 0", "TO must be >= 0"},
+		{"goodput[:] > 0", "whole run"},
+		{"goodput[a b] > 0", `"a b" is not a phase name`},
+		{"goodput[10s > 0", "want ] after the window"},
+	} {
+		_, err := Parse(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.msg) || !errors.Is(err, ErrSyntax) {
+			t.Errorf("Parse(%q) = %v, want an ErrSyntax containing %q", tc.in, err, tc.msg)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	f := run()
+	for _, tc := range []struct {
+		in    string
+		value float64
+	}{
+		{"median(logic_queue_depth) > 0", 140}, // 10, 30, 250, 499
+		{"median(cpu) > 0", 0.5},               // 0.2, 0.5, 0.79
+	} {
+		th, err := Parse(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := th.Eval(f); math.Abs(res.Value-tc.value) > 1e-9 {
+			t.Errorf("%s = %v, want %v", tc.in, res.Value, tc.value)
+		}
+	}
+	if _, ok := median([]float64{nan, nan}); ok {
+		t.Error("median of no samples is ok")
+	}
+}
+
+// Facts that cannot be windowed make a windowed threshold fail, saying so.
+func TestWindowNeedsWindowedFacts(t *testing.T) {
+	th, err := Parse("goodput[10s:20s] > 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := th.Eval(run())
+	if res.Passed || !strings.Contains(res.Detail, "cannot be read over a window") {
+		t.Errorf("windowed on plain facts: %+v", res)
 	}
 }
