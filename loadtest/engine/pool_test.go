@@ -100,3 +100,14 @@ func TestPoolRun(t *testing.T) {
 		t.Errorf("workers %+v", run.Workers)
 	}
 }
+
+// pool.max_rate cuts a phase's offered x capacity.
+func TestPoolMaxRate(t *testing.T) {
+	p, err := poolPlanOf(t, "capacity=1000", "pool.max_rate=300")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ph := p.pool.phases; ph[0].rate != 300 || ph[0].cut != 500 || ph[1].rate != 200 || ph[1].cut != 0 {
+		t.Errorf("phases %+v", ph)
+	}
+}

@@ -50,7 +50,7 @@ func TestPoolErrors(t *testing.T) {
 		{"two loads", poolFile, []string{"pool.phases[1].concurrency=4"}, "dir/o.yaml: --set pool.phases[1].concurrency: rate and concurrency both given; a phase has one load"},
 		{"same name", poolFile, []string{"pool.phases[1].name=baseline"}, `dir/o.yaml: --set pool.phases[1].name: "baseline" names two phases`},
 		{"engine's name", poolFile, []string{"pool.phases[0].name=drain"}, `dir/o.yaml: --set pool.phases[0].name: "drain" is the engine's own phase name`},
-		{"rate bound", poolFile, []string{"pool.phases[1].rate=30000"}, "dir/o.yaml: --set pool.phases[1].rate: must be in (0, 20000], got 30000"},
+		{"rate bound", poolFile, []string{"pool.phases[1].rate=30000"}, "dir/o.yaml: --set pool.phases[1].rate: must be in (0, 20000] (pool.max_rate), got 30000"},
 		{"conns", poolFile, []string{"pool.conns=0"}, "dir/o.yaml: --set pool.conns: must be in 1..10000, got 0"},
 		{"run.duration", poolFile + "run: {duration: 1m}\n", nil, "dir/o.yaml:7: run.duration: not with pool: the run lasts its phases"},
 	} {
