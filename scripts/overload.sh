@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # The overload test of issue 3, twice: a local Levee cluster as processes on
 # loopback (1 gate, 1 logic with 8 shards, 2 battle), first with protection
-# on (the default) and then with every binary started with -protection=false,
-# each time `bin/loadtest -scenario overload` against it (capacity C, then
-# 0.8 x C, then 10 x C). It prints both reports and then the two side by
-# side, and keeps the JSON reports, texts and logs in a directory it prints,
-# with each run's NDJSON run file (<label>.ndjson, which `bin/loadtest report
-# -html` plots) and their per-second comparison (compare.txt, compare.html).
-# About 2 minutes. It stops every process it started, also on Ctrl-C.
+# on (the default) and then with every binary started with -protection=false.
+# Each time `bin/loadtest capacity overload` measures the cluster's capacity
+# C (a closed loop, then a stepped open-loop search), then `bin/loadtest run
+# overload --set capacity=C` offers 0.8 x C and 10 x C open loop and judges
+# it by the thresholds of loadtest/scenarios/overload.yaml. It prints both
+# reports and the two side by side, and keeps everything in a directory it
+# prints: <label>.ndjson (the run file: `bin/loadtest report -html` plots
+# it), <label>-capacity.ndjson (the search's steps), <label>.txt, logs/, and
+# compare.txt / compare.html (the per-second comparison). About 2.5 minutes.
+# It stops every process it started, also on Ctrl-C.
 #
 # Exit status: that of the protected run (0 when the cluster held). The
-# unprotected run only reports (-expect-hold=false); it is skipped when a
-# binary does not have a -protection flag yet.
+# unprotected run only reports; it is skipped when a binary does not have a
+# -protection flag.
 #
 # Environment: OVERLOAD_DIR (a new temp dir), BASE_PORT (8080; the same port
 # scheme as scripts/demo.sh), OVERLOAD_BUILD (1: build bin/ first; `make
-# overload` builds and sets 0), OVERLOAD_ARGS (extra bin/loadtest flags, e.g.
-# "-overload-time 10s -capacity-concurrency 32"), OVERLOAD_UNPROTECTED (1; 0
-# skips the second run), OVERLOAD_MAX_RSS_MB (512: the bound on each tier's
-# resident memory that "memory stays bounded" is judged by).
+# overload` builds and sets 0), OVERLOAD_ARGS (extra `bin/loadtest run`
+# flags, e.g. "--set pool.phases[1].duration=10s"), OVERLOAD_CAPACITY_ARGS
+# (extra `bin/loadtest capacity` flags, e.g. "-closed-concurrency 32"),
+# OVERLOAD_UNPROTECTED (1; 0 skips the second run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,9 +30,9 @@ CLUSTER_NAME=overload CLUSTER_LOGS=$DIR
 # shellcheck source=scripts/lib/cluster.sh
 . scripts/lib/cluster.sh
 cluster_ports "${BASE_PORT:-8080}"
-MAX_RSS_MB=${OVERLOAD_MAX_RSS_MB:-512}
 SECRET=${OVERLOAD_TOKEN_SECRET:-overload-$RANDOM-$RANDOM-$RANDOM}
 read -r -a EXTRA <<<"${OVERLOAD_ARGS:-}"
+read -r -a CAP_EXTRA <<<"${OVERLOAD_CAPACITY_ARGS:-}"
 mkdir -p "$DIR"
 
 if [ "${OVERLOAD_BUILD:-1}" != 0 ]; then
@@ -40,11 +43,11 @@ fi
 
 cluster_trap "reports, logs and data are in $DIR"
 
-# run_cluster LABEL EXPECT_HOLD [tier flags...]: start the cluster with the
-# tier flags given to every binary, run the overload test, stop the cluster.
-# Sets rc to the load test's exit status.
+# run_cluster LABEL [tier flags...]: start the cluster with the tier flags
+# given to every binary, measure its capacity, run the overload scenario at
+# it, stop the cluster. Sets rc to the run's exit status.
 run_cluster() {
-  local label=$1 hold=$2; shift 2
+  local label=$1; shift
   local run="$DIR/$label"
   mkdir -p "$run/logs"
   CLUSTER_LOGS=$run/logs
@@ -61,23 +64,30 @@ run_cluster() {
   proc_start gate bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
     -logic-addrs 127.0.0.1:$LOGIC -shards 8 -token-secret "$SECRET" "$@"
   wait_healthy gate gate 127.0.0.1:$GATE_GRPC
-  echo "overload: [$label] cluster is up; the load test takes about 50 s"
+  echo "overload: [$label] cluster is up; the capacity search takes about 40 s, the overload run 35 s"
 
+  local target=(-gate-urls "ws://127.0.0.1:$GATE/ws" -token-secret "$SECRET"
+    -metrics "gate=http://127.0.0.1:$GATE_OPS/metrics,logic=http://127.0.0.1:$LOGIC_OPS/metrics,battle=http://127.0.0.1:$B1_OPS/metrics,battle=http://127.0.0.1:$B2_OPS/metrics")
   set +e
-  bin/loadtest -scenario overload -gate-url "ws://127.0.0.1:$GATE/ws" -token-secret "$SECRET" \
-    -metrics-urls "gate=http://127.0.0.1:$GATE_OPS/metrics,logic=http://127.0.0.1:$LOGIC_OPS/metrics,battle-1=http://127.0.0.1:$B1_OPS/metrics,battle-2=http://127.0.0.1:$B2_OPS/metrics" \
-    -max-rss-mb "$MAX_RSS_MB" -expect-hold="$hold" -json-out "$DIR/$label.json" -run-id "$label" \
-    -run-file "$DIR/$label.ndjson" -label "$label" ${EXTRA[@]+"${EXTRA[@]}"} \
-    2>"$run/logs/loadtest.log" | tee "$DIR/$label.txt"
+  bin/loadtest capacity overload "${target[@]}" -label "$label" -out "$DIR/$label-capacity.ndjson" \
+    -value-out "$DIR/$label.capacity" ${CAP_EXTRA[@]+"${CAP_EXTRA[@]}"} \
+    2>"$run/logs/capacity.log" | tee "$DIR/$label-capacity.txt"
   rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
+    bin/loadtest run overload "${target[@]}" --set "capacity=$(cat "$DIR/$label.capacity")" -label "$label" \
+      -out "$DIR/$label.ndjson" -progress line ${EXTRA[@]+"${EXTRA[@]}"} \
+      2>"$run/logs/loadtest.log" | tee "$DIR/$label.txt"
+    rc=${PIPESTATUS[0]}
+  else
+    echo "overload: [$label] the capacity was not measured (exit $rc); see $run/logs/capacity.log" >&2
+  fi
   set -e
   echo "overload: [$label] stopping the cluster"
   procs_stop
 }
 
-run_cluster protected true
+run_cluster protected
 protected_rc=$rc
-reports=("protected=$DIR/protected.json")
 
 unprotected=${OVERLOAD_UNPROTECTED:-1}
 if [ "$unprotected" != 0 ]; then
@@ -90,20 +100,22 @@ if [ "$unprotected" != 0 ]; then
   done
 fi
 if [ "$unprotected" != 0 ]; then
-  run_cluster unprotected false -protection=false
-  if [ "$rc" -ne 0 ]; then
-    echo "overload: the unprotected run could not complete (exit $rc)" >&2
-  fi
-  [ -f "$DIR/unprotected.json" ] && reports+=("unprotected=$DIR/unprotected.json")
+  run_cluster unprotected -protection=false
+  echo "overload: [unprotected] exit $rc (it only reports)"
 fi
 
-if [ -f "$DIR/protected.json" ]; then
+echo
+for label in protected unprotected; do
+  if [ -f "$DIR/$label.ndjson" ]; then
+    echo "overload: [$label] capacity $(bin/loadtest figure "$DIR/$label.ndjson" capacity)/s;" \
+      "overload goodput $(bin/loadtest figure -from 10 -to 30 "$DIR/$label.ndjson" avg:goodput)/s;" \
+      "lost replies $(bin/loadtest figure "$DIR/$label.ndjson" lost_replies)"
+  fi
+done
+if [ -f "$DIR/protected.ndjson" ] && [ -f "$DIR/unprotected.ndjson" ]; then
   echo
   echo "overload: side by side"
-  bin/loadtest compare "${reports[@]}" || true
-fi
-if [ -f "$DIR/protected.ndjson" ] && [ -f "$DIR/unprotected.ndjson" ]; then
-  if bin/loadtest compare -html "$DIR/compare.html" "$DIR/protected.ndjson" "$DIR/unprotected.ndjson" >"$DIR/compare.txt"; then
+  if bin/loadtest compare -html "$DIR/compare.html" "$DIR/protected.ndjson" "$DIR/unprotected.ndjson" | tee "$DIR/compare.txt"; then
     echo "overload: per-second comparison in $DIR/compare.txt, plots in $DIR/compare.html"
   else
     echo "overload: comparing the run files failed (see $DIR/compare.txt)" >&2

@@ -77,10 +77,10 @@ func capacityCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: engine %s: loadtest capacity needs a players-engine scenario (its players.actions)\n", sc.File, sc.Engine)
 		return exitUsage
 	}
-	pool := scenario.Pool{Conns: *conns, ReplyGrace: scenario.Duration(scenario.DefaultReplyGrace)}
+	pool := scenario.Pool{Conns: *conns, ReplyGrace: scenario.Duration(scenario.DefaultReplyGrace), MaxRate: scenario.MaxPoolRate}
 	if sc.Pool != nil {
 		pool = *sc.Pool
-		pool.Phases = nil
+		pool.Phases, pool.MaxRate = nil, scenario.MaxPoolRate // -max-rate bounds the steps
 		if flagGiven(fs, "conns") {
 			pool.Conns = *conns
 		}

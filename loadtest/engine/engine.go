@@ -9,6 +9,12 @@
 // (loadtest/report) that the table, the thresholds and the HTML report
 // are made from.
 //
+// A scenario with a pool instead of arrivals is played by the pool source
+// (pool.go): a fixed set of connections dialled before the start, then
+// named phases back to back, each offering the mix open loop at a rate
+// (latency also counted from each request's due time) or as a closed loop;
+// the phases are the run file's, so thresholds can be windowed by them.
+//
 // Past one process's file limit the players are spread over worker
 // processes (this same binary, `loadtest worker`), each holding at most
 // Config.PerWorker players and dialling from its own 127.0.0.x source

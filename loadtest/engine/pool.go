@@ -65,6 +65,7 @@ type poolPhase struct {
 	name     string
 	from, to time.Duration
 	rate     float64
+	cut      float64 // the rate asked for when pool.max_rate cut it; 0: not cut
 	conc     int
 }
 
@@ -77,14 +78,14 @@ func newPoolPlan(sc *scenario.Scenario) (*poolPlan, error) {
 	at := time.Duration(0)
 	for i, ph := range sc.Pool.Phases {
 		if ph.Offered > 0 && !(sc.Capacity > 0) {
-			return nil, fmt.Errorf("scenario %s: pool.phases[%d].offered needs capacity (capacity: in the file or --set capacity=N; loadtest capacity measures it)", sc.Name, i)
+			return nil, fmt.Errorf("scenario %s: pool.phases[%d].offered: %w", sc.Name, i, scenario.ErrOfferedNoCapacity)
 		}
 		d := time.Duration(ph.Duration)
-		rate := ph.PoolRate(sc.Capacity)
-		if ph.Concurrency == 0 && rate > scenario.MaxPoolRate {
-			return nil, fmt.Errorf("scenario %s: pool.phases[%d]: %.0f requests/s is more than %d", sc.Name, i, rate, scenario.MaxPoolRate)
+		rate, wanted := ph.PoolRate(sc.Capacity), 0.0
+		if maxRate := sc.Pool.MaxRate; maxRate > 0 && rate > maxRate {
+			rate, wanted = maxRate, rate
 		}
-		pp.phases = append(pp.phases, poolPhase{name: ph.Name, from: at, to: at + d, rate: rate, conc: ph.Concurrency})
+		pp.phases = append(pp.phases, poolPhase{name: ph.Name, from: at, to: at + d, rate: rate, cut: wanted, conc: ph.Concurrency})
 		at += d
 	}
 	return pp, nil
@@ -213,6 +214,9 @@ func (p *pool) play(ctx context.Context, rec *record.Recorder) {
 	}
 	var wg sync.WaitGroup
 	for _, ph := range p.pp.phases {
+		if ph.cut > 0 {
+			p.note("pool phase %s: %.0f requests/s asked for, cut to pool.max_rate %.0f/s", ph.name, ph.cut, ph.rate)
+		}
 		if len(p.conns) == 0 || ctx.Err() != nil {
 			break
 		}

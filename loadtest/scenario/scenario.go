@@ -159,8 +159,11 @@ type Pool struct {
 	ReplyGrace Duration `yaml:"reply_grace"`
 	// MaxOutstanding bounds the requests of a phase in flight; 0: rate x
 	// (request_timeout + reply_grace) x 1.1 + 64.
-	MaxOutstanding int         `yaml:"max_outstanding"`
-	Phases         []PoolPhase `yaml:"phases"` // at least one
+	MaxOutstanding int `yaml:"max_outstanding"`
+	// MaxRate bounds every open-loop phase's rate: offered x capacity above
+	// it is cut to it (the run warns); (0, MaxPoolRate], default MaxPoolRate.
+	MaxRate float64     `yaml:"max_rate"`
+	Phases  []PoolPhase `yaml:"phases"` // at least one
 }
 
 // PoolPhase is one phase of a pool: an open loop at Rate requests/s or at

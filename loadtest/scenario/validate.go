@@ -638,7 +638,7 @@ var poolName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 // poolOnlyWithArrivals are the fields a pool does not use: its connections
 // neither think nor leave, and never retry nor pace.
 var poolOnlyWithArrivals = []string{"arrivals", "players.think", "players.think_jitter", "players.session",
-	"players.reconnect", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed"}
+	"players.reconnect", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed", "offered"}
 
 // validatePool checks the pool (instead of arrivals) and fills its defaults.
 func (d *decoder) validatePool(s *Scenario) error {
@@ -661,6 +661,9 @@ func (d *decoder) validatePool(s *Scenario) error {
 	}
 	if p.MaxOutstanding < 0 || p.MaxOutstanding > 1_000_000 {
 		return d.fail("pool.max_outstanding", "must be in 0..1000000, got %d", p.MaxOutstanding)
+	}
+	if err := d.defaultFloat(&p.MaxRate, "pool.max_rate", MaxPoolRate, MaxPoolRate); err != nil {
+		return err
 	}
 	if len(p.Phases) == 0 {
 		return d.fail("pool.phases", "required: at least one phase (name, duration and rate, offered or concurrency)")
@@ -697,8 +700,8 @@ func (d *decoder) validatePool(s *Scenario) error {
 			return d.fail(path, "required: rate (requests/s), offered (x capacity) or concurrency (a closed loop)")
 		case len(given) > 1:
 			return d.fail(path+"."+given[1], "%s both given; a phase has one load", strings.Join(given, " and "))
-		case given[0] == "rate" && !(ph.Rate > 0 && ph.Rate <= MaxPoolRate):
-			return d.fail(path+".rate", "must be in (0, %d], got %v", MaxPoolRate, ph.Rate)
+		case given[0] == "rate" && !(ph.Rate > 0 && ph.Rate <= p.MaxRate):
+			return d.fail(path+".rate", "must be in (0, %v] (pool.max_rate), got %v", p.MaxRate, ph.Rate)
 		case given[0] == "offered" && !(ph.Offered > 0 && ph.Offered <= 1000):
 			return d.fail(path+".offered", "must be in (0, 1000], got %v", ph.Offered)
 		case given[0] == "concurrency" && (ph.Concurrency < 1 || ph.Concurrency > MaxPoolConcurrency):
