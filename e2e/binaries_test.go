@@ -127,15 +127,17 @@ func TestBinariesSmokeLoad(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lt := exec.CommandContext(ctx, filepath.Join(dir, "loadtest"), "-gate-url", "ws://"+gw+"/ws", "-token-secret", secret,
-		"-bots", "40", "-ramp", "1s", "-duration", "4s", "-think", "100ms")
+	lt := exec.CommandContext(ctx, filepath.Join(dir, "loadtest"), "run", "smoke", "-gate-urls", "ws://"+gw+"/ws", "-token-secret", secret,
+		"-progress", "off", "--set", "arrivals.phases[0].players=40", "--set", "arrivals.phases[0].duration=1s",
+		"--set", "arrivals.phases[1].players=40", "--set", "arrivals.phases[1].duration=3s", "--set", "run.duration=4s",
+		"--set", "players.think=100ms")
 	out, err := lt.CombinedOutput()
 	if err != nil {
 		t.Fatalf("loadtest failed: %v\n%s", err, out)
 	}
 	t.Logf("loadtest:\n%s", out)
-	if !strings.Contains(string(out), "lost") {
-		t.Errorf("loadtest summary does not report lost replies:\n%s", out)
+	if !strings.Contains(string(out), "lost_replies == 0") || !strings.Contains(string(out), "\nPASS") {
+		t.Errorf("loadtest does not report its thresholds, lost replies among them, as passed:\n%s", out)
 	}
 
 	// An invalid flag value fails at start and names the flag.

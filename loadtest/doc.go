@@ -1,41 +1,35 @@
-// Package loadtest drives simulated players (bots) against a gate and
-// reports what the cluster did.
+// Package loadtest is Levee's load tool: cmd/loadtest plays scenarios
+// against a cluster on this machine and reports, with figures and plots,
+// what the cluster did. This package holds no code; the tool is its
+// subpackages, each with one job:
 //
-// Three parts, kept apart so that new traffic shapes need no new plumbing:
-//   - a Scenario says how many bots come, when (a Schedule: arrival time as a
-//     function of the bot's rank, e.g. a linear ramp or, later, a launch-day
-//     curve), for how long, and what each does (a Behaviour such as Smoke);
-//   - the Runner connects the bots to a loopback gate through the client
-//     SDK, bounds everything in count and time, and records every request's
-//     outcome and latency;
-//   - the Report sums it up: outcomes by class and code, latency
-//     percentiles, and the problems that make a run fail.
+//   - scenario reads the scenario language (strict YAML, the embedded
+//     presets of scenarios; the language is scenarios/README.md): who
+//     arrives when (arrival), what the players do, the pool of connections
+//     of an open-loop test, the operator's timeline, the thresholds;
+//   - engine plays a scenario: players arrive on its curve (an open
+//     model), wait in the gates' lines, play the action mix with think
+//     times, drop and come back; or a fixed pool of connections is offered
+//     requests at start + i/rate whatever the replies do (the overload
+//     test); the timeline changes the lines through the gates' admin API
+//     (lineadmin) and injects faults (fault); a probe reads the servers'
+//     /metrics (probe); past one process's file limit the players are
+//     spread over worker processes;
+//   - capacity is the search for the requests/s a cluster serves of a mix
+//     (loadtest capacity): a closed loop's estimate, then stepped open-loop
+//     rates by a pure step rule, one engine run per step;
+//   - record counts every request once (its outcome class by Classify,
+//     latency from send and from when it was due) into per-second points;
+//   - report is the run file (NDJSON) and what is made of it: the table,
+//     the HTML plots, comparisons, the figures the thresholds read (also
+//     over a window of the run) and the drills' RELIABILITY.md;
+//   - threshold parses and evaluates the pass rules ("p(99)[overload] <= 3 *
+//     p(99)[baseline]");
+//   - ledger checks that every acknowledged mutation is in the players'
+//     state exactly once;
+//   - target keeps the load on loopback and dials from 127.0.0.x source
+//     addresses.
 //
-// The overload scenario (RunOverload, OverloadConfig, OverloadReport) is
-// shaped differently, as open-loop load must be: a fixed pool of
-// connections (SDK retries and pacing off), a closed-loop phase that
-// measures the capacity C, then a dispatcher that issues request i at
-// start + i/rate (Due) whatever the replies do, at 0.8 × C and 10 × C. It
-// samples the tiers' memory from their /metrics and judges the run against
-// issue 3's criteria (goodput, p99 of served requests, exactly one reply).
-//
-// The line scenario (RunLine, LineConfig, LineReport) is issue 4's: many
-// bots connect at once to a gate whose admission line is active and wait to
-// be admitted. It judges that none was lost, that the gate released them in
-// the order they arrived (counted only for pairs whose order is sure from
-// the bots' side, against release times bounded with the gate's own
-// waited_ms, so that jitter in delivering the pushes is not mistaken for
-// disorder), and that the pace the bots saw was the configured one, before
-// and after a change made through the gate's admin API (Admin) mid-run.
-//
-// The hold scenario (RunHold, HoldConfig, HoldReport) is the memory
-// benchmark's load: many connections held open (waiting in the gate's line,
-// or bare WebSockets to any server), with the server's resident memory read
-// before and during the hold (ReadRSS) and reported per connection.
-//
-// With a RunFile (CreateRunFile) each scenario also writes the common NDJSON
-// run file of levee/loadtest/report: per second what its record.Recorder
-// counted (requests for smoke and overload; players arrived, connected,
-// waiting, admitted, failed, dropped and left for line and hold), the
-// servers' levels it sampled, its phases and its report's criteria.
+// Every load is bounded in count and time and stops by itself; a target
+// that is not loopback is refused before anything is sent.
 package loadtest

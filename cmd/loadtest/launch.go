@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -97,9 +96,6 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 	}
 	if len(gates) == 0 {
 		gates = []string{"ws://127.0.0.1:8080/ws"}
-	}
-	if sc.Engine != "" && sc.Engine != "players" {
-		return runLegacyScenario(sc, gates, *secret, *out, *label, getenv, stdout, stderr)
 	}
 	targets, err := probe.ParseTargets(metrics)
 	if err != nil {
@@ -210,29 +206,6 @@ func writeHTML(path string, runs ...*report.Run) error {
 		return err
 	}
 	return f.Close()
-}
-
-// runLegacyScenario runs a preset of one of the older engines (smoke,
-// overload, line, hold): its settings are that engine's flags.
-//
-// -out is the common run file (NDJSON), which every engine writes.
-func runLegacyScenario(sc *scenario.Scenario, gates []string, secret, out, label string, getenv func(string) string, stdout, stderr io.Writer) int {
-	argv := []string{"-scenario", sc.Engine, "-gate-url", gates[0], "-token-secret", secret}
-	keys := make([]string, 0, len(sc.Settings))
-	for k := range sc.Settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		argv = append(argv, "-"+k+"="+sc.Settings[k])
-	}
-	if out != "" {
-		argv = append(argv, "-run-file", out)
-		if label != "" {
-			argv = append(argv, "-label", label)
-		}
-	}
-	return legacy(argv, getenv, stdout, stderr, exitThreshold)
 }
 
 // reportCmd is `loadtest report [-html FILE] run.ndjson`.

@@ -23,6 +23,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// env is a getenv over m.
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// The command is its subcommands: no arguments, an unknown command and
+// the old flag-per-scenario form are refused with what to type instead.
+func TestCommands(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitUsage, "usage: loadtest COMMAND"},
+		{[]string{"-scenario", "overload"}, exitUsage, "loadtest run smoke"},
+		{[]string{"launch"}, exitUsage, `unknown command "launch"`},
+		{[]string{"help"}, exitOK, "capacity [flags] FILE|PRESET"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(c.args, env(nil), &stdout, &stderr)
+		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.want) {
+			t.Errorf("%v: exit %d, output %q %q; want %d and %q", c.args, code, stdout.String(), stderr.String(), c.code, c.want)
+		}
+	}
+}
+
 const splitScenario = `version: 1
 name: split
 description: 300 players over three worker processes

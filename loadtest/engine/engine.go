@@ -32,6 +32,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -99,6 +100,18 @@ func Run(ctx context.Context, cfg Config) (*report.Run, error) {
 	if !cfg.AllowNonlocal {
 		for _, g := range cfg.Gates {
 			if err := target.CheckTarget(ctx, g, nil); err != nil {
+				return nil, err
+			}
+		}
+		// The admin API and the probed pages too, before anything is sent
+		// (their clients also refuse other addresses at dial time).
+		for _, u := range cfg.Admin {
+			if err := target.CheckHTTP(ctx, "-admin-urls", u, net.DefaultResolver); err != nil {
+				return nil, err
+			}
+		}
+		for _, m := range cfg.Metrics {
+			if err := target.CheckHTTP(ctx, "-metrics", m.URL, net.DefaultResolver); err != nil {
 				return nil, err
 			}
 		}

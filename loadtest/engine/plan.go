@@ -82,7 +82,7 @@ const (
 )
 
 func newPlan(sc *scenario.Scenario) (*plan, error) {
-	if sc.Engine != "" && sc.Engine != "players" {
+	if sc.Engine != "" && sc.Engine != scenario.EnginePlayers {
 		return nil, fmt.Errorf("scenario %s: engine %q is not the players engine", sc.Name, sc.Engine)
 	}
 	if sc.Offered > 0 && sc.Capacity <= 0 {

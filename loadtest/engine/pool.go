@@ -11,7 +11,6 @@ import (
 	"levee/client"
 	"levee/internal/clock"
 	"levee/internal/token"
-	"levee/loadtest"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
 	"levee/loadtest/scenario"
@@ -347,9 +346,9 @@ func (p *pool) request(ctx context.Context, rec *record.Recorder, phase string, 
 	if unhinted(err) {
 		rec.Add("unhinted_refusals", 1)
 	}
-	o := loadtest.Classify(err)
-	rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: record.Class(o.Class), Reason: o.Reason, Due: due, Sent: sent, Done: done})
-	if o.Class == loadtest.ClassOverload {
+	o := record.Classify(err)
+	rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: o.Class, Reason: o.Reason, Due: due, Sent: sent, Done: done})
+	if o.Class == record.Refused {
 		return client.RetryAfter(err)
 	}
 	return 0

@@ -62,11 +62,9 @@ func parseDuration(s string) (time.Duration, error) {
 	return v, nil
 }
 
-// Engines are the values of engine: players (the default; the launch-day
-// engine) and the legacy engines of cmd/loadtest.
-var Engines = []string{EnginePlayers, "smoke", "overload", "line", "hold"}
-
-// EnginePlayers is the default engine.
+// EnginePlayers is the one value of engine (optional): the players
+// engine, loadtest/engine. The older engines (smoke, overload, line, hold)
+// are gone; their presets are players-engine files.
 const EnginePlayers = "players"
 
 // DefaultPreset is the preset run when none is named.
@@ -97,7 +95,7 @@ type Scenario struct {
 	Version     int      `yaml:"version"`     // 1 (0 means 1; anything else: error)
 	Name        string   `yaml:"name"`        // default: the file's base name without .yaml
 	Description string   `yaml:"description"` //
-	Engine      string   `yaml:"engine"`      // players (default) | smoke | overload | line | hold
+	Engine      string   `yaml:"engine"`      // optional; only players (EnginePlayers)
 	Scale       float64  `yaml:"scale"`       // (0, 10], default 1; players and release rates x scale (capacity is not scaled)
 	Speed       float64  `yaml:"speed"`       // (0, 100], default 1; scenario time runs Speed x faster than wall time
 	Seed        uint64   `yaml:"seed"`        // random seed of the players' choices; 0: the engine picks one
@@ -120,13 +118,9 @@ type Scenario struct {
 	// checks the players' profiles against it after the run
 	// (loadtest/ledger).
 	Ledger bool `yaml:"ledger"`
-	// Settings is for the legacy engines (smoke, overload, line, hold):
-	// cmd/loadtest flag name (without the dash) -> value; the allowed names
-	// are LegacyFlags[Engine].
-	Settings map[string]string `yaml:"settings"`
 
 	File   string                `yaml:"-"` // where it came from ("preset:launch" for presets)
-	Curve  arrival.Curve         `yaml:"-"` // the arrivals in scenario time, unscaled (zero for legacy engines)
+	Curve  arrival.Curve         `yaml:"-"` // the arrivals in scenario time, unscaled
 	Checks []threshold.Threshold `yaml:"-"` // Thresholds parsed
 }
 

@@ -166,11 +166,8 @@ func TestPresets(t *testing.T) {
 		if s.Name != p.Name || s.File != "preset:"+p.Name {
 			t.Errorf("%s: name %q file %q", p.Name, s.Name, s.File)
 		}
-		if s.Engine != "players" && s.Engine != p.Name {
+		if s.Engine != EnginePlayers {
 			t.Errorf("%s: engine %s", p.Name, s.Engine)
-		}
-		if s.Engine != "players" && len(s.Settings) == 0 {
-			t.Errorf("%s: no settings", p.Name)
 		}
 	}
 	if strings.Join(names, " ") != "hold hold-bare hold-line launch line overload smoke" {
@@ -182,22 +179,20 @@ func TestPresets(t *testing.T) {
 	}
 }
 
-// TestLegacyFlagsAreFlags checks every settings name against
-// cmd/loadtest's flag definitions.
-func TestLegacyFlagsAreFlags(t *testing.T) {
-	src, err := os.ReadFile("../../cmd/loadtest/main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for e, names := range LegacyFlags {
-		for _, n := range names {
-			if !strings.Contains(string(src), `"`+n+`", `) {
-				t.Errorf("%s: %q is not a flag of cmd/loadtest", e, n)
-			}
+// The engines that are gone are refused, naming the preset that took
+// their place; so is their settings mapping.
+func TestRetiredEngines(t *testing.T) {
+	for _, e := range []string{"smoke", "overload", "line", "hold"} {
+		_, err := Parse("o.yaml", []byte("engine: "+e+"\n"+minimal), nil, nil)
+		if err == nil || !strings.Contains(err.Error(), "o.yaml:1: engine: engine "+e+" is gone: the "+e+" preset runs on the players engine (loadtest run "+e+")") {
+			t.Errorf("engine %s: %v", e, err)
 		}
 	}
-	if len(LegacyFlags) != 4 {
-		t.Fatalf("engines %v", LegacyFlags)
+	if _, err := Parse("o.yaml", []byte("engine: fast\n"+minimal), nil, nil); err == nil || !strings.Contains(err.Error(), `unknown engine "fast"; the one engine is players`) {
+		t.Errorf("engine fast: %v", err)
+	}
+	if _, err := Parse("o.yaml", []byte(minimal+"settings:\n  conns: \"50\"\n"), nil, nil); err == nil || !strings.Contains(err.Error(), "settings: unknown field") {
+		t.Errorf("settings: %v", err)
 	}
 }
 
@@ -244,9 +239,8 @@ func TestOverrides(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 	// A missing mapping is created.
-	in := "engine: overload\n"
-	o, err := Parse("o.yaml", []byte(in), []string{"settings.conns=50", "settings.expect-hold=false"}, nil)
-	if err != nil || o.Settings["conns"] != "50" || o.Settings["expect-hold"] != "false" {
+	o, err := Parse("o.yaml", []byte(minimal), []string{"client.retry.base=50ms", "client.retry.cap=1s"}, nil)
+	if err != nil || o.Client.Retry.Base != Duration(50*time.Millisecond) || o.Client.Retry.Cap != Duration(time.Second) {
 		t.Fatalf("%v %v", o, err)
 	}
 }
@@ -294,8 +288,8 @@ func TestAliases(t *testing.T) {
 	if s.Run.Duration != Duration(5*time.Minute) || s.Timeline[0].At != "T-5m" || s.Timeline[1].Offset != 4*time.Minute {
 		t.Fatalf("%+v %+v", s.Run, s.Timeline)
 	}
-	_, err = Parse("a.yaml", []byte("engine: smoke\nsettings:\n  bots: \"1\"\n  bots: \"2\"\n"), nil, nil)
-	if err == nil || err.Error() != "a.yaml:4: settings.bots: given twice (also on line 3)" {
+	_, err = Parse("a.yaml", []byte(minimal+"client:\n  policy: sdk\n  policy: naive\n"), nil, nil)
+	if err == nil || err.Error() != "a.yaml:9: client.policy: given twice (also on line 8)" {
 		t.Fatalf("%v", err)
 	}
 }

@@ -37,6 +37,11 @@ const (
 	maxLineInterval = time.Hour
 )
 
+// retiredEngines are the engines cmd/loadtest had before the players
+// engine learnt what they did (issue 20): named in a file, they get an
+// error saying which preset replaces them.
+var retiredEngines = []string{"smoke", "overload", "line", "hold"}
+
 // validate applies the defaults, checks every bound and fills the derived
 // fields.
 func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) error {
@@ -54,8 +59,11 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 	if s.Engine == "" {
 		s.Engine = EnginePlayers
 	}
-	if !slices.Contains(Engines, s.Engine) {
-		return d.fail("engine", "unknown engine %q; want %s", s.Engine, or(Engines))
+	if s.Engine != EnginePlayers {
+		if slices.Contains(retiredEngines, s.Engine) {
+			return d.fail("engine", "engine %s is gone: the %s preset runs on the players engine (loadtest run %s); leave engine out", s.Engine, s.Engine, s.Engine)
+		}
+		return d.fail("engine", "unknown engine %q; the one engine is %s (leave it out)", s.Engine, EnginePlayers)
 	}
 	if err := d.defaultFloat(&s.Scale, "scale", 1, MaxScale); err != nil {
 		return err
@@ -71,12 +79,6 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 	}
 	if d.has("offered") && d.has("scale") {
 		return d.fail("offered", "sets scale from capacity: give scale or offered, not both")
-	}
-	if s.Engine != EnginePlayers {
-		return d.validateLegacy(s)
-	}
-	if d.has("settings") {
-		return d.fail("settings", "only for the legacy engines %s (engine is %s)", or(Engines[1:]), s.Engine)
 	}
 	if s.Pool != nil {
 		if err := d.validatePool(s); err != nil {

@@ -35,11 +35,11 @@ type Resolver interface {
 func CheckTarget(ctx context.Context, rawURL string, res Resolver) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return fmt.Errorf("-gate-url: %w", err)
+		return fmt.Errorf("-gate-urls: %w", err)
 	}
 	host := u.Hostname()
 	if host == "" {
-		return fmt.Errorf("-gate-url %q: no host", rawURL)
+		return fmt.Errorf("-gate-urls %q: no host", rawURL)
 	}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if !IsLoopback(ip) {
@@ -47,12 +47,15 @@ func CheckTarget(ctx context.Context, rawURL string, res Resolver) error {
 		}
 		return nil
 	}
+	if res == nil {
+		res = net.DefaultResolver
+	}
 	addrs, err := res.LookupIPAddr(ctx, host)
 	if err != nil {
-		return fmt.Errorf("%w: -gate-url %q: host %q does not resolve: %v", ErrNonLocal, rawURL, host, err)
+		return fmt.Errorf("%w: -gate-urls %q: host %q does not resolve: %v", ErrNonLocal, rawURL, host, err)
 	}
 	if len(addrs) == 0 {
-		return fmt.Errorf("%w: -gate-url %q: host %q has no address", ErrNonLocal, rawURL, host)
+		return fmt.Errorf("%w: -gate-urls %q: host %q has no address", ErrNonLocal, rawURL, host)
 	}
 	for _, a := range addrs {
 		ip, ok := netip.AddrFromSlice(a.IP)
@@ -64,7 +67,7 @@ func CheckTarget(ctx context.Context, rawURL string, res Resolver) error {
 }
 
 func nonLocal(rawURL, host, addr string) error {
-	return fmt.Errorf("%w: -gate-url %q: host %q is %s; only 127.0.0.0/8 and ::1 are allowed (-allow-nonlocal overrides)",
+	return fmt.Errorf("%w: -gate-urls %q: host %q is %s; only 127.0.0.0/8 and ::1 are allowed (-allow-nonlocal overrides)",
 		ErrNonLocal, rawURL, host, addr)
 }
 
@@ -99,6 +102,9 @@ func CheckHTTP(ctx context.Context, flag, rawURL string, res Resolver) error {
 			return fmt.Errorf("%w: %s %q: %s is not loopback", ErrNonLocal, flag, rawURL, ip)
 		}
 		return nil
+	}
+	if res == nil {
+		res = net.DefaultResolver
 	}
 	addrs, err := res.LookupIPAddr(ctx, host)
 	if err != nil || len(addrs) == 0 {

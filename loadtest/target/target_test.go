@@ -133,3 +133,10 @@ func TestNewDialer(t *testing.T) {
 		t.Error("NewDialer took a source address that is not loopback")
 	}
 }
+
+// A nil resolver is the system's: localhost resolves to loopback here.
+func TestCheckTargetNilResolver(t *testing.T) {
+	if err := CheckTarget(context.Background(), "ws://localhost:8080/ws", nil); err != nil {
+		t.Fatalf("localhost with the system's resolver: %v", err)
+	}
+}
