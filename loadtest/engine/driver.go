@@ -644,12 +644,8 @@ func (d *driver) connect(ctx context.Context, url, tok string, opts client.Optio
 			return nil, err
 		}
 		d.rec.Add("naive_redials", 1)
-		t := d.cfg.clock.NewTimer(naivePause)
-		select {
-		case <-t.C():
-		case <-ctx.Done():
-			t.Stop()
-			return nil, errors.Join(err, ctx.Err())
+		if serr := clock.Sleep(ctx, d.cfg.clock, naivePause); serr != nil {
+			return nil, errors.Join(err, serr)
 		}
 	}
 }

@@ -219,7 +219,7 @@ func (p *pool) play(ctx context.Context, rec *record.Recorder) {
 		if len(p.conns) == 0 || ctx.Err() != nil {
 			break
 		}
-		if err := sleep(ctx, clk, p.start.Add(ph.from).Sub(clk.Now())); err != nil {
+		if err := clock.Sleep(ctx, clk, p.start.Add(ph.from).Sub(clk.Now())); err != nil {
 			break
 		}
 		if ph.conc > 0 {
@@ -310,7 +310,7 @@ func (p *pool) closedLoop(ctx context.Context, rec *record.Recorder, wg *sync.Wa
 					return
 				}
 				if ra := p.request(ctx, rec, ph.name, int(seq.Add(1)-1), time.Time{}); ra > 0 {
-					_ = sleep(pctx, p.dc.clock, min(ra, maxPoliteWait))
+					_ = clock.Sleep(pctx, p.dc.clock, min(ra, maxPoliteWait))
 				}
 			}
 		})
@@ -318,7 +318,7 @@ func (p *pool) closedLoop(ctx context.Context, rec *record.Recorder, wg *sync.Wa
 	// The phase is over at its end; the requests still in flight finish
 	// under wg, as an open loop's do.
 	wg.Go(func() { loop.Wait(); cancel() })
-	_ = sleep(ctx, p.dc.clock, p.start.Add(ph.to).Sub(p.dc.clock.Now()))
+	_ = clock.Sleep(ctx, p.dc.clock, p.start.Add(ph.to).Sub(p.dc.clock.Now()))
 }
 
 // request sends request i of phase on the next live connection and records
@@ -403,20 +403,6 @@ func checkReply(f *leveev1.ServerFrame, a *act) error {
 }
 
 // sleep waits d on clk, or until ctx ends (its error then).
-// (clock.Sleep, once internal/clock has it.)
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // dialPool dials the pool of the run's plan (in this process: a pool is
 // one load process's).

@@ -320,12 +320,8 @@ func Worker(ctx context.Context, stdin io.Reader, stdout io.Writer, log *slog.Lo
 			werr = enc.Encode(workerLine{Point: &pt})
 		}
 	}
-	if wait := time.Until(spec.Start); wait > 0 {
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := clock.Sleep(ctx, clock.Real{}, time.Until(spec.Start)); err != nil {
+		return err
 	}
 	res := drive(ctx, dc, spec.Start, emit)
 	if werr != nil {
