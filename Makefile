@@ -59,8 +59,9 @@ demo: build
 launch-compare: build
 	LAUNCH_BUILD=0 ./scripts/launch-compare.sh
 
-# The issue-3 overload test: capacity C, then 0.8 x C, then 10 x C, with
-# protection on and then off (about 2-3 minutes; see scripts/overload.sh).
+# The issue-3 overload test: loadtest capacity measures C, then the
+# overload preset offers 0.8 x C, then 10 x C, with protection on and then
+# off (about 2-3 minutes; see scripts/overload.sh).
 overload: build
 	OVERLOAD_BUILD=0 ./scripts/overload.sh
 
@@ -70,7 +71,8 @@ hold-memory:
 	./scripts/hold-memory.sh
 
 # The issue-9 line benchmark: 80,000 players waiting in five gates' lines
-# (five load processes, default gate settings), the players dropped, and
+# (one loadtest run of the hold-line preset over several worker processes,
+# default gate settings), the players dropped, and
 # the gates' CPU while the line stands and while it is paced at 100/s
 # (about 2-2.5 minutes; see scripts/hold-line.sh).
 hold-line:
