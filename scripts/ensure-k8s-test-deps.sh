@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Makes sure the Debian packages make k8s-test needs are installed (jq,
-# openssl, curl, and ss from iproute2), like ensure-chromium.sh does for
+# Makes sure the Debian packages make k8s-test needs are installed
+# (openssl, curl, and ss from iproute2), like ensure-chromium.sh does for
 # chromium (scripts/lib/apt.sh). Idempotent; needs root (or sudo) only when it has to install.
 # (etcd is not among them: Debian's is 3.4.23, older than the 3.4.31 that
 # kube-apiserver 1.36 needs for watch progress requests; without them the
@@ -9,7 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib/apt.sh"
 
-declare -A pkg=([jq]=jq [openssl]=openssl [curl]=curl [ss]=iproute2)
+declare -A pkg=([openssl]=openssl [curl]=curl [ss]=iproute2)
 missing=()
 for cmd in "${!pkg[@]}"; do
 	command -v "$cmd" >/dev/null || missing+=("${pkg[$cmd]}")
