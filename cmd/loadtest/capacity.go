@@ -14,7 +14,6 @@ import (
 	"levee/loadtest/arrival"
 	"levee/loadtest/capacity"
 	"levee/loadtest/engine"
-	"levee/loadtest/probe"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
 	"levee/loadtest/scenario"
@@ -89,26 +88,9 @@ func capacityCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "-conns: must be in 1..%d, got %d\n", scenario.MaxPoolConns, pool.Conns)
 		return exitUsage
 	}
-	targets, err := probe.ParseTargets(metrics)
-	if err != nil {
-		fmt.Fprintln(stderr, "-metrics:", err)
-		return exitUsage
-	}
-	logger, err := cli.NewLogger(stderr, *logLevel)
+	targets, logger, prog, tty, err := outputs(metrics, *logLevel, *progressMode, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	var prog io.Writer = stderr
-	tty := false
-	switch *progressMode {
-	case "auto":
-		tty = isTerminal(os.Stderr)
-	case "line":
-	case "off":
-		prog = nil
-	default:
-		fmt.Fprintf(stderr, "-progress: want auto, line or off, got %q\n", *progressMode)
 		return exitUsage
 	}
 	if len(gates) == 0 {

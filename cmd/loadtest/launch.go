@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -97,26 +98,9 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if len(gates) == 0 {
 		gates = []string{"ws://127.0.0.1:8080/ws"}
 	}
-	targets, err := probe.ParseTargets(metrics)
-	if err != nil {
-		fmt.Fprintln(stderr, "-metrics:", err)
-		return exitUsage
-	}
-	logger, err := cli.NewLogger(stderr, *logLevel)
+	targets, logger, prog, tty, err := outputs(metrics, *logLevel, *progressMode, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	var prog io.Writer = stderr
-	tty := false
-	switch *progressMode {
-	case "auto":
-		tty = isTerminal(os.Stderr)
-	case "line":
-	case "off":
-		prog = nil
-	default:
-		fmt.Fprintf(stderr, "-progress: want auto, line or off, got %q\n", *progressMode)
 		return exitUsage
 	}
 	var outF *os.File
@@ -151,6 +135,27 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 		}
 	}
 	return finish(run, *html, *out, stdout, stderr)
+}
+
+// outputs reads the flags run and capacity share: the -metrics targets,
+// the -log-level logger and the -progress writer (nil: off; tty: an
+// updating line).
+func outputs(metrics []string, logLevel, progressMode string, stderr io.Writer) (targets []probe.Target, logger *slog.Logger, prog io.Writer, tty bool, err error) {
+	if targets, err = probe.ParseTargets(metrics); err != nil {
+		return nil, nil, nil, false, fmt.Errorf("-metrics: %w", err)
+	}
+	if logger, err = cli.NewLogger(stderr, logLevel); err != nil {
+		return nil, nil, nil, false, err
+	}
+	switch progressMode {
+	case "auto":
+		return targets, logger, stderr, isTerminal(os.Stderr), nil
+	case "line":
+		return targets, logger, stderr, false, nil
+	case "off":
+		return targets, logger, nil, false, nil
+	}
+	return nil, nil, nil, false, fmt.Errorf("-progress: want auto, line or off, got %q", progressMode)
 }
 
 // parseInterleaved parses flags before and after the positional
