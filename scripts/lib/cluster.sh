@@ -69,8 +69,8 @@ ports_free() { # [-h hint] port...
 # free_port VAR: the kernel takes the source ports of outgoing connections
 # from /proc/sys/net/ipv4/ip_local_port_range (32768-60999 by default), so a
 # port picked there that is free now may be some client's source port by
-# the time a server binds it ("address already in use": kube-controller-
-# manager lost 127.0.0.1:34326 to etcd's and the apiserver's own
+# the time a server binds it ("address already in use": on a fresh clone
+# kube-controller-manager lost its port to etcd's and the apiserver's own
 # connections). free_port picks from the larger stretch outside that range
 # (10000 up to it, or above it up to 65535), checks with ss that nothing
 # listens there, and remembers what it handed out. It sets VAR rather than
