@@ -72,10 +72,6 @@ func capacityCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	if sc.Engine != "" && sc.Engine != scenario.EnginePlayers {
-		fmt.Fprintf(stderr, "%s: engine %s: loadtest capacity needs a players-engine scenario (its players.actions)\n", sc.File, sc.Engine)
-		return exitUsage
-	}
 	pool := scenario.Pool{Conns: *conns, ReplyGrace: scenario.Duration(scenario.DefaultReplyGrace), MaxRate: scenario.MaxPoolRate}
 	if sc.Pool != nil {
 		pool = *sc.Pool

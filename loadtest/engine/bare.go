@@ -18,15 +18,8 @@ import (
 func (d *driver) playBare(live context.Context, pl *player) {
 	rec := d.rec
 	rec.Add("arrived", 1)
-	life, endLife := context.WithCancel(live)
+	life, endLife := pl.life(live)
 	defer endLife()
-	go func() {
-		select {
-		case <-pl.quit:
-			endLife()
-		case <-life.Done():
-		}
-	}()
 	ws, resp, err := d.cfg.dialer.DialContext(life, d.cfg.gates[pl.n%len(d.cfg.gates)], nil)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()

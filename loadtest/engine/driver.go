@@ -84,6 +84,21 @@ type player struct {
 	pending []*unresolvedReq
 }
 
+// life is the player's own context: it ends with live or when the
+// controller closes quit; cancel ends it (and the goroutine that watches
+// quit) when the player is done.
+func (pl *player) life(live context.Context) (context.Context, context.CancelFunc) {
+	life, end := context.WithCancel(live)
+	go func() {
+		select {
+		case <-pl.quit:
+			end()
+		case <-life.Done():
+		}
+	}()
+	return life, end
+}
+
 // unresolvedReq is a request to resend.
 type unresolvedReq struct {
 	frame *leveev1.ClientFrame
@@ -216,15 +231,8 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 	rnd := mrand.New(mrand.NewPCG(d.cfg.seed, uint64(pl.n)))
 	// The player's own life: until the run's end, its session's end or the
 	// controller's leave.
-	life, endLife := context.WithCancel(live)
+	life, endLife := pl.life(live)
 	defer endLife()
-	go func() {
-		select {
-		case <-pl.quit:
-			endLife()
-		case <-life.Done():
-		}
-	}()
 	var sessionEnd time.Time // set once admitted
 	dropAt := time.Duration(-1)
 	if rnd.Float64() < d.p.reconnect {

@@ -225,7 +225,7 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	}
 	go func() { wg.Wait(); close(points) }()
 
-	pr := probe.New(r.cfg.Metrics, nil)
+	pr := probe.New(r.cfg.Metrics, target.HTTPClient(900*time.Millisecond, r.cfg.AllowNonlocal))
 	t := clk.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	// Faults are injected from here, the main process, only: the workers

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"levee/loadtest/lineadmin"
 	"levee/loadtest/record"
 	"levee/loadtest/report"
+	"levee/loadtest/target"
 	"levee/loadtest/threshold"
 )
 
@@ -37,14 +37,11 @@ type timeline struct {
 const NoInjector = "no fault injector: run with -faults docker:PROJECT"
 
 // newTimeline calls the admin API at urls; unless allowNonlocal, only on
-// loopback (the Admin's own client). faults injects the fault steps (nil:
+// loopback (a client that dials only loopback). faults injects the fault steps (nil:
 // they are skipped); since is the wall time since the run's start.
 func newTimeline(p *plan, urls []string, token string, allowNonlocal bool, faults fault.Injector, since func() time.Duration) *timeline {
 	t := &timeline{p: p, faults: faults, since: since}
-	var hc *http.Client
-	if allowNonlocal {
-		hc = &http.Client{Timeout: 5 * time.Second}
-	}
+	hc := target.HTTPClient(5*time.Second, allowNonlocal)
 	for _, u := range urls {
 		t.admins = append(t.admins, lineadmin.Admin{URL: u, Token: token, HTTP: hc})
 	}

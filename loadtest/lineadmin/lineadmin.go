@@ -71,11 +71,15 @@ type Admin struct {
 	HTTP  *http.Client // nil: a client with a 5 s timeout that only dials loopback
 }
 
+// loopbackClient is the Admins' default client, one for all, so that
+// their connections are reused.
+var loopbackClient = target.HTTPClient(5*time.Second, false)
+
 func (a *Admin) client() *http.Client {
 	if a.HTTP != nil {
 		return a.HTTP
 	}
-	return target.HTTPClient(5*time.Second, false)
+	return loopbackClient
 }
 
 // Get reads the line's state: GET /admin/line's answer.
