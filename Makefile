@@ -1,6 +1,7 @@
 # Levee. `make demo` replays a scaled launch day on a local cluster; `make test` runs the tests.
 SHELL := /bin/bash
 GO ?= go
+MODULE := github.com/leveehq/levee
 BIN := bin
 TOOLS := $(CURDIR)/.tools
 PROTOC_GEN_GO_VERSION := v1.36.12
@@ -180,8 +181,8 @@ $(TOOLS)/protoc-gen-go-grpc:
 PROTO_OUT ?= .
 proto: tools
 	PATH=$(TOOLS):$$PATH protoc -I proto \
-	  --go_out=$(PROTO_OUT) --go_opt=module=levee \
-	  --go-grpc_out=$(PROTO_OUT) --go-grpc_opt=module=levee \
+	  --go_out=$(PROTO_OUT) --go_opt=module=$(MODULE) \
+	  --go-grpc_out=$(PROTO_OUT) --go-grpc_opt=module=$(MODULE) \
 	  $(PROTO_FILES)
 
 proto-check: tools

@@ -1,4 +1,4 @@
-module levee
+module github.com/leveehq/levee
 
 go 1.26.0
 

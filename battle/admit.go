@@ -4,8 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"levee/internal/priority"
-	"levee/internal/shed"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/shed"
 )
 
 // refusal says why admission refused a request; admitted when it did not.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/priority"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/priority"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // sturdyRequest is a battle whose units survive all maxTicks ticks, so its

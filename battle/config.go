@@ -6,8 +6,8 @@ import (
 	"math"
 	"time"
 
-	"levee/internal/cpu"
-	"levee/internal/shed"
+	"github.com/leveehq/levee/internal/cpu"
+	"github.com/leveehq/levee/internal/shed"
 )
 
 // Config is the battle tier's configuration; cmd/battle binds every field to

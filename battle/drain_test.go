@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"levee/internal/serve/servetest"
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/serve/servetest"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 // While battle drains (a simulation still in flight holds the graceful

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"time"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/priority"
-	"levee/internal/shed"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/shed"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // shedRetryAfter is the least retry delay sent with an adaptive shed (the

@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"levee/internal/metrics"
-	"levee/internal/priority"
+	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/priority"
 )
 
 // Outcomes of a Simulate call, the values of battle_requests_total{outcome}.

@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/cpu"
-	"levee/internal/priority"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/cpu"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // These tests call the handler directly (no network), with an injected CPU

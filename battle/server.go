@@ -15,13 +15,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"levee/internal/clock"
-	"levee/internal/cpu"
-	"levee/internal/grpcdial"
-	"levee/internal/metrics"
-	"levee/internal/serve"
-	"levee/internal/shed"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/cpu"
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/serve"
+	"github.com/leveehq/levee/internal/shed"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // MaxRecvMsgSize bounds a request; the largest valid one is a few KiB.

@@ -5,7 +5,7 @@ import (
 	"context"
 	"slices"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 const (

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"levee/internal/apperr"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 func unit(hp, atk, def, spd uint32) *leveev1.Unit {

@@ -3,8 +3,8 @@ package battle
 import (
 	"fmt"
 
-	"levee/internal/apperr"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Request limits. Anything outside them is a bad request.

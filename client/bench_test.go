@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"levee/client/pacer"
-	"levee/internal/clock"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/internal/clock"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // stepClock is a Clock whose every Now is 300 µs after the previous one, so

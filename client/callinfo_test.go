@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"levee/client"
-	"levee/client/backoff"
-	"levee/client/clienttest"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/clienttest"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // CallInfo tells the request id a call used and how many times it sent

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // GetProfile fetches a player's profile; an empty playerID means yourself.

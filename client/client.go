@@ -13,11 +13,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/client/backoff"
-	"levee/client/pacer"
-	"levee/internal/clock"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // maxAbandoned bounds how many timed-out request ids a client remembers so

@@ -12,11 +12,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/client"
-	"levee/client/clienttest"
-	"levee/internal/token"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 var secret = []byte("test-secret")

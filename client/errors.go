@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"levee/client/pacer"
-	"levee/internal/apperr"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/internal/apperr"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Errors the SDK returns. Connection failures wrap ErrClosed.

@@ -3,8 +3,8 @@ package client_test
 import (
 	"testing"
 
-	"levee/client"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // TestErrorClasses pins what a game may do with each code, as the README's

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/client/clienttest"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client/clienttest"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // constRand is a jitter source that always returns f.

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"levee/client"
-	"levee/client/backoff"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Every request carries the wall time it was created at in issued_at_ms,

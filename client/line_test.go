@@ -11,12 +11,12 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/client"
-	"levee/client/backoff"
-	"levee/client/clienttest"
-	"levee/internal/clock"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 func newLineGate(t *testing.T, line clienttest.Line, h clienttest.Handler) *clienttest.Gate {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/client/backoff"
-	"levee/client/pacer"
-	"levee/internal/clock"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/internal/clock"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // DefaultPaceRate is the pacer's base rate, in requests per second per

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"levee/client"
-	"levee/client/backoff"
-	"levee/client/clienttest"
-	"levee/client/pacer"
-	"levee/internal/clock"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // pacerFast hardly paces at all, for tests about other things.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // TokenFunc returns the player token for a dial attempt. DialRetry and

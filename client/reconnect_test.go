@@ -11,13 +11,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/client"
-	"levee/client/backoff"
-	"levee/client/clienttest"
-	"levee/internal/clock"
-	"levee/internal/testwait"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // flakyGate refuses the first fails handshakes with 503 (and Retry-After

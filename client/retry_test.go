@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"levee/client"
-	"levee/client/backoff"
-	"levee/client/clienttest"
-	"levee/internal/clock"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // A BUSY with retry_after 300 ms is retried on the fake clock after

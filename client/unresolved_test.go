@@ -9,12 +9,12 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/client"
-	"levee/client/backoff"
-	"levee/client/clienttest"
-	"levee/internal/clock"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // A purchase answered UNAVAILABLE or DEADLINE_EXCEEDED (the tier below may

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/freeport"
+	"github.com/leveehq/levee/internal/freeport"
 )
 
 // buildBinaries builds the four commands once per test binary run.

@@ -20,13 +20,13 @@ import (
 	"github.com/gorilla/websocket"
 	"google.golang.org/protobuf/proto"
 
-	"levee/gate/waitpage"
-	"levee/internal/apperr"
-	"levee/internal/token"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/gate/waitpage"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 
-	"levee/internal/testbrowser"
+	"github.com/leveehq/levee/internal/testbrowser"
 )
 
 // The browser test drives Debian's chromium against the waiting page,

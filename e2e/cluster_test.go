@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"levee/battle"
-	"levee/client"
-	"levee/gate"
-	"levee/internal/token"
-	"levee/logic"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/battle"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/gate"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/logic"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 var testSecret = []byte("e2e-secret")

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"levee/loadtest/engine"
-	"levee/loadtest/fault"
-	"levee/loadtest/probe"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/engine"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 // The short subset of the failure drills (make drills runs them all

@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"levee/client"
-	"levee/internal/token"
-	"levee/loadtest/engine"
-	"levee/loadtest/ledger"
-	"levee/loadtest/record"
-	"levee/loadtest/scenario"
-	"levee/logic"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/loadtest/engine"
+	"github.com/leveehq/levee/loadtest/ledger"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/scenario"
+	"github.com/leveehq/levee/logic"
 )
 
 // ledgerScenario buys, fights and reads profiles at about 60 requests/s

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"levee/gate"
-	"levee/internal/clock"
-	"levee/internal/lineapi"
-	"levee/loadtest/engine"
-	"levee/loadtest/lineadmin"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/gate"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/loadtest/engine"
+	"github.com/leveehq/levee/loadtest/lineadmin"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 const lineAdminToken = "e2e-line-admin"

@@ -15,16 +15,16 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/battle"
-	"levee/client"
-	"levee/client/backoff"
-	"levee/gate"
-	"levee/internal/serve/servetest"
-	"levee/internal/shardmap"
-	"levee/internal/token"
-	"levee/internal/wire"
-	"levee/logic"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/battle"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/gate"
+	"github.com/leveehq/levee/internal/serve/servetest"
+	"github.com/leveehq/levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/internal/wire"
+	"github.com/leveehq/levee/logic"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Bounds of TestOverloadChain: chainPlayers players on one shard each

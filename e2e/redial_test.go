@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"levee/gate"
-	"levee/loadtest/engine"
-	"levee/loadtest/fault"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/gate"
+	"github.com/leveehq/levee/loadtest/engine"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 // The gate-restarted drill in small, in process: 40 players arrive in a

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"levee/internal/lineapi"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/queue"
 )
 
 // The admin API lives on the ops listener, behind a bearer token:

@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"levee/internal/lineapi"
-	"levee/internal/testwait"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/internal/testwait"
+	"github.com/leveehq/levee/queue"
 )
 
 const testAdminToken = "s3cret-admin-token"

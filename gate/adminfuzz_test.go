@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"levee/internal/lineapi"
+	"github.com/leveehq/levee/internal/lineapi"
 )
 
 // FuzzAdminLineChange drives POST /admin/line with any body, as a form or

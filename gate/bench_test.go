@@ -13,9 +13,9 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	"github.com/leveehq/levee/queue"
 )
 
 // BenchmarkRequestRoundTrip measures one player's request through the gate

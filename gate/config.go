@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"levee/internal/clock"
-	"levee/internal/lineapi"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/queue"
 )
 
 // DevTokenSecret is the token secret a gate uses when none is configured. It

@@ -10,10 +10,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/apperr"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	"github.com/leveehq/levee/queue"
 )
 
 // conn is one player's WebSocket. It has one goroutine at a time: serve

@@ -10,12 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/priority"
-	"levee/internal/shardmap"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 const (

@@ -10,10 +10,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/apperr"
-	"levee/internal/token"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // TestTokenLifetimeIsBounded: a token whose expiry lies further ahead than

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"levee/internal/priority"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/priority"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // fakeLogic is an in-process logic server. By default it welcomes every

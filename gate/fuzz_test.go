@@ -7,9 +7,9 @@ import (
 	"github.com/gorilla/websocket"
 	"google.golang.org/protobuf/proto"
 
-	"levee/internal/wire"
-	"levee/internal/wire/wiretest"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/wire"
+	"github.com/leveehq/levee/internal/wire/wiretest"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // refusedFrames are frames the gate must refuse with one reply to their id:

@@ -14,15 +14,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"levee/gate/waitpage"
-	"levee/internal/apperr"
-	"levee/internal/priority"
-	"levee/internal/serve/servetest"
-	"levee/internal/shardmap"
-	"levee/internal/testwait"
-	"levee/internal/token"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/gate/waitpage"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/serve/servetest"
+	"github.com/leveehq/levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/testwait"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 func TestWelcomeOnConnect(t *testing.T) {

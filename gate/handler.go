@@ -8,11 +8,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/apperr"
-	"levee/internal/token"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	"github.com/leveehq/levee/queue"
 )
 
 // handleWS admits or refuses a player. In order: over the handshake cap,

@@ -3,7 +3,7 @@ package gate
 import (
 	"testing"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // The gate passes the frame's issued_at_ms on to logic, which measures the

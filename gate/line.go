@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"levee/gate/autopace"
-	"levee/internal/apperr"
-	"levee/queue"
+	"github.com/leveehq/levee/gate/autopace"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/queue"
 )
 
 // lineTick is how often the walker releases players. The queue paces

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/lineapi"
+	"github.com/leveehq/levee/internal/lineapi"
 )
 
 // A lineapi.Request with every field set, as the load tool sends it, is

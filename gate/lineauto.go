@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"levee/gate/autopace"
+	"github.com/leveehq/levee/gate/autopace"
 )
 
 // Auto mode's glue: package autopace reads the tiers' health and decides

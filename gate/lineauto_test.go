@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 // logicPage serves a logic tier's /metrics page with logic_queue_depth, as

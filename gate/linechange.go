@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"levee/gate/autopace"
-	"levee/queue"
+	"github.com/leveehq/levee/gate/autopace"
+	"github.com/leveehq/levee/queue"
 )
 
 // An operator's change of the line (POST /admin/line): the admin API

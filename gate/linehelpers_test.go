@@ -7,10 +7,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/testwait"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/testwait"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	"github.com/leveehq/levee/queue"
 )
 
 // lineGate starts a gate whose line is in mode, releasing rate players per

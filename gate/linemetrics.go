@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"levee/queue"
+	"github.com/leveehq/levee/queue"
 )
 
 // lineWaitBuckets are gate_line_wait_seconds' buckets: 0.5 s to 30 min.

@@ -10,10 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	sdk "levee/client"
-	"levee/internal/testwait"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	sdk "github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/internal/testwait"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // The push rule in a running gate (pushrule.go has the rule's table).

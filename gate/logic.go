@@ -7,9 +7,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
-	"levee/internal/grpcdial"
-	"levee/internal/shardmap"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/shardmap"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // logicPool holds one gRPC connection per logic instance and knows which

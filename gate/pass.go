@@ -4,8 +4,8 @@ import (
 	"container/heap"
 	"time"
 
-	leveev1 "levee/proto/leveev1"
-	"levee/queue"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	"github.com/leveehq/levee/queue"
 )
 
 // An admission pass (ticket.go: "a1.…") is what the line gives a player it

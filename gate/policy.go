@@ -1,8 +1,8 @@
 package gate
 
 import (
-	"levee/internal/priority"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/priority"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Future kinds of work the protocol has no payload for yet. Their rows say

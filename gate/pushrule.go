@@ -4,8 +4,8 @@ import (
 	"math"
 	"time"
 
-	"levee/internal/lineapi"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/queue"
 )
 
 // The push rule: the walker looks at every waiting player every -line-push

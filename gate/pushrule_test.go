@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/lineapi"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/queue"
 )
 
 func TestPushReason(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/apperr"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Refusing a connection after the upgrade happens in the HTTP handler

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"levee/internal/apperr"
-	"levee/internal/priority"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 const (

@@ -10,10 +10,10 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"levee/internal/clock"
-	"levee/internal/testwait"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // A gate with players in line is stopped (they are closed with 1012) and a

@@ -16,13 +16,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"levee/gate/autopace"
-	"levee/gate/waitpage"
-	"levee/internal/clock"
-	"levee/internal/lineapi"
-	"levee/internal/metrics"
-	"levee/internal/serve"
-	"levee/internal/wire"
+	"github.com/leveehq/levee/gate/autopace"
+	"github.com/leveehq/levee/gate/waitpage"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/serve"
+	"github.com/leveehq/levee/internal/wire"
 )
 
 // Server is a running gate: the WebSocket listener, the gRPC health service,

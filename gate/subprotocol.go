@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"levee/internal/wire"
+	"github.com/leveehq/levee/internal/wire"
 )
 
 // subprotocolRefusal is the body of the HTTP 400 that answers a handshake

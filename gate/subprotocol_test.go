@@ -11,7 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"levee/internal/wire"
+	"github.com/leveehq/levee/internal/wire"
 )
 
 // TestHandshakeWithoutSubprotocolIsRefused: a client that offers no

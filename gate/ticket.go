@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"levee/internal/token"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/queue"
 )
 
 // A ticket token names a place in one gate's admission line, so that a

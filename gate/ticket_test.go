@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/token"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/queue"
 )
 
 func TestTicketRoundTripAndRefusals(t *testing.T) {

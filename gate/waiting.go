@@ -8,10 +8,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/apperr"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
-	"levee/queue"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	"github.com/leveehq/levee/queue"
 )
 
 // A waiting connection is an idle one that is pushed a QueueStatus when

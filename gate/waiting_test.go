@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"levee/internal/wire"
+	"github.com/leveehq/levee/internal/wire"
 )
 
 // checkStatusEnc checks that the walker's encoding of one push decodes,

@@ -7,9 +7,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"levee/internal/apperr"
-	"levee/internal/priority"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/priority"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // busyPushback is the retry delay sent with RESOURCE_EXHAUSTED.

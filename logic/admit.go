@@ -5,8 +5,8 @@ import (
 	"math"
 	"time"
 
-	"levee/internal/apperr"
-	"levee/internal/priority"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/priority"
 )
 
 // Bounds of the retry delay sent with a queue_full refusal.

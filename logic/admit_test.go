@@ -9,11 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/priority"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 const (

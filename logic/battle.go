@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 
-	"levee/internal/apperr"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Bounds on a battle request.

@@ -14,11 +14,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/grpcdial"
-	"levee/internal/priority"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/priority"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // simulator is what the shards need from the battle tier: one simulation

@@ -12,7 +12,7 @@ import (
 
 	"google.golang.org/grpc/connectivity"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // dnsScheme is the prefix of a -battle-addrs entry that is looked up in

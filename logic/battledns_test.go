@@ -15,11 +15,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/priority"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // fakeResolver answers lookups with what the test set, and records when

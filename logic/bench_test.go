@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"levee/internal/clock"
-	"levee/internal/priority"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/priority"
 )
 
 // BenchmarkBuy measures purchases through gRPC into an in-process server

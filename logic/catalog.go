@@ -3,7 +3,7 @@ package logic
 import (
 	"fmt"
 
-	"levee/internal/apperr"
+	"github.com/leveehq/levee/internal/apperr"
 )
 
 // catalog is the shop: item id -> price in gold.

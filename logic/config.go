@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/shardmap"
 )
 
 // Config is the logic tier's configuration; cmd/logic binds every field to a

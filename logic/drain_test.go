@@ -3,8 +3,8 @@ package logic
 import (
 	"testing"
 
-	"levee/internal/serve/servetest"
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/serve/servetest"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 // Defect 5 of issue 8: while logic drains (here: a shard still busy with a

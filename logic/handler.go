@@ -9,11 +9,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"levee/internal/apperr"
-	"levee/internal/priority"
-	"levee/internal/shardmap"
-	"levee/internal/token"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/token"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // ErrWrongShard is a request for a player whose shard this instance does

@@ -20,12 +20,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/priority"
-	"levee/internal/shardmap"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // fakeBattle is an in-process battle tier that counts its calls. It wins

@@ -12,10 +12,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
-	"levee/internal/clock"
-	"levee/internal/priority"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // seedRich writes players with a billion gold into shard 0's file under dir

@@ -13,8 +13,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
-	"levee/internal/apperr"
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 func TestConfigValidate(t *testing.T) {

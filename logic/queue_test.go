@@ -11,10 +11,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"levee/internal/apperr"
-	"levee/internal/priority"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // A full shard queue refuses at once with RESOURCE_EXHAUSTED and a pushback.

@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"levee/internal/clock"
-	"levee/internal/grpcdial"
-	"levee/internal/metrics"
-	"levee/internal/serve"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/serve"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Server is one logic process: the shards it hosts, their stores, the

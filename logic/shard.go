@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"levee/internal/apperr"
-	"levee/internal/priority"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/priority"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // op is one message to a shard: a player's request (on the shard's request

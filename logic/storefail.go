@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"levee/internal/apperr"
+	"github.com/leveehq/levee/internal/apperr"
 )
 
 // How a shard answers, counts and reports commits its store refuses.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"levee/queue"
+	"github.com/leveehq/levee/queue"
 )
 
 // The seed's launch: the line opens in Queueing mode, players join and see

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"levee/internal/apperr"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Prices is the fake gate's item catalog.

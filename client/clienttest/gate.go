@@ -18,11 +18,11 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/apperr"
-	"levee/internal/shardmap"
-	"levee/internal/token"
-	"levee/internal/wire"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/internal/wire"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // StartGold is the gold every player has in the Welcome.

@@ -3,7 +3,7 @@ package clienttest
 import (
 	"time"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // LineGrace is the grace period the fake line's statuses announce.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // The pacing decision on its own: the pure schedule, no lock.

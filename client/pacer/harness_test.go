@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // Errors Wait returns when a request fails locally, without being sent.

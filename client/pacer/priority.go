@@ -1,6 +1,6 @@
 package pacer
 
-import "levee/internal/priority"
+import "github.com/leveehq/levee/internal/priority"
 
 // Priority orders waiting requests: higher goes first and evicts lower when
 // the queue is full. It is the cluster's one class type (Sheddable <

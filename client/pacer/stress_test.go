@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // Many goroutines on the real clock, mixed priorities, cancels and

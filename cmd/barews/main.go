@@ -30,9 +30,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/cli"
-	"levee/internal/metrics"
-	"levee/internal/serve"
+	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/serve"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr, nil)) }

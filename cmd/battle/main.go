@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"os"
 
-	"levee/battle"
-	"levee/internal/cli"
+	"github.com/leveehq/levee/battle"
+	"github.com/leveehq/levee/internal/cli"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }

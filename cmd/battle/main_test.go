@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"levee/battle"
+	"github.com/leveehq/levee/battle"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"levee/gate"
-	"levee/internal/cli"
-	"levee/internal/token"
+	"github.com/leveehq/levee/gate"
+	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/internal/token"
 )
 
 const envPrefix = "GATE"

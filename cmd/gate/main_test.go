@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/gate"
-	"levee/internal/token"
+	"github.com/leveehq/levee/gate"
+	"github.com/leveehq/levee/internal/token"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

@@ -10,13 +10,13 @@ import (
 	"strconv"
 	"time"
 
-	"levee/internal/cli"
-	"levee/loadtest/arrival"
-	"levee/loadtest/capacity"
-	"levee/loadtest/engine"
-	"levee/loadtest/record"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/capacity"
+	"github.com/leveehq/levee/loadtest/engine"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 // capacityCmd is `loadtest capacity [flags] FILE|PRESET`: the capacity

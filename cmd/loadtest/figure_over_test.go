@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"levee/loadtest/probe"
-	"levee/loadtest/record"
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // holdFile writes a run file of a hold: n connections held for 10 s,

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"levee/loadtest/record"
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // figureRunFile is 30 s of a run whose mix is half battles: 40 battles

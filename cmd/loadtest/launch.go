@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	"levee/internal/cli"
-	"levee/loadtest/engine"
-	"levee/loadtest/fault"
-	"levee/loadtest/probe"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/loadtest/engine"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 // Exit codes of run, report and compare (k6's convention for thresholds).

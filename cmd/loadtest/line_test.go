@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/client/clienttest"
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // fifoLine admits players one after the other in the order they joined,

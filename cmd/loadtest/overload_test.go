@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"levee/client/clienttest"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client/clienttest"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // capacityArgs is a small, quick capacity search against url.

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"levee/loadtest/report"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // reliabilityCmd is `loadtest reliability -out RELIABILITY.md RUN...`: the

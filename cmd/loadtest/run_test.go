@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"levee/client/clienttest"
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // workerEnv makes this test binary act as `loadtest worker` when the engine

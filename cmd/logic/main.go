@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"os"
 
-	"levee/internal/cli"
-	"levee/logic"
+	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/logic"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stderr)) }

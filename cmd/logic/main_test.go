@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/cli"
-	"levee/logic"
+	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/logic"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // Applier is the gate's side of auto mode, its admission line: each

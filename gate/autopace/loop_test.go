@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 type applied struct {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"levee/queue"
+	"github.com/leveehq/levee/queue"
 )
 
 // Config is auto mode's settings (the gate's -auto-* flags).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/queue"
+	"github.com/leveehq/levee/queue"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

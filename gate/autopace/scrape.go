@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"levee/internal/promtext"
+	"github.com/leveehq/levee/internal/promtext"
 )
 
 // The metrics auto mode reads from the tiers below (names the seed fixes).

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"levee/internal/metrics"
+	"github.com/leveehq/levee/internal/metrics"
 )
 
 // tierPage serves a /metrics page from a registry with the logic or battle

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 // sleeping runs Sleep(ctx, f, d) on its own goroutine and waits until its

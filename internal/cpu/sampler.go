@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 const (

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 // fakeCPU is a scripted CPU-time reader.

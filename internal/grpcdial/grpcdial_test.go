@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"levee/internal/freeport"
+	"github.com/leveehq/levee/internal/freeport"
 )
 
 // A callee that was away for several connection attempts is used again

@@ -23,7 +23,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Class is how important a request is to the player; a larger value is

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // arrive sends c as a client would and reads it as the server does.
@@ -92,7 +92,7 @@ func TestLeafPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, imp := range pkg.Imports {
-		if strings.HasPrefix(imp, "levee/") && imp != "levee/proto/leveev1" {
+		if strings.HasPrefix(imp, "github.com/leveehq/levee/") && imp != "github.com/leveehq/levee/proto/leveev1" {
 			t.Errorf("priority imports %s", imp)
 		}
 	}

@@ -17,9 +17,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"levee/internal/clock"
-	"levee/internal/serve/servetest"
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/serve/servetest"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

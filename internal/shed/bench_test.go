@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/priority"
+	"github.com/leveehq/levee/internal/priority"
 )
 
 // benchShedder returns a shedder with a limit of 8 and inFlight requests

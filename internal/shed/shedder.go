@@ -45,7 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"levee/internal/priority"
+	"github.com/leveehq/levee/internal/priority"
 )
 
 // ErrShed is returned by Allow when the adaptive rule sheds a request.

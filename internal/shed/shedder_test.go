@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/priority"
+	"github.com/leveehq/levee/internal/priority"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)

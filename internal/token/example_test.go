@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"levee/internal/token"
+	"github.com/leveehq/levee/internal/token"
 )
 
 // The example of the format's definition (the package doc and the README's

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // This file reads what it can of a frame protobuf refused: its request id,

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // A StatusTemplate encodes QueueStatus pushes that differ only in their

@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"levee/internal/wire/wiretest"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/wire/wiretest"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 func TestRoundTrip(t *testing.T) {

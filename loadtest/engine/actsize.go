@@ -3,7 +3,7 @@ package engine
 import (
 	mrand "math/rand/v2"
 
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 // size is one request's size: a purchase's quantity, a battle's units and

@@ -4,7 +4,7 @@ import (
 	mrand "math/rand/v2"
 	"testing"
 
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 func TestDrawRanges(t *testing.T) {

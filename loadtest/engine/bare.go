@@ -6,7 +6,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // playBare is one player of client policy bare: a plain WebSocket

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/loadtest/record"
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // Bare players against a plain WebSocket server that ends every third

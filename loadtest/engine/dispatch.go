@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // dueTime is when request i (0-based) of an open-loop phase that starts at

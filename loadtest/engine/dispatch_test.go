@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 var dispT0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)

@@ -13,15 +13,15 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/client"
-	"levee/client/backoff"
-	"levee/internal/apperr"
-	"levee/internal/clock"
-	"levee/internal/token"
-	"levee/loadtest/arrival"
-	"levee/loadtest/ledger"
-	"levee/loadtest/record"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/ledger"
+	"github.com/leveehq/levee/loadtest/record"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // tick is how often the driver's controller compares the players present

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
-	"levee/loadtest/arrival"
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // drivers makes count drivers sharing one curve, whose players stay until

@@ -38,13 +38,13 @@ import (
 	"sync"
 	"time"
 
-	"levee/internal/clock"
-	"levee/loadtest/fault"
-	"levee/loadtest/probe"
-	"levee/loadtest/record"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
-	"levee/loadtest/target"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/target"
 )
 
 // DefaultPerWorker is how many players one process holds at most: below

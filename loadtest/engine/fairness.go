@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // entry is one player's arrival and admission, for the fairness figures.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"levee/client"
-	"levee/internal/token"
-	"levee/loadtest/ledger"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/loadtest/ledger"
 )
 
 // ledgerCheckTime bounds the ledger check after the drain: the resends of

@@ -3,8 +3,8 @@ package engine
 import (
 	"time"
 
-	"levee/loadtest/record"
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // statusGaps follows the QueueStatus pushes of one wait in line (one dial

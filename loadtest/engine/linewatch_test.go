@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/loadtest/record"
-	"levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
 )
 
 // A wait's longest gap: between two statuses, or from the last one to the

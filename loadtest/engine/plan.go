@@ -6,11 +6,11 @@ import (
 	"slices"
 	"time"
 
-	"levee/internal/priority"
-	"levee/loadtest/arrival"
-	"levee/loadtest/fault"
-	"levee/loadtest/scenario"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/scenario"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // plan is a scenario resolved for one run, in wall time: what the drivers

@@ -8,13 +8,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"levee/client"
-	"levee/internal/clock"
-	"levee/internal/token"
-	"levee/loadtest/record"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // The pool source (a scenario's pool: instead of arrivals): a fixed set of

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/client/clienttest"
-	"levee/loadtest/scenario"
+	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 const poolScenario = `pool:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // plainEvery is how often a progress line is printed when the output is

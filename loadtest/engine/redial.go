@@ -9,10 +9,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"levee/internal/clock"
-	"levee/loadtest/record"
-	"levee/loadtest/report"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // redialWatch follows one player's connections for the gate-restart

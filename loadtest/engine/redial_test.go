@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
-	"levee/loadtest/record"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/loadtest/record"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // totals flushes rec and sums its counters.

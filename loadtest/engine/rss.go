@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/probe"
 )
 
 // addLevels adds figures to second sec's probe levels.

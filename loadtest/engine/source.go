@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"levee/internal/clock"
-	"levee/loadtest/record"
-	"levee/loadtest/scenario"
-	"levee/loadtest/target"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/target"
 )
 
 // flushEvery is how often a source hands on its finished seconds.

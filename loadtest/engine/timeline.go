@@ -8,12 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"levee/loadtest/fault"
-	"levee/loadtest/lineadmin"
-	"levee/loadtest/record"
-	"levee/loadtest/report"
-	"levee/loadtest/target"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/lineadmin"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/target"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // timeline plays the operator's actions: at each step's time it checks the

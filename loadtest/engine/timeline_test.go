@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/testwait"
-	"levee/loadtest/fault"
-	"levee/loadtest/record"
-	"levee/loadtest/report"
-	"levee/loadtest/scenario"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/internal/testwait"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // The operator's timeline: each step goes to every gate's admin API at its

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"levee/client"
-	"levee/loadtest/fault"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/loadtest/fault"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 func TestUnhinted(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // Docker injects faults into the containers of a compose project with the

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 // TestDockerFaults injects every fault into real containers, when

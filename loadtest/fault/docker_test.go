@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/clock"
-	"levee/internal/testwait"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
 )
 
 const cid = "3ceae31b445a9f0c1d2e3f405162738495a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"levee/internal/clock"
+	"github.com/leveehq/levee/internal/clock"
 )
 
 // Proc is what a Go test can do to one process it started. A nil func

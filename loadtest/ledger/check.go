@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"levee/client"
-	"levee/internal/clock"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/internal/clock"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Figures are a check's totals, by the names of the run's figures

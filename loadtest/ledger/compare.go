@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	leveev1 "levee/proto/leveev1"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Values are the prices and rewards the run's acknowledged replies

@@ -84,8 +84,8 @@ package ledger
 import (
 	"sync"
 
-	"levee/client"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 // Outcome is how a mutation ended.

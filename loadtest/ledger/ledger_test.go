@@ -10,10 +10,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"levee/client"
-	"levee/internal/clock"
-	"levee/internal/testwait"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/testwait"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 var (

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"levee/internal/lineapi"
-	"levee/loadtest/target"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/loadtest/target"
 )
 
 // ErrAdmin reports a failed call of the gate's admin API.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/internal/lineapi"
-	"levee/loadtest/target"
+	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/loadtest/target"
 )
 
 // Get decodes the wire type the gate encodes, so a renamed or retyped

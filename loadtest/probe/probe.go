@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"levee/internal/promtext"
+	"github.com/leveehq/levee/internal/promtext"
 )
 
 // Tiers a target may belong to.

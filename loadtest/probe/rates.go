@@ -3,7 +3,7 @@ package probe
 import (
 	"time"
 
-	"levee/internal/promtext"
+	"github.com/leveehq/levee/internal/promtext"
 )
 
 // Gate counters read as per-second rates (summed over the gates), for the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"levee/client"
+	"github.com/leveehq/levee/client"
 )
 
 // Outcome is a request's class and, for errors, its code or reason

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"levee/client"
-	leveev1 "levee/proto/leveev1"
+	"github.com/leveehq/levee/client"
+	leveev1 "github.com/leveehq/levee/proto/leveev1"
 )
 
 func serverErr(code leveev1.ErrorCode) error {

@@ -34,7 +34,7 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
-	"levee/internal/priority"
+	"github.com/leveehq/levee/internal/priority"
 )
 
 // Class is a request's outcome.

@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"levee/internal/testbrowser"
+	"github.com/leveehq/levee/internal/testbrowser"
 )
 
 // The browser test opens the HTML report of a two-run comparison in

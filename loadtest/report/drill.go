@@ -3,7 +3,7 @@ package report
 import (
 	"math"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // The figures of a drill's faults (scalars; see FaultFigures), computed

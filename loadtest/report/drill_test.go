@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // drillRun is 60 s of 100 ok/s with a fault at 20 s that ends at 23 s;

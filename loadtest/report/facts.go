@@ -3,9 +3,9 @@ package report
 import (
 	"math"
 
-	"levee/loadtest/probe"
-	"levee/loadtest/record"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // Facts are the run's figures by the names of threshold.Scalars and

@@ -10,8 +10,8 @@ import (
 	"os"
 	"sync"
 
-	"levee/loadtest/record"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // The run file's line types.

@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // curve is one line of a chart.

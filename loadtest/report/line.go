@@ -1,6 +1,6 @@
 package report
 
-import "levee/loadtest/record"
+import "github.com/leveehq/levee/loadtest/record"
 
 // The line's figures (threshold names max_status_gap, order_inversions,
 // order_pairs and the series line_rate), from what the players saw.

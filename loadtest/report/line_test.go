@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // The line's scalars: the longest status gap over every point's

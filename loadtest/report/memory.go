@@ -4,8 +4,8 @@ import (
 	"math"
 	"slices"
 
-	"levee/loadtest/probe"
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // The memory benchmark's figures (scalars), from a run whose server was

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"levee/loadtest/probe"
-	"levee/loadtest/record"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/probe"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // memoryRun is a hold of 1,000 connections: 100 MiB before, the players

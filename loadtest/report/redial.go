@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // The gate-restart figures (scalars; see RedialFigures) come from what

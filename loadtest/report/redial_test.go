@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 func hist(ds ...time.Duration) *record.Hist {

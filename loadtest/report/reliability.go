@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // Reliability is the header of RELIABILITY.md: how the drills were run.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/loadtest/record"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // The synthetic run: speed 2, so a scenario minute is 30 wall seconds;

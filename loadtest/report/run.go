@@ -20,7 +20,7 @@ package report
 import (
 	"time"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // Schema is the run file's version; Read refuses newer ones.

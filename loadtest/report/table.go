@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/record"
 )
 
 // The status words of a minute (see the package doc).

@@ -6,8 +6,8 @@ import (
 	"math"
 	"strings"
 
-	"levee/loadtest/record"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // ErrNoPhase is returned by a window naming a phase the run does not have.

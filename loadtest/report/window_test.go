@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"levee/loadtest/record"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // windowRun is 20 seconds: 10 ok per second in 0..9 (latency 10 ms), 40

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // TestBadFiles checks that each kind of bad scenario is rejected with a

@@ -16,7 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"levee/loadtest/scenarios"
+	"github.com/leveehq/levee/loadtest/scenarios"
 )
 
 // MaxFileSize bounds a scenario file.

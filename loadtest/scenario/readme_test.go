@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"levee/loadtest/fault"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // TestReadmeDocumentsEverything checks that loadtest/scenarios/README.md

@@ -23,10 +23,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"levee/internal/priority"
-	"levee/loadtest/arrival"
-	"levee/loadtest/fault"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // Duration is a time.Duration written in YAML as a Go duration ("10s",

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/arrival"
 )
 
 // files is a fake file system for csv/prometheus paths.

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"levee/internal/priority"
-	"levee/loadtest/arrival"
-	"levee/loadtest/fault"
-	"levee/loadtest/threshold"
+	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // Defaults applied by Parse.

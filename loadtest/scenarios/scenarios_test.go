@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"levee/loadtest/scenario"
-	"levee/loadtest/scenarios"
+	"github.com/leveehq/levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/scenarios"
 )
 
 // TestPresetsParse checks that every embedded preset is a valid scenario

@@ -28,7 +28,7 @@ const file_levee_v1_battle_proto_rawDesc = "" +
 	"\n" +
 	"\x15levee/v1/battle.proto\x12\blevee.v1\x1a\x13levee/v1/game.proto2H\n" +
 	"\x06Battle\x12>\n" +
-	"\bSimulate\x12\x19.levee.v1.SimulateRequest\x1a\x17.levee.v1.SimulateReplyB\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
+	"\bSimulate\x12\x19.levee.v1.SimulateRequest\x1a\x17.levee.v1.SimulateReplyB0Z.github.com/leveehq/levee/proto/leveev1;leveev1b\x06proto3"
 
 var file_levee_v1_battle_proto_goTypes = []any{
 	(*SimulateRequest)(nil), // 0: levee.v1.SimulateRequest

@@ -372,7 +372,7 @@ const file_levee_v1_client_proto_rawDesc = "" +
 	"\x06battle\x18\x0e \x01(\v2\x15.levee.v1.BattleReplyH\x00R\x06battle\x12-\n" +
 	"\x05queue\x18\x0f \x01(\v2\x15.levee.v1.QueueStatusH\x00R\x05queue\x120\n" +
 	"\badmitted\x18\x10 \x01(\v2\x12.levee.v1.AdmittedH\x00R\badmittedB\t\n" +
-	"\apayloadB\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
+	"\apayloadB0Z.github.com/leveehq/levee/proto/leveev1;leveev1b\x06proto3"
 
 var (
 	file_levee_v1_client_proto_rawDescOnce sync.Once

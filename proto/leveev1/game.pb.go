@@ -1375,7 +1375,7 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\x17ERROR_CODE_RATE_LIMITED\x10\r\x12\x1c\n" +
 	"\x18ERROR_CODE_SHUTTING_DOWN\x10\x0e\x12\x1e\n" +
 	"\x1aERROR_CODE_REQUEST_EXPIRED\x10\x0f\x12\x1c\n" +
-	"\x18ERROR_CODE_TICKET_IN_USE\x10\x10B\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
+	"\x18ERROR_CODE_TICKET_IN_USE\x10\x10B0Z.github.com/leveehq/levee/proto/leveev1;leveev1b\x06proto3"
 
 var (
 	file_levee_v1_game_proto_rawDescOnce sync.Once

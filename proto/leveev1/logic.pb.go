@@ -559,7 +559,7 @@ const file_levee_v1_logic_proto_rawDesc = "" +
 	"\fstart_battle\x18\x04 \x01(\v2\x1c.levee.v1.StartBattleRequestH\x00R\vstartBattleB\t\n" +
 	"\arequest2;\n" +
 	"\x05Logic\x122\n" +
-	"\x02Do\x12\x16.levee.v1.LogicRequest\x1a\x14.levee.v1.LogicReplyB\x1dZ\x1blevee/proto/leveev1;leveev1b\x06proto3"
+	"\x02Do\x12\x16.levee.v1.LogicRequest\x1a\x14.levee.v1.LogicReplyB0Z.github.com/leveehq/levee/proto/leveev1;leveev1b\x06proto3"
 
 var (
 	file_levee_v1_logic_proto_rawDescOnce sync.Once

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"levee/tools/deploycheck"
+	"github.com/leveehq/levee/tools/deploycheck"
 )
 
 const good = "testdata/good"

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"levee/tools/deploycheck"
+	"github.com/leveehq/levee/tools/deploycheck"
 )
 
 // kubectl finds kubectl, or skips the test when it is missing and

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"levee/gate"
+	"github.com/leveehq/levee/gate"
 )
 
 // NameLabel is the label every Levee pod carries with its tier's name.

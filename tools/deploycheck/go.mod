@@ -2,11 +2,11 @@
 // module, so that the Kubernetes API types and the Prometheus parser it
 // needs are not built into the tiers (and not by make test's -race build).
 // make deploy-check (part of make test) runs it.
-module levee/tools/deploycheck
+module github.com/leveehq/levee/tools/deploycheck
 
 go 1.26.7
 
-replace levee => ../..
+replace github.com/leveehq/levee => ../..
 
 require (
 	github.com/grafana/grafana-foundation-sdk/go v0.0.22
@@ -15,7 +15,7 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.1
-	levee v0.0.0
+	github.com/leveehq/levee v0.0.0
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -6,7 +6,7 @@
 // with ./staging/src/...; a module that imports it must pin each to the
 // v0.x that matches (v1.36.3 -> v0.36.3), as Kubernetes' own go.mod does.
 // Change the version with scripts/k8s-tools-pin.sh, which rewrites this file.
-module levee/tools/k8s
+module github.com/leveehq/levee/tools/k8s
 
 go 1.26.0
 

@@ -1,4 +1,4 @@
-module levee/tools/metrics-adapter
+module github.com/leveehq/levee/tools/metrics-adapter
 
 go 1.26.0
 

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
-	"levee/tools/metrics-adapter/adapter"
+	"github.com/leveehq/levee/tools/metrics-adapter/adapter"
 )
 
 type command struct {

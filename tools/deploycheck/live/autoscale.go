@@ -9,7 +9,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 
-	"levee/tools/deploycheck"
+	"github.com/leveehq/levee/tools/deploycheck"
 )
 
 // HPAPodsMetric is the current average value of the Pods metric name in

@@ -28,7 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"levee/tools/deploycheck"
+	"github.com/leveehq/levee/tools/deploycheck"
 )
 
 // State is what a namespace holds, as listed.

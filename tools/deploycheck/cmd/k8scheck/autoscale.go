@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"levee/tools/deploycheck/live"
+	"github.com/leveehq/levee/tools/deploycheck/live"
 )
 
 const (

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"levee/tools/deploycheck/live"
+	"github.com/leveehq/levee/tools/deploycheck/live"
 )
 
 // cluster is one check's connection and output.

@@ -39,7 +39,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"levee/tools/deploycheck/live"
+	"github.com/leveehq/levee/tools/deploycheck/live"
 )
 
 // budgetRefusal is how the API server refuses an eviction for a PDB.
