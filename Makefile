@@ -15,7 +15,7 @@ K8S_TOOLS := $(addprefix $(TOOLS)/,kube-apiserver kube-controller-manager kube-s
 # pinned to the same k8s.io/* versions as tools/k8s so the build cache is shared).
 METRICS_ADAPTER := $(TOOLS)/levee-metrics-adapter
 CMDS := gate logic battle loadtest
-PROTO_FILES := $(wildcard proto/levee/v1/*.proto)
+PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
 
 .PHONY: all build images up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
@@ -188,7 +188,7 @@ proto: tools
 proto-check: tools
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(MAKE) --no-print-directory proto PROTO_OUT=$$tmp >/dev/null && \
-	diff -r $$tmp/proto/leveev1 proto/leveev1 && echo "generated code is up to date"
+	diff -r $$tmp/proto/leveev2 proto/leveev2 && echo "generated code is up to date"
 
 clean:
 	rm -rf $(BIN) $(TOOLS)

@@ -7,20 +7,20 @@ import (
 	"time"
 
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // sturdyRequest is a battle whose units survive all maxTicks ticks, so its
 // cost is exactly units × 2 × maxTicks actions.
-func sturdyRequest(units, maxTicks int, seed uint64) *leveev1.SimulateRequest {
-	team := func(speed uint32) []*leveev1.Unit {
-		us := make([]*leveev1.Unit, units)
+func sturdyRequest(units, maxTicks int, seed uint64) *leveev2.SimulateRequest {
+	team := func(speed uint32) []*leveev2.Unit {
+		us := make([]*leveev2.Unit, units)
 		for i := range us {
-			us[i] = &leveev1.Unit{Hp: MaxHP, Attack: 10, Defense: 2, Speed: speed + uint32(i%3)}
+			us[i] = &leveev2.Unit{Hp: MaxHP, Attack: 10, Defense: 2, Speed: speed + uint32(i%3)}
 		}
 		return us
 	}
-	return &leveev1.SimulateRequest{
+	return &leveev2.SimulateRequest{
 		BattleId: fmt.Sprintf("bench-%dx%d", units, maxTicks),
 		Seed:     seed,
 		TeamA:    team(10),

@@ -20,7 +20,7 @@
 //
 // A refusal is RESOURCE_EXHAUSTED at once, with a retry delay of 100–200 ms
 // in its status details with the in-flight count and fill ratio as a
-// leveev1.Backpressure (apperr.Overloaded). Deadlines and cancellations from the caller stop a
+// leveev2.Backpressure (apperr.Overloaded). Deadlines and cancellations from the caller stop a
 // running simulation. -protection turns all of it off (and the tier then
 // simulates every valid request to the end, even for a caller that has
 // gone); -throttle, -adaptive-shed and -in-flight-cap turn off one each.

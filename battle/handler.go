@@ -10,7 +10,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/shed"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // shedRetryAfter is the least retry delay sent with an adaptive shed (the
@@ -48,7 +48,7 @@ const (
 // With -protection off only steps 1 and 6 remain, and the fight runs to the
 // end even if its caller has gone. Errors become gRPC statuses here and only
 // here.
-func (s *Server) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
+func (s *Server) Simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
 	if err := Validate(req); err != nil {
 		s.m.requests.WithLabelValues(outcomeBadRequest).Inc()
 		return nil, apperr.ToStatus(ctx, err, 0)

@@ -22,7 +22,7 @@ import (
 	"github.com/leveehq/levee/internal/cpu"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // These tests call the handler directly (no network), with an injected CPU
@@ -78,16 +78,16 @@ func newHarness(t *testing.T, cfg Config) *harness {
 		h.draws = append(h.draws, n)
 		return h.draw(n)
 	}
-	s.sim = func(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
+	s.sim = func(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
 		h.sims.Add(1)
 		if req.GetSeed() == fastSeed {
 			h.clk.Advance(fastLatency)
-			return &leveev1.SimulateReply{BattleId: req.GetBattleId()}, nil
+			return &leveev2.SimulateReply{BattleId: req.GetBattleId()}, nil
 		}
 		h.entered <- req.GetSeed()
 		select {
 		case <-h.release:
-			return &leveev1.SimulateReply{BattleId: req.GetBattleId()}, nil
+			return &leveev2.SimulateReply{BattleId: req.GetBattleId()}, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -116,7 +116,7 @@ type trailerStream struct {
 	trailer metadata.MD
 }
 
-func (*trailerStream) Method() string               { return "/levee.v1.Battle/Simulate" }
+func (*trailerStream) Method() string               { return "/levee.v2.Battle/Simulate" }
 func (*trailerStream) SetHeader(metadata.MD) error  { return nil }
 func (*trailerStream) SendHeader(metadata.MD) error { return nil }
 func (ts *trailerStream) SetTrailer(md metadata.MD) error {
@@ -127,7 +127,7 @@ func (ts *trailerStream) SetTrailer(md metadata.MD) error {
 }
 
 type result struct {
-	rep     *leveev1.SimulateReply
+	rep     *leveev2.SimulateReply
 	err     error
 	trailer metadata.MD
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
 	"github.com/leveehq/levee/internal/shed"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // MaxRecvMsgSize bounds a request; the largest valid one is a few KiB.
@@ -29,12 +29,12 @@ const MaxRecvMsgSize = 64 << 10
 
 // simulateFunc runs one validated battle; Simulate in production, a
 // controllable stand-in in tests.
-type simulateFunc func(context.Context, *leveev1.SimulateRequest) (*leveev1.SimulateReply, error)
+type simulateFunc func(context.Context, *leveev2.SimulateRequest) (*leveev2.SimulateReply, error)
 
 // Server is the battle tier: the Battle gRPC service, its health service and
 // its ops HTTP endpoints.
 type Server struct {
-	leveev1.UnimplementedBattleServer
+	leveev2.UnimplementedBattleServer
 
 	cfg     Config
 	log     *slog.Logger
@@ -63,7 +63,7 @@ type Server struct {
 	samplerWG   sync.WaitGroup
 }
 
-var _ leveev1.BattleServer = (*Server)(nil)
+var _ leveev2.BattleServer = (*Server)(nil)
 
 // New validates cfg, opens both listeners (so ":0" works) and builds the
 // server. A nil logger discards logs.
@@ -111,12 +111,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 			Timeout:               10 * time.Second,
 		}),
 	)...)
-	leveev1.RegisterBattleServer(s.grpc, s)
+	leveev2.RegisterBattleServer(s.grpc, s)
 	s.tier, err = serve.New(serve.Config{
 		Name:         "battle",
 		GRPC:         s.grpc,
 		GRPCListener: grpcLis,
-		Services:     []string{leveev1.Battle_ServiceDesc.ServiceName},
+		Services:     []string{leveev2.Battle_ServiceDesc.ServiceName},
 		OpsListener:  opsLis,
 		Ops:          map[string]http.Handler{"/metrics": metrics.Handler(s.reg)},
 		Drain:        cfg.Drain,

@@ -23,7 +23,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/serve"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func testConfig() Config {
@@ -36,7 +36,7 @@ func testConfig() Config {
 type running struct {
 	srv    *Server
 	conn   *grpc.ClientConn
-	client leveev1.BattleClient
+	client leveev2.BattleClient
 	stop   context.CancelFunc
 	done   chan error // Run's result
 }
@@ -62,7 +62,7 @@ func start(t *testing.T, cfg Config, tweak func(*Server)) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.client = leveev1.NewBattleClient(r.conn)
+	r.client = leveev2.NewBattleClient(r.conn)
 	t.Cleanup(func() {
 		r.conn.Close()
 		cancel()
@@ -115,7 +115,7 @@ func TestSameReplyFromTwoServersOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, c := range []leveev1.BattleClient{a.client, b.client, a.client} {
+	for i, c := range []leveev2.BattleClient{a.client, b.client, a.client} {
 		got, err := c.Simulate(ctx, req)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
@@ -124,7 +124,7 @@ func TestSameReplyFromTwoServersOverGRPC(t *testing.T) {
 			t.Fatalf("call %d: got %v, want %v", i, got, want)
 		}
 	}
-	other := proto.Clone(req).(*leveev1.SimulateRequest)
+	other := proto.Clone(req).(*leveev2.SimulateRequest)
 	other.Seed++
 	got, err := b.client.Simulate(ctx, other)
 	if err != nil {
@@ -146,7 +146,7 @@ func TestSameReplyFromTwoServersOverGRPC(t *testing.T) {
 
 func TestBadRequestsAreInvalidArgument(t *testing.T) {
 	r := start(t, testConfig(), nil)
-	valid := func() *leveev1.SimulateRequest { return skirmish(1) }
+	valid := func() *leveev2.SimulateRequest { return skirmish(1) }
 	cases := badRequests()
 	for _, c := range cases {
 		_, err := r.client.Simulate(context.Background(), c.mutate(valid()))
@@ -154,7 +154,7 @@ func TestBadRequestsAreInvalidArgument(t *testing.T) {
 			t.Errorf("%s: err = %v, want InvalidArgument naming %q", c.name, err, c.field)
 		}
 	}
-	if _, err := r.client.Simulate(context.Background(), &leveev1.SimulateRequest{}); status.Code(err) != codes.InvalidArgument {
+	if _, err := r.client.Simulate(context.Background(), &leveev2.SimulateRequest{}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("empty request: err = %v", err)
 	}
 	if got, want := outcomes(r.srv, outcomeBadRequest), float64(len(cases)+1); got != want {
@@ -185,7 +185,7 @@ func newGatedSim() *gatedSim {
 	return &gatedSim{entered: make(chan struct{}, 16), release: make(chan struct{})}
 }
 
-func (g *gatedSim) simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
+func (g *gatedSim) simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
 	g.entered <- struct{}{}
 	select {
 	case <-g.release:
@@ -205,7 +205,7 @@ func TestMaxInFlightRefusesAtOnceWithPushback(t *testing.T) {
 	})
 
 	type result struct {
-		rep *leveev1.SimulateReply
+		rep *leveev2.SimulateReply
 		err error
 	}
 	results := make(chan result, cfg.MaxInFlight)
@@ -237,7 +237,7 @@ func TestMaxInFlightRefusesAtOnceWithPushback(t *testing.T) {
 	if bp := back.Backpressure; bp.GetQueueDepth() != 2 || bp.GetRatio() != 1 {
 		t.Fatalf("backpressure = %v, want depth 2 and ratio 1", bp)
 	}
-	if e := back.Player(); e.GetCode() != leveev1.ErrorCode_ERROR_CODE_BUSY || e.GetRetryAfterMs() != 1 {
+	if e := back.Player(); e.GetCode() != leveev2.ErrorCode_ERROR_CODE_BUSY || e.GetRetryAfterMs() != 1 {
 		t.Fatalf("player error = %v", e)
 	}
 	if n := outcomes(r.srv, outcomeShed); n != 1 {
@@ -305,7 +305,7 @@ func TestDeadlineTravelsToSimulation(t *testing.T) {
 
 func TestSimulationErrorIsInternal(t *testing.T) {
 	r := start(t, testConfig(), func(s *Server) {
-		s.sim = func(context.Context, *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
+		s.sim = func(context.Context, *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
 			return nil, errors.New("boom")
 		}
 	})
@@ -321,7 +321,7 @@ func TestLatencyIsObservedInSeconds(t *testing.T) {
 	fake := clock.NewFake(time.Unix(1000, 0))
 	r := start(t, testConfig(), func(s *Server) {
 		s.clk = fake
-		s.sim = func(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
+		s.sim = func(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
 			fake.Advance(250 * time.Millisecond)
 			return Simulate(ctx, req)
 		}
@@ -361,7 +361,7 @@ func TestShutdownReportsNotServingThenStops(t *testing.T) {
 	// holds the graceful stop until the test lets go: no timing involved.
 	wctx, wcancel := context.WithCancel(context.Background())
 	defer wcancel()
-	watch, err := healthpb.NewHealthClient(r.conn).Watch(wctx, &healthpb.HealthCheckRequest{Service: leveev1.Battle_ServiceDesc.ServiceName})
+	watch, err := healthpb.NewHealthClient(r.conn).Watch(wctx, &healthpb.HealthCheckRequest{Service: leveev2.Battle_ServiceDesc.ServiceName})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/leveehq/levee/internal/apperr"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Request limits. Anything outside them is a bad request.
@@ -18,7 +18,7 @@ const (
 
 // Validate reports whether req is a battle this tier will fight. Every error
 // wraps apperr.ErrBadRequest and names the offending field.
-func Validate(req *leveev1.SimulateRequest) error {
+func Validate(req *leveev2.SimulateRequest) error {
 	if req == nil {
 		return fmt.Errorf("%w: empty request", apperr.ErrBadRequest)
 	}
@@ -34,7 +34,7 @@ func Validate(req *leveev1.SimulateRequest) error {
 	return validateTeam("team_b", req.GetTeamB())
 }
 
-func validateTeam(name string, team []*leveev1.Unit) error {
+func validateTeam(name string, team []*leveev2.Unit) error {
 	if n := len(team); n < 1 || n > MaxTeamSize {
 		return fmt.Errorf("%w: %s must have 1..%d units, got %d", apperr.ErrBadRequest, name, MaxTeamSize, n)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/clock"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // stepClock is a Clock whose every Now is 300 µs after the previous one, so
@@ -30,7 +30,7 @@ func BenchmarkPaceDecision(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.pace(ctx, leveev1.Criticality_CRITICALITY_CRITICAL); err != nil {
+		if err := c.pace(ctx, leveev2.Criticality_CRITICALITY_CRITICAL); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -43,7 +43,7 @@ func BenchmarkPaceDecisionRealClock(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.pace(ctx, leveev1.Criticality_CRITICALITY_CRITICAL); err != nil {
+		if err := c.pace(ctx, leveev2.Criticality_CRITICALITY_CRITICAL); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -52,9 +52,9 @@ func BenchmarkPaceDecisionRealClock(b *testing.B) {
 // What the reader does with each reply's backpressure hints.
 func BenchmarkFeedPressure(b *testing.B) {
 	c := &Client{pacer: pacer.New(pacer.Config{}, clock.Real{})}
-	frames := []*leveev1.ServerFrame{
-		{RequestId: 1, Backpressure: &leveev1.Backpressure{Ratio: 0.9}},
-		{RequestId: 2, Backpressure: &leveev1.Backpressure{Ratio: 0.1}},
+	frames := []*leveev2.ServerFrame{
+		{RequestId: 1, Backpressure: &leveev2.Backpressure{Ratio: 0.9}},
+		{RequestId: 2, Backpressure: &leveev2.Backpressure{Ratio: 0.1}},
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

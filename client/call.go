@@ -10,7 +10,7 @@ import (
 
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Do sends f and waits for its reply. It sets f.RequestId to a fresh id,
@@ -51,9 +51,9 @@ import (
 // *UnresolvedError (and ErrOutcomeUnknown) holding the frame with its
 // request id: send it again with Resend, on this Client or on the one
 // Reconnect gives, never as a new request.
-func (c *Client) Do(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
-	if f.Criticality == leveev1.Criticality_CRITICALITY_UNSPECIFIED {
-		if crit, ok := ctx.Value(critKey{}).(leveev1.Criticality); ok {
+func (c *Client) Do(ctx context.Context, f *leveev2.ClientFrame) (*leveev2.ServerFrame, error) {
+	if f.Criticality == leveev2.Criticality_CRITICALITY_UNSPECIFIED {
+		if crit, ok := ctx.Value(critKey{}).(leveev2.Criticality); ok {
 			f.Criticality = crit
 		}
 	}
@@ -130,7 +130,7 @@ var ErrNoRequestID = errors.New("client: resend needs the request id of the firs
 // its refusals and outcome-unknown answers retried with that id, its
 // TimeoutMs lowered to ctx's remaining budget. f must not be used
 // concurrently by others.
-func (c *Client) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
+func (c *Client) Resend(ctx context.Context, f *leveev2.ClientFrame) (*leveev2.ServerFrame, error) {
 	id := f.GetRequestId()
 	callInfo(ctx, id)
 	if id == 0 {
@@ -147,9 +147,9 @@ func (c *Client) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.S
 // call is Do's and Resend's retry loop around pacing and one round trip;
 // every attempt carries request id id. unknown says whether an earlier
 // send of id (a Resend's first) may have been executed.
-func (c *Client) call(ctx context.Context, f *leveev1.ClientFrame, id uint64, unknown bool) (*leveev1.ServerFrame, error) {
+func (c *Client) call(ctx context.Context, f *leveev2.ClientFrame, id uint64, unknown bool) (*leveev2.ServerFrame, error) {
 	timeout := f.GetTimeoutMs()   // as the caller set it, for a later Resend
-	var last *leveev1.ServerFrame // the previous attempt's refusal
+	var last *leveev2.ServerFrame // the previous attempt's refusal
 	var lastErr error
 	info := callInfo(ctx, id)
 	for attempt := 1; ; attempt++ {
@@ -218,7 +218,7 @@ func (c *Client) answered() {
 // (the gate that sent it is closing the connection; the request is resent
 // on the next one).
 func retriedHere(e *Error) bool {
-	return e.IsBusy() || (e.OutcomeUnknown() && e.Code != leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN)
+	return e.IsBusy() || (e.OutcomeUnknown() && e.Code != leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN)
 }
 
 // ErrOutcomeUnknown is wrapped (by an *UnresolvedError) when the SDK gave
@@ -235,7 +235,7 @@ var ErrOutcomeUnknown = errors.New("client: outcome unknown; resend with the sam
 type UnresolvedError struct {
 	// Request is the frame as the caller built it, with the request id of
 	// its sends. It is the Unresolved error's own copy.
-	Request *leveev1.ClientFrame
+	Request *leveev2.ClientFrame
 	Err     error // what the last attempt ended with
 }
 
@@ -248,7 +248,7 @@ func (e *UnresolvedError) Unwrap() []error { return []error{e.Err, ErrOutcomeUnk
 
 // Unresolved returns the request to Resend when err says its outcome is
 // unknown (it carries an *UnresolvedError), else nil.
-func Unresolved(err error) *leveev1.ClientFrame {
+func Unresolved(err error) *leveev2.ClientFrame {
 	var ue *UnresolvedError
 	if errors.As(err, &ue) {
 		return ue.Request
@@ -257,7 +257,7 @@ func Unresolved(err error) *leveev1.ClientFrame {
 }
 
 // maybeUnresolved is err, wrapped in an *UnresolvedError when unknown.
-func maybeUnresolved(unknown bool, f *leveev1.ClientFrame, timeoutMs uint32, err error) error {
+func maybeUnresolved(unknown bool, f *leveev2.ClientFrame, timeoutMs uint32, err error) error {
 	if !unknown {
 		return err
 	}
@@ -266,7 +266,7 @@ func maybeUnresolved(unknown bool, f *leveev1.ClientFrame, timeoutMs uint32, err
 
 // unresolved wraps err in an *UnresolvedError for a copy of f whose
 // TimeoutMs is timeoutMs again (the one a later send starts from).
-func unresolved(f *leveev1.ClientFrame, timeoutMs uint32, err error) error {
+func unresolved(f *leveev2.ClientFrame, timeoutMs uint32, err error) error {
 	req := proto.CloneOf(f)
 	req.TimeoutMs = timeoutMs
 	return &UnresolvedError{Request: req, Err: err}
@@ -283,7 +283,7 @@ func notRetried(refusal, why error) error {
 
 // retryAfter is the longer of the refusal's retry_after and the one in the
 // frame's backpressure hints.
-func retryAfter(e *Error, f *leveev1.ServerFrame) time.Duration {
+func retryAfter(e *Error, f *leveev2.ServerFrame) time.Duration {
 	hint := time.Duration(f.GetBackpressure().GetRetryAfterMs()) * time.Millisecond
 	return max(e.RetryAfter, hint)
 }
@@ -308,7 +308,7 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 
 // pace waits for the request's turn in the pacer. Its local refusals come
 // back as *LocalError.
-func (c *Client) pace(ctx context.Context, crit leveev1.Criticality) error {
+func (c *Client) pace(ctx context.Context, crit leveev2.Criticality) error {
 	if c.pacer == nil {
 		return nil
 	}
@@ -322,7 +322,7 @@ func (c *Client) pace(ctx context.Context, crit leveev1.Criticality) error {
 // feedPressure passes a frame's backpressure ratio to the pacer. A busy
 // refusal without hints counts as full pressure (the server is refusing);
 // the next reply that carries a ratio sets it again.
-func (c *Client) feedPressure(f *leveev1.ServerFrame) {
+func (c *Client) feedPressure(f *leveev2.ServerFrame) {
 	if c.pacer == nil {
 		return
 	}
@@ -339,7 +339,7 @@ func (c *Client) feedPressure(f *leveev1.ServerFrame) {
 // evicts the others, SHEDDABLE goes last and is evicted first; DEFAULT,
 // UNSPECIFIED and unknown values sit between. It is the cluster's class of
 // the same name (package pacer's Priority).
-func PriorityOf(crit leveev1.Criticality) pacer.Priority {
+func PriorityOf(crit leveev2.Criticality) pacer.Priority {
 	c, _ := priority.FromProto(crit)
 	return c
 }
@@ -353,13 +353,13 @@ type critKey struct{}
 // class: a lower class than the action's is honoured, a higher one is
 // ignored (the request is served with the action's class). crit also
 // orders the call in the SDK's own pacer.
-func WithCriticality(ctx context.Context, crit leveev1.Criticality) context.Context {
+func WithCriticality(ctx context.Context, crit leveev2.Criticality) context.Context {
 	return context.WithValue(ctx, critKey{}, crit)
 }
 
 // criticality is the one set with WithCriticality, else def.
-func criticality(ctx context.Context, def leveev1.Criticality) leveev1.Criticality {
-	if crit, ok := ctx.Value(critKey{}).(leveev1.Criticality); ok && crit != leveev1.Criticality_CRITICALITY_UNSPECIFIED {
+func criticality(ctx context.Context, def leveev2.Criticality) leveev2.Criticality {
+	if crit, ok := ctx.Value(critKey{}).(leveev2.Criticality); ok && crit != leveev2.Criticality_CRITICALITY_UNSPECIFIED {
 		return crit
 	}
 	return def

@@ -7,23 +7,23 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/clienttest"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // CallInfo tells the request id a call used and how many times it sent
 // it: 1 for a first answer, 3 for two BUSY retries, and, for a Resend,
 // the id it was given and its own sends only.
 func TestCallInfo(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 16)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	got := make(chan *leveev2.ClientFrame, 16)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		switch n {
 		case 1, 2: // the second call's first two sends
 			return busy(f, 0)
 		case 4: // the Resend's first send
-			return refusal(f, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
+			return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 		}
 		if f.GetGetProfile() != nil {
-			return clienttest.Reply(f, &leveev1.ProfileReply{Player: &leveev1.Player{}})
+			return clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{}})
 		}
 		return bought(f)
 	}))
@@ -52,8 +52,8 @@ func TestCallInfo(t *testing.T) {
 
 	// A Resend of that purchase: its id, 2 sends (UNAVAILABLE, then the
 	// answer), nothing of the first call's.
-	f := &leveev1.ClientFrame{RequestId: second.GetRequestId(), Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
-		Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "potion", Quantity: 1}}}
+	f := &leveev2.ClientFrame{RequestId: second.GetRequestId(), Criticality: leveev2.Criticality_CRITICALITY_CRITICAL,
+		Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "potion", Quantity: 1}}}
 	if _, err := c.Resend(ctx, f); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestCallInfo(t *testing.T) {
 	next(t, got)
 
 	// Nothing sent: a Resend without an id, and a call whose ctx is over.
-	if _, err := c.Resend(ctx, &leveev1.ClientFrame{}); err == nil {
+	if _, err := c.Resend(ctx, &leveev2.ClientFrame{}); err == nil {
 		t.Fatal("a resend without an id was sent")
 	}
 	if info != (client.CallInfo{}) {
@@ -83,7 +83,7 @@ func TestCallInfo(t *testing.T) {
 
 // A call without WithCallInfo is unchanged (and does not panic).
 func TestCallInfoAbsent(t *testing.T) {
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return bought(f) }))
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return bought(f) }))
 	c := dial(t, g, "cai2", client.Options{NoPacing: true})
 	if _, err := c.BuyItem(ctx5s(t), "potion", 1); err != nil {
 		t.Fatal(err)
@@ -93,8 +93,8 @@ func TestCallInfoAbsent(t *testing.T) {
 // WithMaxAttempts caps one call's sends below the policy's: a caller
 // resending a request keeps the request's sends in all within it.
 func TestWithMaxAttempts(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 16)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	got := make(chan *leveev2.ClientFrame, 16)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		return busy(f, 0) // always BUSY: the policy would send 3 times
 	}))
 	c := dial(t, g, "cap", client.Options{Rand: constRand(0), NoPacing: true,

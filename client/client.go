@@ -17,7 +17,7 @@ import (
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // maxAbandoned bounds how many timed-out request ids a client remembers so
@@ -32,28 +32,28 @@ type Client struct {
 	msgType int
 	opts    Options
 	log     *slog.Logger
-	welcome *leveev1.Welcome // set by Dial before the Client is returned
+	welcome *leveev2.Welcome // set by Dial before the Client is returned
 	clk     clock.Clock
 	pacer   *pacer.Pacer    // nil when Options.NoPacing
 	budget  *backoff.Budget // nil when Options.NoRetry
 
 	nextID atomic.Uint64
-	bp     atomic.Pointer[leveev1.Backpressure]
-	queue  atomic.Pointer[leveev1.QueueStatus] // the last admission-line status
+	bp     atomic.Pointer[leveev2.Backpressure]
+	queue  atomic.Pointer[leveev2.QueueStatus] // the last admission-line status
 
 	// Before the Welcome the reader hands the pushes (queue, admitted,
 	// welcome, refusal) to Dial through pre, in order; Dial closes
 	// dialQuit when it gives up, so the reader never blocks on pre.
-	pre      chan *leveev1.ServerFrame
+	pre      chan *leveev2.ServerFrame
 	dialQuit chan struct{}
 	quitOnce sync.Once
-	admitted *leveev1.Admitted // set by Dial before the Client is returned; nil if it did not wait
+	admitted *leveev2.Admitted // set by Dial before the Client is returned; nil if it did not wait
 	line     *LineError        // set by Dial before the Client is returned when it waited with a ticket; Err wraps it
 
 	wmu sync.Mutex // serialises frame writes
 
 	mu        sync.Mutex
-	pending   map[uint64]chan *leveev1.ServerFrame
+	pending   map[uint64]chan *leveev2.ServerFrame
 	abandoned map[uint64]struct{}
 	closing   bool  // Close was called
 	err       error // why the connection ended; set before done is closed
@@ -98,9 +98,9 @@ func newClient(conn *websocket.Conn, opts Options) *Client {
 		msgType:      websocket.BinaryMessage,
 		opts:         opts,
 		log:          opts.Logger,
-		pre:          make(chan *leveev1.ServerFrame, preBuffer),
+		pre:          make(chan *leveev2.ServerFrame, preBuffer),
 		dialQuit:     make(chan struct{}),
-		pending:      map[uint64]chan *leveev1.ServerFrame{},
+		pending:      map[uint64]chan *leveev2.ServerFrame{},
 		abandoned:    map[uint64]struct{}{},
 		done:         make(chan struct{}),
 	}
@@ -143,7 +143,7 @@ func (c *Client) answerPing(data string) error {
 const preBuffer = 16
 
 // Welcome is what the gate said when the player was let in.
-func (c *Client) Welcome() *leveev1.Welcome { return c.welcome }
+func (c *Client) Welcome() *leveev2.Welcome { return c.welcome }
 
 // Queue is the last QueueStatus the gate pushed (the player's place in its
 // admission line), with the connection's ticket (the gate sends it in the
@@ -153,7 +153,7 @@ func (c *Client) Welcome() *leveev1.Welcome { return c.welcome }
 // otherwise seldom far back in the line (see Dial), so a caller that
 // shows a live position may count it down at ReleaseRate players per
 // second between pushes. Treat it as read-only.
-func (c *Client) Queue() *leveev1.QueueStatus { return c.queue.Load() }
+func (c *Client) Queue() *leveev2.QueueStatus { return c.queue.Load() }
 
 // Ticket is the latest ticket the gate gave this connection: the admission
 // pass of its Admitted push once the player was let in from the line (a
@@ -185,7 +185,7 @@ func (c *Client) PlayerID() string { return c.welcome.GetPlayer().GetId() }
 
 // Backpressure returns the last backpressure hints the gate attached to a
 // frame, or nil if none came yet. Treat it as read-only.
-func (c *Client) Backpressure() *leveev1.Backpressure { return c.bp.Load() }
+func (c *Client) Backpressure() *leveev2.Backpressure { return c.bp.Load() }
 
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
@@ -240,7 +240,7 @@ func (c *Client) Err() error {
 // the same id. sent reports whether f may have reached the server (a
 // write was attempted), so that an error without a reply leaves its
 // outcome unknown.
-func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint64) (out *leveev1.ServerFrame, sent bool, err error) {
+func (c *Client) roundTrip(ctx context.Context, f *leveev2.ClientFrame, id uint64) (out *leveev2.ServerFrame, sent bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
@@ -271,7 +271,7 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev1.ClientFrame, id uint6
 		return nil, false, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), wire.MaxFrame)
 	}
 
-	ch := make(chan *leveev1.ServerFrame, 1)
+	ch := make(chan *leveev2.ServerFrame, 1)
 	c.mu.Lock()
 	ended := c.err != nil
 	switch {
@@ -332,7 +332,7 @@ func (c *Client) forget(id uint64) {
 	c.mu.Unlock()
 }
 
-func (c *Client) wait(ctx context.Context, id uint64, ch chan *leveev1.ServerFrame) (*leveev1.ServerFrame, error) {
+func (c *Client) wait(ctx context.Context, id uint64, ch chan *leveev2.ServerFrame) (*leveev2.ServerFrame, error) {
 	select {
 	case f := <-ch:
 		return reply(f)
@@ -378,13 +378,13 @@ func (c *Client) endedErr() error {
 	err := c.Err()
 	var ce *CloseError
 	if errors.As(err, &ce) && ce.Code == websocket.CloseServiceRestart {
-		return fmt.Errorf("%w (%w)", &Error{Code: leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
+		return fmt.Errorf("%w (%w)", &Error{Code: leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
 			Message: "server restarting: not answered before the connection closed", RetryAfter: ce.RetryAfter}, err)
 	}
 	return err
 }
 
-func reply(f *leveev1.ServerFrame) (*leveev1.ServerFrame, error) {
+func reply(f *leveev2.ServerFrame) (*leveev2.ServerFrame, error) {
 	if e := f.GetError(); e != nil {
 		return f, fromProto(e)
 	}
@@ -438,13 +438,13 @@ func (c *Client) readLoop() {
 // keepTicket gives q, a status just read (not yet shared), the ticket of
 // the last one when it has none: the gate sends the ticket in a
 // connection's first status and again only when it changes.
-func (c *Client) keepTicket(q *leveev1.QueueStatus) {
+func (c *Client) keepTicket(q *leveev2.QueueStatus) {
 	if q.GetTicket() == "" {
 		q.Ticket = c.queue.Load().GetTicket()
 	}
 }
 
-func (c *Client) deliver(f *leveev1.ServerFrame) {
+func (c *Client) deliver(f *leveev2.ServerFrame) {
 	id := f.GetRequestId()
 	c.mu.Lock()
 	ch, ok := c.pending[id]

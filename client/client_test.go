@@ -16,7 +16,7 @@ import (
 	"github.com/leveehq/levee/client/clienttest"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 var secret = []byte("test-secret")
@@ -92,10 +92,10 @@ func TestWelcomeAndCalls(t *testing.T) {
 	}
 	_, err = c.BuyItem(ctx, "sword", 100)
 	var ce *client.Error
-	if !errors.As(err, &ce) || ce.Code != leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || !ce.IsBusiness() || ce.Retryable() {
+	if !errors.As(err, &ce) || ce.Code != leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || !ce.IsBusiness() || ce.Retryable() {
 		t.Fatalf("expensive BuyItem err = %#v", err)
 	}
-	if !errors.Is(err, &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}) {
+	if !errors.Is(err, &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}) {
 		t.Fatal("errors.Is by code failed")
 	}
 	if st := c.Stats(); st.Sent != 4 || st.Replies != 4 || st.Late != 0 || st.Unexpected != 0 {
@@ -110,7 +110,7 @@ func TestBadToken(t *testing.T) {
 	if c != nil || err == nil {
 		t.Fatal("dial with a forged token succeeded")
 	}
-	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED {
+	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED {
 		t.Fatalf("code = %v (%v)", client.Code(err), err)
 	}
 	if client.CloseCode(err) != websocket.ClosePolicyViolation {
@@ -125,9 +125,9 @@ func TestBadToken(t *testing.T) {
 // echoing each request's player id.
 func TestOutOfOrderReplies(t *testing.T) {
 	const n = 5
-	frames := make(chan *leveev1.ClientFrame, n)
+	frames := make(chan *leveev2.ClientFrame, n)
 	g := newGate(t, func(c *clienttest.Conn) {
-		var got []*leveev1.ClientFrame
+		var got []*leveev2.ClientFrame
 		for len(got) < n {
 			f, err := c.Recv()
 			if err != nil {
@@ -138,7 +138,7 @@ func TestOutOfOrderReplies(t *testing.T) {
 		}
 		for i := len(got) - 1; i >= 0; i-- {
 			id := got[i].GetGetProfile().GetPlayerId()
-			_ = c.Send(clienttest.Reply(got[i], &leveev1.ProfileReply{Player: &leveev1.Player{Id: id}}))
+			_ = c.Send(clienttest.Reply(got[i], &leveev2.ProfileReply{Player: &leveev2.Player{Id: id}}))
 		}
 		for {
 			if _, err := c.Recv(); err != nil {
@@ -173,7 +173,7 @@ func TestOutOfOrderReplies(t *testing.T) {
 			t.Errorf("bad or repeated request id %d", f.GetRequestId())
 		}
 		ids[f.GetRequestId()] = true
-		if f.GetCriticality() != leveev1.Criticality_CRITICALITY_DEFAULT {
+		if f.GetCriticality() != leveev2.Criticality_CRITICALITY_DEFAULT {
 			t.Errorf("GetProfile criticality = %v", f.GetCriticality())
 		}
 		// The remaining budget (under 5 s) less the 250 ms reply margin.
@@ -184,7 +184,7 @@ func TestOutOfOrderReplies(t *testing.T) {
 }
 
 // oneReply answers every request with the reply build returns.
-func oneReply(build func(f *leveev1.ClientFrame) *leveev1.ServerFrame) clienttest.Handler {
+func oneReply(build func(f *leveev2.ClientFrame) *leveev2.ServerFrame) clienttest.Handler {
 	return func(c *clienttest.Conn) {
 		for {
 			f, err := c.Recv()
@@ -199,12 +199,12 @@ func oneReply(build func(f *leveev1.ClientFrame) *leveev1.ServerFrame) clienttes
 }
 
 func TestTypedErrors(t *testing.T) {
-	g := newGate(t, oneReply(func(f *leveev1.ClientFrame) *leveev1.ServerFrame {
-		if f.GetCriticality() != leveev1.Criticality_CRITICALITY_CRITICAL {
-			return clienttest.Reply(f, &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "want CRITICAL"})
+	g := newGate(t, oneReply(func(f *leveev2.ClientFrame) *leveev2.ServerFrame {
+		if f.GetCriticality() != leveev2.Criticality_CRITICALITY_CRITICAL {
+			return clienttest.Reply(f, &leveev2.Error{Code: leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "want CRITICAL"})
 		}
-		r := clienttest.Reply(f, &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY, Message: "shard busy", RetryAfterMs: 250})
-		r.Backpressure = &leveev1.Backpressure{QueueDepth: 450, Ratio: 0.9, RetryAfterMs: 250}
+		r := clienttest.Reply(f, &leveev2.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY, Message: "shard busy", RetryAfterMs: 250})
+		r.Backpressure = &leveev2.Backpressure{QueueDepth: 450, Ratio: 0.9, RetryAfterMs: 250}
 		return r
 	}))
 	// Retries are tested in retry_test.go; here the refusal comes back as is.
@@ -214,7 +214,7 @@ func TestTypedErrors(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want *client.Error", err)
 	}
-	if ce.Code != leveev1.ErrorCode_ERROR_CODE_BUSY || ce.Message != "shard busy" || ce.RetryAfter != 250*time.Millisecond {
+	if ce.Code != leveev2.ErrorCode_ERROR_CODE_BUSY || ce.Message != "shard busy" || ce.RetryAfter != 250*time.Millisecond {
 		t.Fatalf("error = %+v", ce)
 	}
 	if !client.IsBusy(err) || !client.Retryable(err) || client.RetryAfter(err) != 250*time.Millisecond || ce.IsBusiness() {
@@ -223,23 +223,23 @@ func TestTypedErrors(t *testing.T) {
 	if bp := c.Backpressure(); bp.GetQueueDepth() != 450 || bp.GetRatio() != 0.9 {
 		t.Fatalf("backpressure = %v", bp)
 	}
-	if _, err := c.StartBattle(ctx5s(t), "b", 4, 50); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+	if _, err := c.StartBattle(ctx5s(t), "b", 4, 50); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST {
 		t.Fatalf("StartBattle is CRITICAL: %v", err)
 	}
-	crit := client.WithCriticality(ctx5s(t), leveev1.Criticality_CRITICALITY_CRITICAL)
-	if _, err := c.StartBattle(crit, "b", 4, 50); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BUSY {
+	crit := client.WithCriticality(ctx5s(t), leveev2.Criticality_CRITICALITY_CRITICAL)
+	if _, err := c.StartBattle(crit, "b", 4, 50); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BUSY {
 		t.Fatalf("WithCriticality(CRITICAL) StartBattle: %v", err)
 	}
 	// Do returns the frame too, with its error.
-	f, err := c.Do(ctx5s(t), &leveev1.ClientFrame{Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})
-	if f.GetError() == nil || client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+	f, err := c.Do(ctx5s(t), &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
+	if f.GetError() == nil || client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST {
 		t.Fatalf("Do = %v, %v", f, err)
 	}
 }
 
 func TestUnexpectedPayload(t *testing.T) {
-	g := newGate(t, oneReply(func(f *leveev1.ClientFrame) *leveev1.ServerFrame {
-		return clienttest.Reply(f, &leveev1.BattleReply{BattleId: "x"})
+	g := newGate(t, oneReply(func(f *leveev2.ClientFrame) *leveev2.ServerFrame {
+		return clienttest.Reply(f, &leveev2.BattleReply{BattleId: "x"})
 	}))
 	c := dial(t, g, "dave", client.Options{})
 	if _, err := c.GetProfile(ctx5s(t), ""); !errors.Is(err, client.ErrUnexpectedReply) {
@@ -250,7 +250,7 @@ func TestUnexpectedPayload(t *testing.T) {
 // The first call's ctx expires while the gate holds its reply; the reply
 // arrives later and must be dropped, not handed to the next call.
 func TestDeadlineAndLateReply(t *testing.T) {
-	received := make(chan *leveev1.ClientFrame, 1)
+	received := make(chan *leveev2.ClientFrame, 1)
 	release := make(chan struct{})
 	g := newGate(t, func(c *clienttest.Conn) {
 		f, err := c.Recv()
@@ -263,9 +263,9 @@ func TestDeadlineAndLateReply(t *testing.T) {
 		case <-c.Context().Done():
 			return
 		}
-		_ = c.Send(clienttest.Reply(f, &leveev1.ProfileReply{Player: &leveev1.Player{Id: "late"}}))
+		_ = c.Send(clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{Id: "late"}}))
 		// A stray reply nobody asked for.
-		_ = c.Send(&leveev1.ServerFrame{RequestId: 12345, Payload: &leveev1.ServerFrame_Profile{Profile: &leveev1.ProfileReply{}}})
+		_ = c.Send(&leveev2.ServerFrame{RequestId: 12345, Payload: &leveev2.ServerFrame_Profile{Profile: &leveev2.ProfileReply{}}})
 		clienttest.Game(c)
 	})
 	c := dial(t, g, "erin", client.Options{})
@@ -349,7 +349,7 @@ func TestJSONMode(t *testing.T) {
 		if r, err := c.BuyItem(ctx5s(t), "shield", 1); err != nil || r.GetGoldSpent() != 80 {
 			t.Fatalf("json=%v: BuyItem = %v, %v", json, r, err)
 		}
-		if _, err := c.BuyItem(ctx5s(t), "dragon", 1); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_NOT_FOUND {
+		if _, err := c.BuyItem(ctx5s(t), "dragon", 1); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_NOT_FOUND {
 			t.Fatalf("json=%v: unknown item: %v", json, err)
 		}
 	}
@@ -437,7 +437,7 @@ func TestRequestIDsAreRandomPerClient(t *testing.T) {
 				return
 			}
 			ids <- f.GetRequestId()
-			_ = c.Send(clienttest.Reply(f, &leveev1.ProfileReply{}))
+			_ = c.Send(clienttest.Reply(f, &leveev2.ProfileReply{}))
 		}
 	})
 	var firsts []uint64
@@ -474,7 +474,7 @@ func TestHandshakeRefusals(t *testing.T) {
 	})
 	_, err := client.Dial(ctx5s(t), url, "tok", client.Options{})
 	var ce *client.Error
-	if !errors.As(err, &ce) || ce.Code != leveev1.ErrorCode_ERROR_CODE_SERVER_FULL || ce.RetryAfter != 3*time.Second || !ce.IsBusy() {
+	if !errors.As(err, &ce) || ce.Code != leveev2.ErrorCode_ERROR_CODE_SERVER_FULL || ce.RetryAfter != 3*time.Second || !ce.IsBusy() {
 		t.Fatalf("503: %v", err)
 	}
 

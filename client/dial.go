@@ -15,7 +15,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Dial connects to the gate at url (ws://host:port/ws) as the player that
@@ -105,7 +105,7 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 type welcomeWait struct {
 	c          *Client
 	rawURL     string
-	last       *leveev1.QueueStatus // the last status, nil if none came
+	last       *leveev2.QueueStatus // the last status, nil if none came
 	seen       time.Time            // when it came, on Options.Clock
 	admittedAt time.Time            // when Admitted came, on Options.Clock
 }
@@ -136,7 +136,7 @@ func (w *welcomeWait) run(ctx context.Context) (*Client, error) {
 }
 
 // push handles one push before the Welcome; done says Dial is over.
-func (w *welcomeWait) push(ctx context.Context, f *leveev1.ServerFrame) (cl *Client, err error, done bool) {
+func (w *welcomeWait) push(ctx context.Context, f *leveev2.ServerFrame) (cl *Client, err error, done bool) {
 	c := w.c
 	switch {
 	case f.GetQueue() != nil:
@@ -181,7 +181,7 @@ func (w *welcomeWait) inLine(err error) error {
 
 // refused finishes Dial with the gate's typed refusal, which a close
 // follows.
-func (c *Client) refused(ctx context.Context, rawURL string, f *leveev1.ServerFrame) (*Client, error) {
+func (c *Client) refused(ctx context.Context, rawURL string, f *leveev2.ServerFrame) (*Client, error) {
 	refused := fromProto(f.GetError())
 	// The gate closes right after refusing; wait briefly for its code.
 	t := time.NewTimer(c.opts.CloseTimeout)

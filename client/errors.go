@@ -8,7 +8,7 @@ import (
 
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/apperr"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Errors the SDK returns. Connection failures wrap ErrClosed.
@@ -35,10 +35,10 @@ var (
 // ErrNotAdmitted matches (errors.Is) the gate's NOT_ADMITTED reply: a
 // request sent while the player was still waiting in the admission line.
 // Do does not retry it; its RetryAfter is the player's ETA.
-var ErrNotAdmitted error = &Error{Code: leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED}
+var ErrNotAdmitted error = &Error{Code: leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED}
 
 // IsNotAdmitted reports whether err carries a NOT_ADMITTED *Error.
-func IsNotAdmitted(err error) bool { return Code(err) == leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED }
+func IsNotAdmitted(err error) bool { return Code(err) == leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED }
 
 // LineError carries a player's ticket in the gate's admission line. Dial's
 // error wraps one when the player had been given a place in line before
@@ -52,7 +52,7 @@ func IsNotAdmitted(err error) bool { return Code(err) == leveev1.ErrorCode_ERROR
 // present instead, with no end of their own (the gate decides what it is
 // good for). DialRetry and Reconnect use it by themselves.
 type LineError struct {
-	Status   *leveev1.QueueStatus // nil for a player let in who never saw a status on that connection
+	Status   *leveev2.QueueStatus // nil for a player let in who never saw a status on that connection
 	Seen     time.Time            // when Status came (for Admitted, when the player was let in), on Options.Clock
 	Admitted bool                 // the player had been let in
 	Pass     string               // with Admitted: the Admitted push's pass, if the gate sent one
@@ -92,7 +92,7 @@ func AsLineError(err error) *LineError {
 // attempt was refused by the server), and sending again later is safe.
 type LocalError struct {
 	Err         error // ErrEvicted or ErrQueueFull
-	Criticality leveev1.Criticality
+	Criticality leveev2.Criticality
 }
 
 func (e *LocalError) Error() string {
@@ -110,12 +110,12 @@ func IsLocal(err error) bool {
 // Error is a typed error the server sent in reply to a request (or before
 // the Welcome, when it refused the connection).
 type Error struct {
-	Code       leveev1.ErrorCode
+	Code       leveev2.ErrorCode
 	Message    string
 	RetryAfter time.Duration // 0 when the server gave none
 }
 
-func fromProto(e *leveev1.Error) *Error {
+func fromProto(e *leveev2.Error) *Error {
 	return &Error{
 		Code:       e.GetCode(),
 		Message:    e.GetMessage(),
@@ -210,15 +210,15 @@ func RetryAfter(err error) time.Duration {
 }
 
 // Code is the server's error code in err, or ERROR_CODE_UNSPECIFIED.
-func Code(err error) leveev1.ErrorCode {
+func Code(err error) leveev2.ErrorCode {
 	if e := AsError(err); e != nil {
 		return e.Code
 	}
-	return leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED
+	return leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED
 }
 
 // CodeName is the short name of an error code, e.g. "INSUFFICIENT_GOLD".
-func CodeName(c leveev1.ErrorCode) string {
+func CodeName(c leveev2.ErrorCode) string {
 	return strings.TrimPrefix(c.String(), "ERROR_CODE_")
 }
 

@@ -4,30 +4,30 @@ import (
 	"testing"
 
 	"github.com/leveehq/levee/client"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // TestErrorClasses pins what a game may do with each code, as the README's
 // table of codes states it.
 func TestErrorClasses(t *testing.T) {
 	type class struct{ busy, notExecuted, outcomeUnknown, retryable, business bool }
-	for code, want := range map[leveev1.ErrorCode]class{
-		leveev1.ErrorCode_ERROR_CODE_BUSY:              {busy: true, notExecuted: true, retryable: true},
-		leveev1.ErrorCode_ERROR_CODE_SERVER_FULL:       {busy: true, notExecuted: true, retryable: true},
-		leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED:      {busy: true, notExecuted: true, retryable: true},
-		leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED:      {notExecuted: true, retryable: true},
-		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN:     {outcomeUnknown: true, retryable: true},
-		leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE:       {outcomeUnknown: true, retryable: true},
-		leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED: {outcomeUnknown: true, retryable: true},
-		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {business: true},
-		leveev1.ErrorCode_ERROR_CODE_NOT_FOUND:         {business: true},
-		leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:         {business: true},
-		leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {},
-		leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED:   {},
-		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST:       {},
-		leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:   {},
-		leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED:      {},
-		leveev1.ErrorCode_ERROR_CODE_INTERNAL:          {},
+	for code, want := range map[leveev2.ErrorCode]class{
+		leveev2.ErrorCode_ERROR_CODE_BUSY:              {busy: true, notExecuted: true, retryable: true},
+		leveev2.ErrorCode_ERROR_CODE_SERVER_FULL:       {busy: true, notExecuted: true, retryable: true},
+		leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED:      {busy: true, notExecuted: true, retryable: true},
+		leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED:      {notExecuted: true, retryable: true},
+		leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN:     {outcomeUnknown: true, retryable: true},
+		leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE:       {outcomeUnknown: true, retryable: true},
+		leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED: {outcomeUnknown: true, retryable: true},
+		leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {business: true},
+		leveev2.ErrorCode_ERROR_CODE_NOT_FOUND:         {business: true},
+		leveev2.ErrorCode_ERROR_CODE_FORBIDDEN:         {business: true},
+		leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {},
+		leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED:   {},
+		leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST:       {},
+		leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:   {},
+		leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED:      {},
+		leveev2.ErrorCode_ERROR_CODE_INTERNAL:          {},
 	} {
 		e := &client.Error{Code: code}
 		got := class{e.IsBusy(), e.NotExecuted(), e.OutcomeUnknown(), e.Retryable(), e.IsBusiness()}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/leveehq/levee/client/clienttest"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // constRand is a jitter source that always returns f.
@@ -14,7 +14,7 @@ func constRand(f float64) func() float64 { return func() float64 { return f } }
 // scripted is a Handler that passes every request to got (before it
 // answers) and answers request n (0-based, in arrival order) with
 // answer(n, f); a nil answer leaves the request unanswered.
-func scripted(got chan<- *leveev1.ClientFrame, answer func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame) clienttest.Handler {
+func scripted(got chan<- *leveev2.ClientFrame, answer func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame) clienttest.Handler {
 	return func(c *clienttest.Conn) {
 		for n := 0; ; n++ {
 			f, err := c.Recv()
@@ -34,21 +34,21 @@ func scripted(got chan<- *leveev1.ClientFrame, answer func(n int, f *leveev1.Cli
 }
 
 // refusal is an error reply to f with code and retry_after ms.
-func refusal(f *leveev1.ClientFrame, code leveev1.ErrorCode, retryMs uint32) *leveev1.ServerFrame {
-	return clienttest.Reply(f, &leveev1.Error{Code: code, Message: "test", RetryAfterMs: retryMs})
+func refusal(f *leveev2.ClientFrame, code leveev2.ErrorCode, retryMs uint32) *leveev2.ServerFrame {
+	return clienttest.Reply(f, &leveev2.Error{Code: code, Message: "test", RetryAfterMs: retryMs})
 }
 
-func busy(f *leveev1.ClientFrame, retryMs uint32) *leveev1.ServerFrame {
-	return refusal(f, leveev1.ErrorCode_ERROR_CODE_BUSY, retryMs)
+func busy(f *leveev2.ClientFrame, retryMs uint32) *leveev2.ServerFrame {
+	return refusal(f, leveev2.ErrorCode_ERROR_CODE_BUSY, retryMs)
 }
 
 // bought is a successful BuyItem reply to f.
-func bought(f *leveev1.ClientFrame) *leveev1.ServerFrame {
-	return clienttest.Reply(f, &leveev1.BuyItemReply{Player: &leveev1.Player{}, GoldSpent: 10})
+func bought(f *leveev2.ClientFrame) *leveev2.ServerFrame {
+	return clienttest.Reply(f, &leveev2.BuyItemReply{Player: &leveev2.Player{}, GoldSpent: 10})
 }
 
 // next reads the next request the gate saw, failing after 5 s.
-func next(t *testing.T, got <-chan *leveev1.ClientFrame) *leveev1.ClientFrame {
+func next(t *testing.T, got <-chan *leveev2.ClientFrame) *leveev2.ClientFrame {
 	t.Helper()
 	select {
 	case f := <-got:
@@ -60,7 +60,7 @@ func next(t *testing.T, got <-chan *leveev1.ClientFrame) *leveev1.ClientFrame {
 }
 
 // nothing fails if the gate has seen a request that was not read yet.
-func nothing(t *testing.T, got <-chan *leveev1.ClientFrame) {
+func nothing(t *testing.T, got <-chan *leveev2.ClientFrame) {
 	t.Helper()
 	select {
 	case f := <-got:

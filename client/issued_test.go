@@ -6,15 +6,15 @@ import (
 
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Every request carries the wall time it was created at in issued_at_ms,
 // the same on its retries (logic's idempotency window is measured from
 // it); a new request gets its own.
 func TestIssuedAtSetOncePerRequest(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		if n == 0 {
 			return busy(f, 0)
 		}
@@ -36,7 +36,7 @@ func TestIssuedAtSetOncePerRequest(t *testing.T) {
 		t.Fatalf("retry: id %d issued %d; first: id %d issued %d", retry.GetRequestId(), retry.GetIssuedAtMs(), first.GetRequestId(), first.GetIssuedAtMs())
 	}
 	// A frame used again for a new request gets a new stamp, not the old one.
-	f := &leveev1.ClientFrame{Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "potion", Quantity: 1}}, IssuedAtMs: 1}
+	f := &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "potion", Quantity: 1}}, IssuedAtMs: 1}
 	if _, err := c.Do(ctx5s(t), f); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/leveehq/levee/client/clienttest"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func newLineGate(t *testing.T, line clienttest.Line, h clienttest.Handler) *clienttest.Gate {
@@ -53,13 +53,13 @@ func TestDialWaitsInLine(t *testing.T) {
 	g := newLineGate(t, clienttest.Waiting(3, 2, 1), clienttest.Game)
 	var seen []uint64
 	c := dial(t, g, "ann", client.Options{
-		OnQueue: func(q *leveev1.QueueStatus) {
+		OnQueue: func(q *leveev2.QueueStatus) {
 			seen = append(seen, q.GetPosition())
 			if q.GetTicket() != "ticket-ann" {
 				t.Errorf("OnQueue at %d: ticket %q, want the first status's", q.GetPosition(), q.GetTicket())
 			}
 		},
-		OnAdmitted: func(a *leveev1.Admitted) { seen = append(seen, 1000+a.GetWaitedMs()/1000) },
+		OnAdmitted: func(a *leveev2.Admitted) { seen = append(seen, 1000+a.GetWaitedMs()/1000) },
 	})
 	if len(seen) != 4 || seen[0] != 3 || seen[1] != 2 || seen[2] != 1 || seen[3] != 1003 {
 		t.Fatalf("OnQueue, OnAdmitted saw %v, want [3 2 1 1003]", seen)
@@ -94,7 +94,7 @@ func TestDialLineWaitEndsWithCtx(t *testing.T) {
 	defer cancel()
 	got := make(chan struct{})
 	ch := dialAsync(func() (*client.Client, error) {
-		return client.Dial(ctx, g.URL(), mint(t, "cid"), client.Options{Clock: clk, OnQueue: func(*leveev1.QueueStatus) { close(got) }})
+		return client.Dial(ctx, g.URL(), mint(t, "cid"), client.Options{Clock: clk, OnQueue: func(*leveev2.QueueStatus) { close(got) }})
 	})
 	select {
 	case <-got:
@@ -192,15 +192,15 @@ func TestReconnectTicketGrace(t *testing.T) {
 // FORBIDDEN is a refused ticket whatever its message says.
 func TestRefusedTicketDropped(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	for _, refusal := range []*leveev1.Error{
-		{Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "unknown ticket"},
-		{Code: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, Message: "another connection holds this place in line"},
+	for _, refusal := range []*leveev2.Error{
+		{Code: leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "unknown ticket"},
+		{Code: leveev2.ErrorCode_ERROR_CODE_FORBIDDEN, Message: "another connection holds this place in line"},
 	} {
 		var tk tickets
 		g := newLineGate(t, func(c *clienttest.Conn) bool {
 			tk.add(c.Ticket)
 			if c.Ticket != "" {
-				_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: refusal}})
+				_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: refusal}})
 				_ = c.CloseWith(websocket.ClosePolicyViolation, "bad ticket")
 				_, _ = c.Recv()
 				return false
@@ -218,13 +218,13 @@ func TestRefusedTicketDropped(t *testing.T) {
 	}
 	// Without a ticket the same refusal ends it.
 	bad := newLineGate(t, func(c *clienttest.Conn) bool {
-		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-			Code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "no"}}})
+		_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
+			Code: leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, Message: "no"}}})
 		_ = c.CloseWith(websocket.ClosePolicyViolation, "no")
 		_, _ = c.Recv()
 		return false
 	}, clienttest.Game)
-	if _, err := client.DialRetry(ctx5s(t), bad.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk}); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST {
+	if _, err := client.DialRetry(ctx5s(t), bad.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk}); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -234,15 +234,15 @@ func TestRefusedTicketDropped(t *testing.T) {
 func TestRefusedWhileWaiting(t *testing.T) {
 	g := newLineGate(t, func(c *clienttest.Conn) bool {
 		_ = c.Send(clienttest.Status(2, 2, 1, "T-2"))
-		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-			Code: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, Message: "maintenance", RetryAfterMs: 30_000}}})
+		_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
+			Code: leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, Message: "maintenance", RetryAfterMs: 30_000}}})
 		_ = c.CloseWith(websocket.CloseTryAgainLater, "maintenance")
 		_, _ = c.Recv()
 		return false
 	}, clienttest.Game)
 	var n atomic.Int32
-	_, err := client.Dial(ctx5s(t), g.URL(), mint(t, "gil"), client.Options{OnQueue: func(*leveev1.QueueStatus) { n.Add(1) }})
-	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_SERVER_FULL || client.CloseCode(err) != websocket.CloseTryAgainLater ||
+	_, err := client.Dial(ctx5s(t), g.URL(), mint(t, "gil"), client.Options{OnQueue: func(*leveev2.QueueStatus) { n.Add(1) }})
+	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_SERVER_FULL || client.CloseCode(err) != websocket.CloseTryAgainLater ||
 		client.RetryAfter(err) != 30*time.Second || client.AsLineError(err) == nil || n.Load() != 1 {
 		t.Fatalf("err = %v, statuses %d", err, n.Load())
 	}
@@ -250,9 +250,9 @@ func TestRefusedWhileWaiting(t *testing.T) {
 
 // NOT_ADMITTED is typed, carries the ETA as retry_after and is not retried.
 func TestNotAdmittedNotRetried(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(_ int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
-		return refusal(f, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED, 4200)
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(_ int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
+		return refusal(f, leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED, 4200)
 	}))
 	c := dial(t, g, "hal", client.Options{Clock: clock.NewFake(time.Now())})
 	_, err := c.GetProfile(ctx5s(t), "")
@@ -265,7 +265,7 @@ func TestNotAdmittedNotRetried(t *testing.T) {
 	if s := c.Stats(); s.Retries != 0 || s.Sent != 1 {
 		t.Fatalf("stats %+v", s)
 	}
-	if errors.Is(err, &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY}) {
+	if errors.Is(err, &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY}) {
 		t.Fatal("NOT_ADMITTED matched BUSY")
 	}
 }
@@ -276,7 +276,7 @@ func TestQueueAfterWelcome(t *testing.T) {
 		_ = c.Send(clienttest.Status(1, 1, 1, "late"))
 		clienttest.Game(c)
 	})
-	c := dial(t, g, "ivy", client.Options{OnQueue: func(*leveev1.QueueStatus) { t.Error("OnQueue after the Welcome") }})
+	c := dial(t, g, "ivy", client.Options{OnQueue: func(*leveev2.QueueStatus) { t.Error("OnQueue after the Welcome") }})
 	testwait.Until(t, "the late status", func() bool { return c.Queue().GetTicket() == "late" })
 	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
 		t.Fatal(err)
@@ -322,8 +322,8 @@ func TestTicketInUseRetriedWithTicket(t *testing.T) {
 	var tk tickets
 	g := newLineGate(t, func(c *clienttest.Conn) bool {
 		if tk.add(c.Ticket) <= 2 {
-			_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-				Code: leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, Message: "close the other connection first"}}})
+			_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
+				Code: leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE, Message: "close the other connection first"}}})
 			_ = c.CloseWith(websocket.ClosePolicyViolation, "busy ticket")
 			_, _ = c.Recv()
 			return false
@@ -368,8 +368,8 @@ func TestTicketIsThePassOnceIn(t *testing.T) {
 		case "P-in": // a restarted gate: in at once, with a new pass
 			return c.Send(clienttest.AdmitPass(0, "P-again")) == nil
 		}
-		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-			Code: leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, Message: "gate: ticket expired"}}})
+		_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
+			Code: leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, Message: "gate: ticket expired"}}})
 		_ = c.CloseWith(websocket.ClosePolicyViolation, "bad ticket")
 		_, _ = c.Recv()
 		return false

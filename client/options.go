@@ -12,7 +12,7 @@ import (
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/clock"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // DefaultPaceRate is the pacer's base rate, in requests per second per
@@ -33,8 +33,8 @@ var ErrInvalidOptions = errors.New("client: invalid options")
 // protection on with the seed defaults (retries of busy replies with
 // backoff and a retry budget; pacing by the server's backpressure).
 type Options struct {
-	// JSON selects the "levee.v1.json" subprotocol (protojson text frames)
-	// instead of "levee.v1.proto" (binary protobuf).
+	// JSON selects the "levee.v2.json" subprotocol (protojson text frames)
+	// instead of "levee.v2.proto" (binary protobuf).
 	JSON bool
 	// Dialer makes the connection; nil means websocket.DefaultDialer. It is
 	// copied, and its Subprotocols are replaced.
@@ -95,11 +95,11 @@ type Options struct {
 	// far back in a standing line: see Dial), on the goroutine that called
 	// Dial (or DialRetry, Reconnect), before Dial returns. It should return
 	// quickly: while it runs, the connection's frames are not read.
-	OnQueue func(*leveev1.QueueStatus)
+	OnQueue func(*leveev2.QueueStatus)
 	// OnAdmitted, when set, is called when the gate lets the waiting
 	// player in (its Admitted push), on the same goroutine as OnQueue,
 	// before the Welcome (for which the gate still logs the player in).
-	OnAdmitted func(*leveev1.Admitted)
+	OnAdmitted func(*leveev2.Admitted)
 	// Ticket resumes a place in the gate's admission line: the Ticket of
 	// a QueueStatus from an earlier connection, sent as the ticket query
 	// parameter. The gate keeps a dropped player's place for the status's

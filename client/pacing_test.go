@@ -12,15 +12,15 @@ import (
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // pacerFast hardly paces at all, for tests about other things.
 var pacerFast = pacer.Config{Rate: 10000, MinRate: 1000}
 
-func profileReply(f *leveev1.ClientFrame, ratio float64) *leveev1.ServerFrame {
-	r := clienttest.Reply(f, &leveev1.ProfileReply{Player: &leveev1.Player{Id: "p"}})
-	r.Backpressure = &leveev1.Backpressure{Ratio: ratio}
+func profileReply(f *leveev2.ClientFrame, ratio float64) *leveev2.ServerFrame {
+	r := clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{Id: "p"}})
+	r.Backpressure = &leveev2.Backpressure{Ratio: ratio}
 	return r
 }
 
@@ -28,9 +28,9 @@ func profileReply(f *leveev1.ClientFrame, ratio float64) *leveev1.ServerFrame {
 // slows a 10/s client to 1.5/s (15 %), ratio 0 brings it back at once.
 func TestPacingFollowsPressure(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	got := make(chan *leveev1.ClientFrame, 8)
+	got := make(chan *leveev2.ClientFrame, 8)
 	ratios := []float64{1, 0, 0}
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		return profileReply(f, ratios[n])
 	}))
 	c := dial(t, g, "ann", client.Options{Clock: clk, Pacer: pacer.Config{Rate: 10}})
@@ -79,8 +79,8 @@ func TestPacingFollowsPressure(t *testing.T) {
 // with its ratio, sets the rate again.
 func TestPacingBusyWithoutHints(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		if n == 0 {
 			return busy(f, 100)
 		}
@@ -114,7 +114,7 @@ func TestPacingBusyWithoutHints(t *testing.T) {
 // request, which fails locally; a SHEDDABLE one finds no room at all.
 func TestPacingEvictsSheddableForCritical(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	got := make(chan *leveev1.ClientFrame, 8)
+	got := make(chan *leveev2.ClientFrame, 8)
 	g := newGate(t, func(c *clienttest.Conn) {
 		for {
 			f, err := c.Recv()
@@ -134,9 +134,9 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 		t.Fatal(err)
 	}
 	next(t, got)
-	sheddable := func() *leveev1.ClientFrame {
-		return &leveev1.ClientFrame{Criticality: leveev1.Criticality_CRITICALITY_SHEDDABLE,
-			Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}}
+	sheddable := func() *leveev2.ClientFrame {
+		return &leveev2.ClientFrame{Criticality: leveev2.Criticality_CRITICALITY_SHEDDABLE,
+			Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}}
 	}
 	resB := make(chan error, 1)
 	go func() { _, err := c.Do(ctx5s(t), sheddable()); resB <- err }()
@@ -147,7 +147,7 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 	errB := result(t, resB)
 	var le *client.LocalError
 	if !errors.As(errB, &le) || !errors.Is(errB, client.ErrEvicted) || !errors.Is(errB, pacer.ErrEvicted) ||
-		le.Criticality != leveev1.Criticality_CRITICALITY_SHEDDABLE || client.AsError(errB) != nil || !client.IsLocal(errB) {
+		le.Criticality != leveev2.Criticality_CRITICALITY_SHEDDABLE || client.AsError(errB) != nil || !client.IsLocal(errB) {
 		t.Fatalf("evicted request: %v", errB)
 	}
 	// The queue holds the purchase: a sheddable request cannot get in,
@@ -156,14 +156,14 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 	if !errors.Is(errD, client.ErrQueueFull) || !client.IsLocal(errD) {
 		t.Fatalf("request into the full queue: %v", errD)
 	}
-	_, errE := c.BuyItem(client.WithCriticality(ctx5s(t), leveev1.Criticality_CRITICALITY_DEFAULT), "potion", 1)
+	_, errE := c.BuyItem(client.WithCriticality(ctx5s(t), leveev2.Criticality_CRITICALITY_DEFAULT), "potion", 1)
 	if !errors.Is(errE, client.ErrQueueFull) || errE.Error() == "" {
 		t.Fatalf("default purchase into the full queue: %v", errE)
 	}
 	nothing(t, got)
 	testwait.Until(t, "C to hold the pacer's timer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(time.Second)
-	if f := next(t, got); f.GetBuyItem() == nil || f.GetCriticality() != leveev1.Criticality_CRITICALITY_CRITICAL {
+	if f := next(t, got); f.GetBuyItem() == nil || f.GetCriticality() != leveev2.Criticality_CRITICALITY_CRITICAL {
 		t.Fatalf("sent %v", f)
 	}
 	if err := result(t, resC); err != nil {
@@ -177,7 +177,7 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 // NoPacing: requests go at once whatever the rate and pressure.
 func TestNoPacing(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return profileReply(f, 1) }))
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return profileReply(f, 1) }))
 	c := dial(t, g, "dan", client.Options{Clock: clk, NoPacing: true, Pacer: pacer.Config{Rate: 1}})
 	for range 5 {
 		if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
@@ -190,11 +190,11 @@ func TestNoPacing(t *testing.T) {
 }
 
 func TestPriorityOf(t *testing.T) {
-	for crit, want := range map[leveev1.Criticality]pacer.Priority{
-		leveev1.Criticality_CRITICALITY_CRITICAL:    pacer.Critical,
-		leveev1.Criticality_CRITICALITY_DEFAULT:     pacer.Default,
-		leveev1.Criticality_CRITICALITY_UNSPECIFIED: pacer.Default,
-		leveev1.Criticality_CRITICALITY_SHEDDABLE:   pacer.Sheddable,
+	for crit, want := range map[leveev2.Criticality]pacer.Priority{
+		leveev2.Criticality_CRITICALITY_CRITICAL:    pacer.Critical,
+		leveev2.Criticality_CRITICALITY_DEFAULT:     pacer.Default,
+		leveev2.Criticality_CRITICALITY_UNSPECIFIED: pacer.Default,
+		leveev2.Criticality_CRITICALITY_SHEDDABLE:   pacer.Sheddable,
 	} {
 		if got := client.PriorityOf(crit); got != want {
 			t.Errorf("PriorityOf(%v) = %v, want %v", crit, got, want)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // TokenFunc returns the player token for a dial attempt. DialRetry and
@@ -165,7 +165,7 @@ const defaultLineGrace = 60 * time.Second
 // ticketInUse reports whether err is the gate's refusal of a ticket whose
 // place another connection still holds: TICKET_IN_USE.
 func ticketInUse(err error) bool {
-	return Code(err) == leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE
+	return Code(err) == leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE
 }
 
 // current is the ticket to dial with at now, or "" once its grace is over.

@@ -17,7 +17,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // flakyGate refuses the first fails handshakes with 503 (and Retry-After
@@ -41,8 +41,8 @@ func flakyGate(t *testing.T, fails int64, retryAfter int) (url string, attempts 
 		}
 		defer ws.Close()
 		codec, _ := wire.ForSubprotocol(ws.Subprotocol())
-		data, _ := codec.EncodeServer(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Welcome{
-			Welcome: &leveev1.Welcome{Player: &leveev1.Player{Id: "p"}}}})
+		data, _ := codec.EncodeServer(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{
+			Welcome: &leveev2.Welcome{Player: &leveev2.Player{Id: "p"}}}})
 		if ws.WriteMessage(websocket.BinaryMessage, data) != nil {
 			return
 		}
@@ -138,13 +138,13 @@ func TestDialRetryGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := client.DialRetry(ctx, url, client.StaticToken("tok"), client.Options{Clock: clk})
-	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_SERVER_FULL || !errors.Is(err, client.ErrRetryDeadline) || attempts.Load() != 1 {
+	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_SERVER_FULL || !errors.Is(err, client.ErrRetryDeadline) || attempts.Load() != 1 {
 		t.Fatalf("err = %v after %d attempts", err, attempts.Load())
 	}
 
 	g := newGate(t, clienttest.Game)
 	bad := func(context.Context) (string, error) { return "forged", nil }
-	if _, err := client.DialRetry(ctx5s(t), g.URL(), bad, client.Options{Clock: clk}); client.Code(err) != leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED {
+	if _, err := client.DialRetry(ctx5s(t), g.URL(), bad, client.Options{Clock: clk}); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED {
 		t.Fatalf("bad token: %v", err)
 	}
 	tokenErr := errors.New("no token")
@@ -175,8 +175,8 @@ func TestReconnectAfterNotice(t *testing.T) {
 			clienttest.Game(c)
 			return
 		}
-		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-			Code: leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN, Message: "restarting", RetryAfterMs: 1500}}})
+		_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
+			Code: leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN, Message: "restarting", RetryAfterMs: 1500}}})
 		_ = c.CloseWith(websocket.CloseServiceRestart, "restarting")
 		_, _ = c.Recv()
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/leveehq/levee/client/clienttest"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // A BUSY with retry_after 300 ms is retried on the fake clock after
@@ -21,8 +21,8 @@ import (
 // not a moment sooner, with the same request id.
 func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		if n == 0 {
 			return busy(f, 300)
 		}
@@ -46,7 +46,7 @@ func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 	if second.GetRequestId() != first.GetRequestId() || second.GetBuyItem().GetItemId() != "potion" {
 		t.Fatalf("retry has id %d, first %d", second.GetRequestId(), first.GetRequestId())
 	}
-	if second.GetCriticality() != leveev1.Criticality_CRITICALITY_CRITICAL {
+	if second.GetCriticality() != leveev2.Criticality_CRITICALITY_CRITICAL {
 		t.Fatalf("retry criticality %v", second.GetCriticality())
 	}
 	if st := c.Stats(); st.Requests != 1 || st.Sent != 2 || st.Retries != 1 || st.Replies != 2 || st.BudgetRefused != 0 {
@@ -64,9 +64,9 @@ func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 // Each of the three busy codes is retried; the request gets 3 attempts in
 // all, then the last refusal is returned.
 func TestRetryAtMostThreeAttempts(t *testing.T) {
-	for _, code := range []leveev1.ErrorCode{leveev1.ErrorCode_ERROR_CODE_BUSY, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED} {
-		got := make(chan *leveev1.ClientFrame, 8)
-		g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	for _, code := range []leveev2.ErrorCode{leveev2.ErrorCode_ERROR_CODE_BUSY, leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED} {
+		got := make(chan *leveev2.ClientFrame, 8)
+		g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 			return refusal(f, code, 0)
 		}))
 		// rnd 0 and no retry_after: every wait is 0, so no clock is needed.
@@ -91,8 +91,8 @@ func TestRetryAtMostThreeAttempts(t *testing.T) {
 }
 
 func TestRetryPolicyMaxAttempts(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 0) }))
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 0) }))
 	c := dial(t, g, "sue", client.Options{Rand: constRand(0), NoPacing: true, Retry: backoff.Policy{MaxAttempts: 5},
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1, MinPerSecond: 10})})
 	if _, err := c.GetProfile(ctx5s(t), ""); !client.IsBusy(err) {
@@ -109,7 +109,7 @@ func TestRetryPolicyMaxAttempts(t *testing.T) {
 // it has answered 20, the refusals that follow get 2 retries in all.
 func TestRetryBudgetStopsAStorm(t *testing.T) {
 	var answering atomic.Bool
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		if answering.Load() {
 			return bought(f)
 		}
@@ -157,13 +157,13 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 // neither, on the connection the gate is closing (see
 // TestLostInFlightResentAfterReconnect).
 func TestRetryNotForOtherErrors(t *testing.T) {
-	codes := []leveev1.ErrorCode{
-		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, leveev1.ErrorCode_ERROR_CODE_NOT_FOUND,
-		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN,
-		leveev1.ErrorCode_ERROR_CODE_INTERNAL, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
-		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
+	codes := []leveev2.ErrorCode{
+		leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, leveev2.ErrorCode_ERROR_CODE_NOT_FOUND,
+		leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev2.ErrorCode_ERROR_CODE_FORBIDDEN,
+		leveev2.ErrorCode_ERROR_CODE_INTERNAL, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
+		leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
 	}
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		return refusal(f, codes[n], 100)
 	}))
 	c := dial(t, g, "vic", client.Options{Rand: constRand(0), NoPacing: true})
@@ -181,7 +181,7 @@ func TestRetryNotForOtherErrors(t *testing.T) {
 // for: the refusal comes back at once.
 func TestRetryNotPastTheDeadline(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 2000) }))
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 2000) }))
 	c := dial(t, g, "wes", client.Options{Clock: clk, Rand: constRand(0), NoPacing: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -201,8 +201,8 @@ func TestRetryNotPastTheDeadline(t *testing.T) {
 // said and why there was no retry.
 func TestRetryWaitEndsWithCtx(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 300) }))
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 300) }))
 	c := dial(t, g, "xia", client.Options{Clock: clk, NoPacing: true})
 	ctx, cancel := context.WithCancel(ctx5s(t))
 	res := make(chan error, 1)
@@ -225,7 +225,7 @@ func TestRetryWaitEndsWithCtx(t *testing.T) {
 
 // NoRetry: a busy refusal comes back as it came.
 func TestNoRetry(t *testing.T) {
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return busy(f, 0) }))
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 0) }))
 	c := dial(t, g, "yan", client.Options{NoRetry: true, Rand: constRand(0)})
 	_, err := c.BuyItem(ctx5s(t), "potion", 1)
 	if !client.IsBusy(err) || errors.Is(err, client.ErrRetryBudget) {
@@ -243,7 +243,7 @@ func TestRetryConcurrentIDs(t *testing.T) {
 	var mu sync.Mutex
 	owner := map[uint64]string{} // request id -> the player id the request asked for
 	clash := ""
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		want := f.GetGetProfile().GetPlayerId()
 		mu.Lock()
 		if o, ok := owner[f.GetRequestId()]; ok && o != want {
@@ -253,10 +253,10 @@ func TestRetryConcurrentIDs(t *testing.T) {
 		mu.Unlock()
 		if n%3 == 1 {
 			r := busy(f, 1)
-			r.Backpressure = &leveev1.Backpressure{Ratio: 0.5}
+			r.Backpressure = &leveev2.Backpressure{Ratio: 0.5}
 			return r
 		}
-		return clienttest.Reply(f, &leveev1.ProfileReply{Player: &leveev1.Player{Id: want}})
+		return clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{Id: want}})
 	}))
 	c := dial(t, g, "zed", client.Options{Retry: backoff.Policy{Base: time.Millisecond, Cap: 2 * time.Millisecond},
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1}), Pacer: pacerFast})

@@ -14,7 +14,7 @@ import (
 	"github.com/leveehq/levee/client/clienttest"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // A purchase answered UNAVAILABLE or DEADLINE_EXCEEDED (the tier below may
@@ -23,19 +23,19 @@ import (
 // ceiling: 50 ms) and not a moment sooner, and the second answer is the
 // one returned.
 func TestOutcomeUnknownResentWithSameID(t *testing.T) {
-	for _, code := range []leveev1.ErrorCode{leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED} {
+	for _, code := range []leveev2.ErrorCode{leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED} {
 		t.Run(client.CodeName(code), func(t *testing.T) {
 			clk := clock.NewFake(time.Now())
-			got := make(chan *leveev1.ClientFrame, 8)
-			g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+			got := make(chan *leveev2.ClientFrame, 8)
+			g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 				if n == 0 {
 					return refusal(f, code, 1000)
 				}
-				return clienttest.Reply(f, &leveev1.BuyItemReply{Player: &leveev1.Player{Gold: 900}, GoldSpent: 100})
+				return clienttest.Reply(f, &leveev2.BuyItemReply{Player: &leveev2.Player{Gold: 900}, GoldSpent: 100})
 			}))
 			c := dial(t, g, "uma", client.Options{Clock: clk, Rand: constRand(0.5), NoPacing: true})
 			type res struct {
-				r   *leveev1.BuyItemReply
+				r   *leveev2.BuyItemReply
 				err error
 			}
 			done := make(chan res, 1)
@@ -72,14 +72,14 @@ func TestOutcomeUnknownResentWithSameID(t *testing.T) {
 // the caller gets, saying that the budget stopped it and that the outcome
 // is unknown, with the request to resend later under its own id.
 func TestOutcomeUnknownBudgetExhausted(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
-		return refusal(f, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
+		return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 	}))
 	empty := backoff.NewBudget(backoff.BudgetConfig{Ratio: 1e-9, MinPerSecond: 1e-9})
 	c := dial(t, g, "vera", client.Options{Rand: constRand(0), NoPacing: true, Budget: empty})
 	_, err := c.BuyItem(ctx5s(t), "sword", 1)
-	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE || !errors.Is(err, client.ErrRetryBudget) || !errors.Is(err, client.ErrOutcomeUnknown) {
+	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE || !errors.Is(err, client.ErrRetryBudget) || !errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want UNAVAILABLE, budget exhausted, outcome unknown", err)
 	}
 	first := next(t, got)
@@ -97,17 +97,17 @@ func TestOutcomeUnknownBudgetExhausted(t *testing.T) {
 // error, unresolved. A refusal for load that runs out is not unresolved:
 // it was not executed, so a new id would be safe too.
 func TestOutcomeUnknownAttemptsExhausted(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		if f.GetBuyItem().GetItemId() == "potion" {
 			return busy(f, 0)
 		}
-		return refusal(f, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
+		return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 	}))
 	c := dial(t, g, "wyn", client.Options{Rand: constRand(0), NoPacing: true,
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
 	_, err := c.BuyItem(ctx5s(t), "sword", 1)
-	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE || errors.Is(err, client.ErrRetryBudget) {
+	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE || errors.Is(err, client.ErrRetryBudget) {
 		t.Fatalf("err = %v", err)
 	}
 	ids := map[uint64]bool{}
@@ -128,9 +128,9 @@ func TestOutcomeUnknownAttemptsExhausted(t *testing.T) {
 // Once an attempt's outcome was unknown the request stays unresolved, even
 // when the later attempts are refused for load.
 func TestOutcomeUnknownStaysUnresolved(t *testing.T) {
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		if n == 0 {
-			return refusal(f, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
+			return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 		}
 		return busy(f, 0)
 	}))
@@ -146,16 +146,16 @@ func TestOutcomeUnknownStaysUnresolved(t *testing.T) {
 // executes an id at most once): after UNAVAILABLE, an INSUFFICIENT_GOLD
 // resolves the request, so it is not handed back for another resend.
 func TestFinalAnswerResolves(t *testing.T) {
-	g := newGate(t, scripted(nil, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame {
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
 		if n == 0 {
-			return refusal(f, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
+			return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 		}
-		return refusal(f, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, 0)
+		return refusal(f, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, 0)
 	}))
 	c := dial(t, g, "yan", client.Options{Rand: constRand(0), NoPacing: true,
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
 	_, err := c.BuyItem(ctx5s(t), "sword", 1)
-	if client.Code(err) != leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || client.Unresolved(err) != nil {
+	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || client.Unresolved(err) != nil {
 		t.Fatalf("err = %v, want INSUFFICIENT_GOLD and resolved", err)
 	}
 }
@@ -192,11 +192,11 @@ func newLedgerGate(t *testing.T, code int) (*clienttest.Gate, *ledgerGate) {
 			gold := l.gold
 			l.mu.Unlock()
 			if !first {
-				_ = c.Send(clienttest.Reply(f, &leveev1.BuyItemReply{Player: &leveev1.Player{Gold: gold}, GoldSpent: 100}))
+				_ = c.Send(clienttest.Reply(f, &leveev2.BuyItemReply{Player: &leveev2.Player{Gold: gold}, GoldSpent: 100}))
 				continue
 			}
 			if end == 0 {
-				_ = c.Send(refusal(f, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN, 0))
+				_ = c.Send(refusal(f, leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN, 0))
 				end = websocket.CloseServiceRestart
 			}
 			_ = c.CloseWith(end, "restarting")
@@ -231,9 +231,9 @@ func TestLostInFlightResentAfterReconnect(t *testing.T) {
 			}
 			// A gate that closes with 1012 (restarting) has answered what
 			// it read: the call ends with a typed SHUTTING_DOWN, not none.
-			wantCode := leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN
+			wantCode := leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN
 			if tc.code == websocket.CloseInternalServerErr {
-				wantCode = leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED
+				wantCode = leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED
 			}
 			if got := client.Code(err); got != wantCode {
 				t.Fatalf("code %v, want %v (err %v)", got, wantCode, err)
@@ -272,12 +272,12 @@ func TestLostInFlightResentAfterReconnect(t *testing.T) {
 // error wraps ctx's and carries the request, with the caller's own
 // TimeoutMs (not the one the SDK derived from the old ctx).
 func TestCtxEndedInFlightIsUnresolved(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 1)
-	g := newGate(t, scripted(got, func(int, *leveev1.ClientFrame) *leveev1.ServerFrame { return nil }))
+	got := make(chan *leveev2.ClientFrame, 1)
+	g := newGate(t, scripted(got, func(int, *leveev2.ClientFrame) *leveev2.ServerFrame { return nil }))
 	c := dial(t, g, "zoe", client.Options{NoPacing: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	f := &leveev1.ClientFrame{Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
+	f := &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
 	_, err := c.Do(ctx, f)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("err = %v", err)
@@ -289,7 +289,7 @@ func TestCtxEndedInFlightIsUnresolved(t *testing.T) {
 	}
 
 	// A request refused before it was sent is not unresolved.
-	_, err = c.Do(ctx, &leveev1.ClientFrame{Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})
+	_, err = c.Do(ctx, &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
 	if !errors.Is(err, context.DeadlineExceeded) || client.Unresolved(err) != nil {
 		t.Fatalf("unsent: err = %v", err)
 	}
@@ -298,12 +298,12 @@ func TestCtxEndedInFlightIsUnresolved(t *testing.T) {
 // Resend refuses a frame without an id, and a resend the budget does not
 // allow; neither sends anything.
 func TestResendRefusals(t *testing.T) {
-	got := make(chan *leveev1.ClientFrame, 8)
-	g := newGate(t, scripted(got, func(n int, f *leveev1.ClientFrame) *leveev1.ServerFrame { return bought(f) }))
+	got := make(chan *leveev2.ClientFrame, 8)
+	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return bought(f) }))
 	empty := backoff.NewBudget(backoff.BudgetConfig{Ratio: 1e-9, MinPerSecond: 1e-9})
 	c := dial(t, g, "abe", client.Options{NoPacing: true, Budget: empty})
-	buy := func(id uint64) *leveev1.ClientFrame {
-		return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
+	buy := func(id uint64) *leveev2.ClientFrame {
+		return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
 	}
 	if _, err := c.Resend(ctx5s(t), buy(0)); !errors.Is(err, client.ErrNoRequestID) {
 		t.Fatalf("no id: err = %v", err)

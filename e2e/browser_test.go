@@ -24,7 +24,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 
 	"github.com/leveehq/levee/internal/testbrowser"
 )
@@ -100,12 +100,12 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	player, err := token.Verify(browserSecret, r.URL.Query().Get("token"), time.Now())
 	if err != nil {
-		c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: apperr.Reply(fmt.Errorf("%w: %v", apperr.ErrUnauthorized, err), 0)}})
+		c.send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: apperr.Reply(fmt.Errorf("%w: %v", apperr.ErrUnauthorized, err), 0)}})
 		c.close(websocket.ClosePolicyViolation, "unauthorized")
 		return
 	}
 	if player == "carl" { // far back in a moving line; the next push is far off
-		if c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
+		if c.send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Queue{Queue: &leveev2.QueueStatus{
 			Position: browserFarPosition, EtaMs: browserFarPosition * 10, ReleaseRate: 100,
 			LineLength: browserFarPosition + 50, Ticket: "tkt-carl", GraceMs: 60_000, Mode: "paced",
 		}}}) {
@@ -114,8 +114,8 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if player == "bob" { // the gate is full: SERVER_FULL with retry_after, then 1013
-		c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-			Code: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, Message: "the server is full", RetryAfterMs: 30_000}}})
+		c.send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
+			Code: leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, Message: "the server is full", RetryAfterMs: 30_000}}})
 		c.close(websocket.CloseTryAgainLater, "try again later")
 		return
 	}
@@ -128,9 +128,9 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = c.queue(5, nil) && c.queue(4, nil) && c.close(websocket.CloseServiceRestart, "server restarting")
 	case 2: // 3 (held), 2, 1, admitted, welcome; then stay connected
 		if c.queue(3, g.hold) && c.queue(2, nil) && c.queue(1, nil) &&
-			c.after(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Admitted{Admitted: &leveev1.Admitted{WaitedMs: 4200}}}) &&
-			c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Welcome{Welcome: &leveev1.Welcome{
-				Player: &leveev1.Player{Id: player, Level: 7, Gold: 1234}, Shard: 3}}}) {
+			c.after(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Admitted{Admitted: &leveev2.Admitted{WaitedMs: 4200}}}) &&
+			c.send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{Welcome: &leveev2.Welcome{
+				Player: &leveev2.Player{Id: player, Level: 7, Gold: 1234}, Shard: 3}}}) {
 			c.stay()
 		}
 	default:
@@ -147,7 +147,7 @@ type browserConn struct {
 	ticketed bool // a status with the ticket was sent: later ones leave it out
 }
 
-func (c *browserConn) send(f *leveev1.ServerFrame) bool {
+func (c *browserConn) send(f *leveev2.ServerFrame) bool {
 	data, err := c.codec.EncodeServer(f)
 	if err != nil {
 		return false
@@ -160,7 +160,7 @@ func (c *browserConn) send(f *leveev1.ServerFrame) bool {
 // release is closed if release is not nil, and false once the player or the
 // test is gone. While it waits it repeats last every interval (the real
 // gate's heartbeat near the front of the line).
-func (c *browserConn) wait(release <-chan struct{}, last ...*leveev1.ServerFrame) bool {
+func (c *browserConn) wait(release <-chan struct{}, last ...*leveev2.ServerFrame) bool {
 	tick := time.NewTicker(pushEvery)
 	defer tick.Stop()
 	for {
@@ -191,23 +191,23 @@ func (c *browserConn) stay() {
 }
 
 // after sends f after one push interval.
-func (c *browserConn) after(f *leveev1.ServerFrame) bool { return c.wait(nil) && c.send(f) }
+func (c *browserConn) after(f *leveev2.ServerFrame) bool { return c.wait(nil) && c.send(f) }
 
 // queue pushes position pos (with the ticket if it is the connection's
 // first status), then waits one interval (or until release).
 func (c *browserConn) queue(pos uint64, release <-chan struct{}) bool {
-	q := &leveev1.QueueStatus{
+	q := &leveev2.QueueStatus{
 		Position: pos, EtaMs: pos * uint64(pushEvery/time.Millisecond), ReleaseRate: 3.3,
 		LineLength: pos + 7, GraceMs: 60_000, Mode: "paced",
 	}
 	if !c.ticketed {
 		q.Ticket, c.ticketed = browserTicket, true
 	}
-	f := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: q}}
+	f := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Queue{Queue: q}}
 	if !c.send(f) {
 		return false
 	}
-	again := proto.Clone(f).(*leveev1.ServerFrame)
+	again := proto.Clone(f).(*leveev2.ServerFrame)
 	again.GetQueue().Ticket = ""
 	return c.wait(release, again)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/logic"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 var testSecret = []byte("e2e-secret")
@@ -150,7 +150,7 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func wantCode(t *testing.T, err error, code leveev1.ErrorCode) {
+func wantCode(t *testing.T, err error, code leveev2.ErrorCode) {
 	t.Helper()
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Code != code {
@@ -182,13 +182,13 @@ func TestGameLoop(t *testing.T) {
 			t.Fatalf("after buying a sword: %v", buy.GetPlayer())
 		}
 		_, err = cl.BuyItem(ctx, "dragon_skin", 100)
-		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
 		_, err = cl.BuyItem(ctx, "sword", -1)
-		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 		_, err = cl.BuyItem(ctx, "no-such-item", 1)
-		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
+		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
 		_, err = cl.GetProfile(ctx, "someone-else")
-		wantCode(t, err, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN)
+		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_FORBIDDEN)
 
 		first, err := cl.StartBattle(ctx, "battle-1", 4, 100)
 		if err != nil {

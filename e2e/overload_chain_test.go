@@ -24,7 +24,7 @@ import (
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/logic"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Bounds of TestOverloadChain: chainPlayers players on one shard each
@@ -93,7 +93,7 @@ func TestOverloadChain(t *testing.T) {
 	type call struct {
 		player string
 		err    error
-		reply  *leveev1.BattleReply
+		reply  *leveev2.BattleReply
 	}
 	var mu sync.Mutex
 	var calls []call
@@ -177,7 +177,7 @@ func TestOverloadChain(t *testing.T) {
 				t.Errorf("request %d: a reply with no attempt waiting for it", id)
 			}
 			pending--
-			if ev.code == leveev1.ErrorCode_ERROR_CODE_BUSY {
+			if ev.code == leveev2.ErrorCode_ERROR_CODE_BUSY {
 				refusals++
 				if ev.retryAfter <= 0 {
 					t.Errorf("request %d: BUSY without a retry_after", id)
@@ -297,7 +297,7 @@ func scrape(t *testing.T, base, metric, match string) float64 {
 type frameEvent struct {
 	at         time.Time
 	fromClient bool
-	code       leveev1.ErrorCode // of a reply; UNSPECIFIED for a result
+	code       leveev2.ErrorCode // of a reply; UNSPECIFIED for a result
 	retryAfter time.Duration     // of a reply: the longer of its error's and its backpressure's
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
 
@@ -94,7 +94,7 @@ func BenchmarkServerFullLoopback(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if f, _ := (wire.Codec{}).DecodeServer(data); f.GetError().GetCode() != leveev1.ErrorCode_ERROR_CODE_SERVER_FULL {
+		if f, _ := (wire.Codec{}).DecodeServer(data); f.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_SERVER_FULL {
 			b.Fatalf("frame %v", f)
 		}
 		if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseTryAgainLater) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
 
@@ -31,7 +31,7 @@ type conn struct {
 	msgType            int
 	playerID           string // from the token
 	shard              int    // the player's logic shard
-	logic              leveev1.LogicClient
+	logic              leveev2.LogicClient
 	bucket             tokenBucket // the request rate limit; used by the reader only
 
 	// ctx is cancelled when the connection ends, so work for a player who
@@ -86,7 +86,7 @@ func (c *conn) endContext() {
 // a fresh reader goroutine: the login's gRPC call grows a goroutine's
 // stack, and an idle connection should not keep that stack. No reader runs
 // during the login, so a refused player's close frame is read here.
-func (c *conn) serve(hs *handshake, admitted *leveev1.ServerFrame) {
+func (c *conn) serve(hs *handshake, admitted *leveev2.ServerFrame) {
 	c.prepareReads()
 	if !c.login(hs, admitted) {
 		c.awaitClose()
@@ -124,7 +124,7 @@ func (c *conn) prepareReads() {
 // has answered. A refusal (the gate stopping, logic refusing) is the typed
 // error and a close frame; the connection's reader sees the player's close.
 // It reports whether the player is in.
-func (c *conn) login(hs *handshake, admitted *leveev1.ServerFrame) bool {
+func (c *conn) login(hs *handshake, admitted *leveev2.ServerFrame) bool {
 	defer hs.End()
 	if !c.startContext() {
 		return false // the player has gone
@@ -133,7 +133,7 @@ func (c *conn) login(hs *handshake, admitted *leveev1.ServerFrame) bool {
 		hs.End()
 		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
 		c.closeWith(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter),
-			apperr.LoginCloseCode(leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN), "server restarting")
+			apperr.LoginCloseCode(leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN), "server restarting")
 		return false
 	}
 	defer c.s.endRequest()
@@ -153,15 +153,15 @@ func (c *conn) login(hs *handshake, admitted *leveev1.ServerFrame) bool {
 
 // callLogin calls logic's login and ends the handshake. It returns the
 // welcome frame, or (ok false) the refusal to send before closing.
-func (c *conn) callLogin(hs *handshake) (f *leveev1.ServerFrame, ok bool) {
+func (c *conn) callLogin(hs *handshake) (f *leveev2.ServerFrame, ok bool) {
 	start := time.Now()
-	req := &leveev1.LogicRequest{PlayerId: c.playerID, Action: &leveev1.LogicRequest_Login{Login: &leveev1.LoginRequest{}}}
+	req := &leveev2.LogicRequest{PlayerId: c.playerID, Action: &leveev2.LogicRequest_Login{Login: &leveev2.LoginRequest{}}}
 	f = c.s.do(c.ctx, c.shard, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
 	hs.End() // the handshake ends with logic's answer, whatever it is
 	c.s.observe(actionLogin, start, f)
 	if e := f.GetError(); e != nil || f.GetWelcome() == nil {
 		if e == nil {
-			f.Payload = &leveev1.ServerFrame_Error{Error: apperr.Reply(errNoWelcome, 0)}
+			f.Payload = &leveev2.ServerFrame_Error{Error: apperr.Reply(errNoWelcome, 0)}
 		}
 		c.s.m.connections.WithLabelValues(resultLogicRefused).Inc()
 		c.s.log.Debug("login refused", "player", c.playerID, "code", f.GetError().GetCode().String())
@@ -219,7 +219,7 @@ func (c *conn) finish() {
 // send writes one frame, serialized with the connection's other writes and
 // bounded by the write timeout. A frame that cannot be encoded is replaced
 // by an INTERNAL error for the same request id, so the reply still goes out.
-func (c *conn) send(f *leveev1.ServerFrame) error {
+func (c *conn) send(f *leveev2.ServerFrame) error {
 	data, err := c.encode(f)
 	if err != nil {
 		return err
@@ -231,13 +231,13 @@ func (c *conn) send(f *leveev1.ServerFrame) error {
 
 // encode encodes f in the connection's codec; a frame that cannot be
 // encoded becomes an INTERNAL error for the same request id.
-func (c *conn) encode(f *leveev1.ServerFrame) ([]byte, error) {
+func (c *conn) encode(f *leveev2.ServerFrame) ([]byte, error) {
 	data, err := c.codec.EncodeServer(f)
 	if err != nil {
 		c.s.log.Error("encoding a reply", "err", err, "request_id", f.GetRequestId())
-		data, err = c.codec.EncodeServer(&leveev1.ServerFrame{
+		data, err = c.codec.EncodeServer(&leveev2.ServerFrame{
 			RequestId: f.GetRequestId(),
-			Payload:   &leveev1.ServerFrame_Error{Error: apperr.Reply(apperr.ErrInternal, 0)},
+			Payload:   &leveev2.ServerFrame_Error{Error: apperr.Reply(apperr.ErrInternal, 0)},
 		})
 	}
 	return data, err
@@ -258,7 +258,7 @@ func (c *conn) writeLocked(data []byte, timeout time.Duration) error {
 // refuse sends a typed error frame, then closes the socket with code and
 // waits briefly for the player's close frame; for the goroutine that owns
 // the connection's reads.
-func (c *conn) refuse(e *leveev1.Error, code int, reason string) {
+func (c *conn) refuse(e *leveev2.Error, code int, reason string) {
 	c.closeWith(e, code, reason)
 	c.awaitClose()
 }
@@ -266,8 +266,8 @@ func (c *conn) refuse(e *leveev1.Error, code int, reason string) {
 // closeWith sends a typed error frame (request id 0) and a close frame
 // with code, from any goroutine; the reader ends when the player's close
 // frame arrives or after closeWait.
-func (c *conn) closeWith(e *leveev1.Error, code int, reason string) {
-	_ = c.send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: e}})
+func (c *conn) closeWith(e *leveev2.Error, code int, reason string) {
+	_ = c.send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: e}})
 	c.closeFromServer(code, reason)
 }
 

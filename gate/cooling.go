@@ -10,7 +10,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // maxLogicCooling caps the cooling one refusal starts, whatever pushback
@@ -63,7 +63,7 @@ func newCoolingTable(shards int) *coolingTable {
 }
 
 // kindOf is a logic request's cooling kind.
-func kindOf(req *leveev1.LogicRequest) int {
+func kindOf(req *leveev2.LogicRequest) int {
 	if req.GetStartBattle() != nil {
 		return kindBattle
 	}
@@ -71,7 +71,7 @@ func kindOf(req *leveev1.LogicRequest) int {
 }
 
 // kindOfFrame is a player frame's cooling kind.
-func kindOfFrame(f *leveev1.ClientFrame) int {
+func kindOfFrame(f *leveev2.ClientFrame) int {
 	if f.GetStartBattle() != nil {
 		return kindBattle
 	}
@@ -106,7 +106,7 @@ func raise(v *atomic.Int64, until int64) {
 
 // hints records the backpressure logic reported for shard s, on a reply or
 // in a refusal's status details.
-func (t *coolingTable) hints(s int, bp *leveev1.Backpressure) {
+func (t *coolingTable) hints(s int, bp *leveev2.Backpressure) {
 	sh := &t.shards[s]
 	sh.depth.Store(bp.GetQueueDepth())
 	sh.ratio.Store(math.Float64bits(bp.GetRatio()))
@@ -134,12 +134,12 @@ func (t *coolingTable) cooling(s, kind int, crit priority.Class, clk clock.Clock
 // the refused players do not all come back at the same instant; never
 // less, so they do not come back into the cooling), and the shard's last
 // hints as backpressure.
-func (t *coolingTable) refusal(id uint64, s int, left time.Duration) *leveev1.ServerFrame {
+func (t *coolingTable) refusal(id uint64, s int, left time.Duration) *leveev2.ServerFrame {
 	retry := ceilMillis(left + rand.N(left/4+1))
 	sh := &t.shards[s]
-	return &leveev1.ServerFrame{
+	return &leveev2.ServerFrame{
 		RequestId:    id,
 		Backpressure: apperr.NewBackpressure(int(sh.depth.Load()), math.Float64frombits(sh.ratio.Load()), retry),
-		Payload:      &leveev1.ServerFrame_Error{Error: apperr.Reply(errLogicCooling, retry)},
+		Payload:      &leveev2.ServerFrame_Error{Error: apperr.Reply(errLogicCooling, retry)},
 	}
 }

@@ -15,13 +15,13 @@ import (
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 const (
-	critical  = leveev1.Criticality_CRITICALITY_CRITICAL
-	dflt      = leveev1.Criticality_CRITICALITY_DEFAULT
-	sheddable = leveev1.Criticality_CRITICALITY_SHEDDABLE
+	critical  = leveev2.Criticality_CRITICALITY_CRITICAL
+	dflt      = leveev2.Criticality_CRITICALITY_DEFAULT
+	sheddable = leveev2.Criticality_CRITICALITY_SHEDDABLE
 )
 
 // playersOnTwoShards returns two player ids on different shards.
@@ -40,8 +40,8 @@ func playersOnTwoShards(t *testing.T, shards int) (string, string) {
 
 // refusingLogic makes logic refuse every request for which refuse says so
 // with RESOURCE_EXHAUSTED, a pushback and queue hints, and serve the rest.
-func refusingLogic(logic *fakeLogic, pushback time.Duration, refuse func(*leveev1.LogicRequest) bool) {
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+func refusingLogic(logic *fakeLogic, pushback time.Duration, refuse func(*leveev2.LogicRequest) bool) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		if refuse(req) {
 			return nil, apperr.Overloaded(ctx, apperr.ErrBusy, pushback, 40, 0.95)
 		}
@@ -49,22 +49,22 @@ func refusingLogic(logic *fakeLogic, pushback time.Duration, refuse func(*leveev
 	})
 }
 
-func ask(c *client, f *leveev1.ClientFrame, crit leveev1.Criticality) *leveev1.ServerFrame {
+func ask(c *client, f *leveev2.ClientFrame, crit leveev2.Criticality) *leveev2.ServerFrame {
 	c.t.Helper()
 	f.Criticality = crit
 	c.send(f)
 	return c.recv()
 }
 
-func battleFrame(id uint64) *leveev1.ClientFrame {
-	return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: "b1"}}}
+func battleFrame(id uint64) *leveev2.ClientFrame {
+	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: "b1"}}}
 }
 
 // wantCooling checks a refusal by the gate's cooling: BUSY, retry_after
 // within [left, left + 25 %] (rounded up to ms), and the hints.
-func wantCooling(t *testing.T, f *leveev1.ServerFrame, id uint64, left time.Duration) {
+func wantCooling(t *testing.T, f *leveev2.ServerFrame, id uint64, left time.Duration) {
 	t.Helper()
-	e := wantError(t, f, id, leveev1.ErrorCode_ERROR_CODE_BUSY)
+	e := wantError(t, f, id, leveev2.ErrorCode_ERROR_CODE_BUSY)
 	lo, hi := ceilMillis(left).Milliseconds(), ceilMillis(left+left/4).Milliseconds()
 	if ms := int64(e.GetRetryAfterMs()); ms < lo || ms > hi {
 		t.Fatalf("request %d: retry_after_ms = %d, want in [%d, %d]", id, ms, lo, hi)
@@ -85,11 +85,11 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 	cb, _ := g.connect(t, b, wire.JSONSubprotocol)
 	var refuse atomic.Bool
 	refuse.Store(true)
-	refusingLogic(logic, 200*time.Millisecond, func(*leveev1.LogicRequest) bool { return refuse.Load() })
+	refusingLogic(logic, 200*time.Millisecond, func(*leveev2.LogicRequest) bool { return refuse.Load() })
 	calls := func() int { return len(logic.requests()) }
 
 	n := calls()
-	if e := wantError(t, ask(ca, profileFrame(1), dflt), 1, leveev1.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 200 {
+	if e := wantError(t, ask(ca, profileFrame(1), dflt), 1, leveev2.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 200 {
 		t.Fatalf("logic's refusal: retry_after_ms = %d", e.GetRetryAfterMs())
 	}
 	if calls() != n+1 {
@@ -100,7 +100,7 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 	// Shard a is cooling for default and sheddable: the gate answers, with
 	// logic's last hints, and logic sees nothing.
 	n = calls()
-	for id, crit := range map[uint64]leveev1.Criticality{2: dflt, 3: sheddable} {
+	for id, crit := range map[uint64]leveev2.Criticality{2: dflt, 3: sheddable} {
 		f := ask(ca, profileFrame(id), crit)
 		wantCooling(t, f, id, 200*time.Millisecond)
 		if bp := f.GetBackpressure(); bp.GetQueueDepth() != 40 || bp.GetRatio() != 0.95 {
@@ -156,9 +156,9 @@ func TestLogicPushbackCoolsTheClassAndKindRefused(t *testing.T) {
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	var refuse atomic.Bool
 	refuse.Store(true)
-	refusingLogic(logic, time.Second, func(*leveev1.LogicRequest) bool { return refuse.Load() })
+	refusingLogic(logic, time.Second, func(*leveev2.LogicRequest) bool { return refuse.Load() })
 
-	wantError(t, ask(c, profileFrame(1), sheddable), 1, leveev1.ErrorCode_ERROR_CODE_BUSY)
+	wantError(t, ask(c, profileFrame(1), sheddable), 1, leveev2.ErrorCode_ERROR_CODE_BUSY)
 	refuse.Store(false)
 	if f := ask(c, profileFrame(2), dflt); f.GetProfile() == nil {
 		t.Fatalf("default after a sheddable refusal: %v", f)
@@ -167,7 +167,7 @@ func TestLogicPushbackCoolsTheClassAndKindRefused(t *testing.T) {
 
 	g.clock.Advance(time.Second)
 	refuse.Store(true)
-	wantError(t, ask(c, battleFrame(4), dflt), 4, leveev1.ErrorCode_ERROR_CODE_BUSY)
+	wantError(t, ask(c, battleFrame(4), dflt), 4, leveev2.ErrorCode_ERROR_CODE_BUSY)
 	refuse.Store(false)
 	if f := ask(c, profileFrame(5), sheddable); f.GetProfile() == nil {
 		t.Fatalf("a profile after a refused battle: %v", f)
@@ -186,10 +186,10 @@ func TestLogicPushbackSwitch(t *testing.T) {
 			logic := startFakeLogic(t)
 			g := startGate(t, mod, logic)
 			c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
-			refusingLogic(logic, time.Second, func(*leveev1.LogicRequest) bool { return true })
+			refusingLogic(logic, time.Second, func(*leveev2.LogicRequest) bool { return true })
 			n := len(logic.requests())
 			for id := uint64(1); id <= 3; id++ {
-				wantError(t, ask(c, profileFrame(id), sheddable), id, leveev1.ErrorCode_ERROR_CODE_BUSY)
+				wantError(t, ask(c, profileFrame(id), sheddable), id, leveev2.ErrorCode_ERROR_CODE_BUSY)
 			}
 			if got := len(logic.requests()) - n; got != 3 {
 				t.Fatalf("logic saw %d requests, want all 3", got)
@@ -250,11 +250,11 @@ func TestCoolingTable(t *testing.T) {
 	}
 
 	// The refusal: retry_after in [left, left+25 %], the hints last seen.
-	tab.hints(1, &leveev1.Backpressure{QueueDepth: 7, Ratio: 0.5})
+	tab.hints(1, &leveev2.Backpressure{QueueDepth: 7, Ratio: 0.5})
 	for range 200 {
 		f := tab.refusal(9, 1, 1200*time.Millisecond)
 		ms := f.GetError().GetRetryAfterMs()
-		if ms < 1200 || ms > 1500 || f.GetRequestId() != 9 || f.GetError().GetCode() != leveev1.ErrorCode_ERROR_CODE_BUSY {
+		if ms < 1200 || ms > 1500 || f.GetRequestId() != 9 || f.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_BUSY {
 			t.Fatalf("refusal %v", f)
 		}
 		if bp := f.GetBackpressure(); bp.GetQueueDepth() != 7 || bp.GetRatio() != 0.5 || bp.GetRetryAfterMs() != ms {

@@ -13,7 +13,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // TestTokenLifetimeIsBounded: a token whose expiry lies further ahead than
@@ -24,7 +24,7 @@ func TestTokenLifetimeIsBounded(t *testing.T) {
 	g := startGate(t, func(c *Config) { c.TokenMaxLifetime = 2 * time.Hour }, logic)
 	tooLong, _ := token.Sign([]byte(testSecret), "alice", t0.Add(2*time.Hour+time.Second))
 	c := dialRaw(t, g.wsURL(tooLong), wire.ProtoSubprotocol, nil)
-	if e := wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED); e.GetMessage() == "" {
+	if e := wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED); e.GetMessage() == "" {
 		t.Fatal("no message")
 	}
 	if code := c.recvClose(); code != websocket.ClosePolicyViolation {
@@ -78,7 +78,7 @@ func FuzzHandshakeCredentials(f *testing.F) {
 		}
 		player, err := g.authenticate(r)
 		if err != nil {
-			if player != "" || apperr.Code(err) != leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED {
+			if player != "" || apperr.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED {
 				t.Fatalf("refused token: player %q, %v (code %v), want UNAUTHORIZED", player, err, apperr.Code(err))
 			}
 			return
@@ -89,7 +89,7 @@ func FuzzHandshakeCredentials(f *testing.F) {
 		claims, err := g.ticketOf(r, player, t0)
 		if err != nil {
 			_, e, code, _ := lineRefusal(err)
-			if code != websocket.ClosePolicyViolation || e.GetCode() != leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED && e.GetCode() != leveev1.ErrorCode_ERROR_CODE_FORBIDDEN {
+			if code != websocket.ClosePolicyViolation || e.GetCode() != leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED && e.GetCode() != leveev2.ErrorCode_ERROR_CODE_FORBIDDEN {
 				t.Fatalf("refused ticket: %v, close %d, want UNAUTHORIZED or FORBIDDEN and 1008", e, code)
 			}
 			return

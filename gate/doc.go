@@ -52,7 +52,7 @@
 // When logic refuses, the player gets logic's exact code (BUSY, SERVER_FULL,
 // RATE_LIMITED, …, decoded from the status details by apperr.FromStatus)
 // with logic's retry delay as retry_after and its queue depth and fill ratio
-// (the leveev1.Backpressure in the details) as the frame's backpressure.
+// (the leveev2.Backpressure in the details) as the frame's backpressure.
 // The gate never retries logic.
 //
 // # Criticality

@@ -9,7 +9,7 @@ import (
 
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/internal/wire/wiretest"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // refusedFrames are frames the gate must refuse with one reply to their id:
@@ -21,28 +21,28 @@ var refusedFrames = []struct {
 	json bool
 	in   string
 	id   uint64
-	code leveev1.ErrorCode
+	code leveev2.ErrorCode
 	says string // a part of the message
 }{
-	{true, `{"requestId":"5","bogus":{}}`, 5, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `"bogus"`},
-	{true, `{"requestId":"6","buyItem":{"itemId":"sword","quantity":1,"colour":"red"}}`, 6, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `unknown field "colour"`},
-	{true, `{"requestId":"7","buyItem":{"itemId":"sword","quantity":1},"getProfile":{}}`, 7, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `more than one payload`},
-	{true, `{"requestId":"8","buyItem":{"itemId":"sword","quantity":4611686018427387904}}`, 8, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `quantity`},
-	{true, `{"requestId":"9","buyItem":{"itemId":"sword","quantity":1.5}}`, 9, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `quantity`},
-	{true, `{"requestId":"10","criticality":"CRITICALITY_URGENT","getProfile":{}}`, 10, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `CRITICALITY_URGENT`},
-	{true, `{"requestId":11,"getProfile":{"playerId":7}}`, 11, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `playerId`},
-	{true, `{"requestId":"12"}`, 12, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `no payload`},
-	{true, `{"getProfile":{}}`, 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `request_id is required`},
-	{true, `{"bogus":{}}`, 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `"bogus"`},
-	{true, `{"requestId":"13","getProfile":{`, 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `malformed frame`},
-	{false, string(append(frameBytes(14), 0xfa, 0x01, 0x00)), 14, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `field 31`},
-	{false, string(append(frameBytes(15), 0x5a, 0x03, 0x0a, 0x01, 0xff)), 15, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `UTF-8`},
-	{false, string(append(frameBytes(16), 0x5a, 0x05)), 16, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `malformed frame`},
-	{false, "\xff\xff\xff", 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, `malformed frame`},
+	{true, `{"requestId":"5","bogus":{}}`, 5, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `"bogus"`},
+	{true, `{"requestId":"6","buyItem":{"itemId":"sword","quantity":1,"colour":"red"}}`, 6, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `unknown field "colour"`},
+	{true, `{"requestId":"7","buyItem":{"itemId":"sword","quantity":1},"getProfile":{}}`, 7, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `more than one payload`},
+	{true, `{"requestId":"8","buyItem":{"itemId":"sword","quantity":4611686018427387904}}`, 8, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `quantity`},
+	{true, `{"requestId":"9","buyItem":{"itemId":"sword","quantity":1.5}}`, 9, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `quantity`},
+	{true, `{"requestId":"10","criticality":"CRITICALITY_URGENT","getProfile":{}}`, 10, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `CRITICALITY_URGENT`},
+	{true, `{"requestId":11,"getProfile":{"playerId":7}}`, 11, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `playerId`},
+	{true, `{"requestId":"12"}`, 12, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `no payload`},
+	{true, `{"getProfile":{}}`, 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `request_id is required`},
+	{true, `{"bogus":{}}`, 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `"bogus"`},
+	{true, `{"requestId":"13","getProfile":{`, 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `malformed frame`},
+	{false, string(append(frameBytes(14), 0xfa, 0x01, 0x00)), 14, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `field 31`},
+	{false, string(append(frameBytes(15), 0x5a, 0x03, 0x0a, 0x01, 0xff)), 15, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `UTF-8`},
+	{false, string(append(frameBytes(16), 0x5a, 0x05)), 16, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `malformed frame`},
+	{false, "\xff\xff\xff", 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `malformed frame`},
 }
 
 func frameBytes(id uint64) []byte {
-	b, err := proto.Marshal(&leveev1.ClientFrame{RequestId: id})
+	b, err := proto.Marshal(&leveev2.ClientFrame{RequestId: id})
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +67,7 @@ func TestRefusedFrameGetsOneReplyWithItsID(t *testing.T) {
 			cl.sendRaw([]byte(c.in))
 		}
 		e := wantError(t, cl.recv(), c.id, c.code)
-		if !strings.Contains(e.GetMessage(), c.says) || strings.Contains(e.GetMessage(), "proto:") || strings.Contains(e.GetMessage(), "levee.v1.") {
+		if !strings.Contains(e.GetMessage(), c.says) || strings.Contains(e.GetMessage(), "proto:") || strings.Contains(e.GetMessage(), "levee.v2.") {
 			t.Errorf("%q: message %q, want it to say %q and no internals", c.in, e.GetMessage(), c.says)
 		}
 		// The next reply is the next request's: one reply per frame.
@@ -105,7 +105,7 @@ func FuzzDecodeClientFrame(f *testing.F) {
 			want = wiretest.RequestID(data, json)
 		}
 		if reply != nil {
-			if reply.GetError().GetCode() == leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			if reply.GetError().GetCode() == leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED {
 				t.Fatalf("untyped error reply %v", reply)
 			}
 			if want != 0 && reply.GetRequestId() != want {
@@ -138,5 +138,5 @@ func TestRateLimitedRefusedFrameKeepsItsID(t *testing.T) {
 	if err := c.ws.WriteMessage(websocket.TextMessage, []byte(`{"requestId":"7","buyItem":{"quantity":1.5}}`)); err != nil {
 		t.Fatal(err)
 	}
-	wantError(t, c.recv(), 7, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED)
+	wantError(t, c.recv(), 7, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED)
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestWelcomeOnConnect(t *testing.T) {
@@ -61,24 +61,24 @@ func TestRequestsRoutedAndAnswered(t *testing.T) {
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 
 	var deadline time.Duration
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		if req.GetRequestId() == 12 {
 			d, _ := ctx.Deadline()
 			deadline = time.Until(d)
 		}
 		return defaultReply(req), nil
 	})
-	c.send(&leveev1.ClientFrame{RequestId: 10, Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})
+	c.send(&leveev2.ClientFrame{RequestId: 10, Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
 	if f := c.recv(); f.GetRequestId() != 10 || f.GetProfile().GetPlayer().GetId() != "alice" || f.GetBackpressure().GetQueueDepth() != 3 {
 		t.Fatalf("get_profile reply: %v", f)
 	}
-	c.send(&leveev1.ClientFrame{RequestId: 11, Criticality: leveev1.Criticality_CRITICALITY_CRITICAL,
-		Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "sword", Quantity: 1}}})
+	c.send(&leveev2.ClientFrame{RequestId: 11, Criticality: leveev2.Criticality_CRITICALITY_CRITICAL,
+		Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}})
 	if f := c.recv(); f.GetRequestId() != 11 || f.GetBuyItem().GetGoldSpent() != 10 {
 		t.Fatalf("buy_item reply: %v", f)
 	}
-	c.send(&leveev1.ClientFrame{RequestId: 12, TimeoutMs: 1500, Criticality: leveev1.Criticality_CRITICALITY_SHEDDABLE,
-		Payload: &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: "b1", Units: 3, Ticks: 10}}})
+	c.send(&leveev2.ClientFrame{RequestId: 12, TimeoutMs: 1500, Criticality: leveev2.Criticality_CRITICALITY_SHEDDABLE,
+		Payload: &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: "b1", Units: 3, Ticks: 10}}})
 	if f := c.recv(); f.GetRequestId() != 12 || f.GetBattle().GetBattleId() != "b1" {
 		t.Fatalf("start_battle reply: %v", f)
 	}
@@ -147,7 +147,7 @@ func TestBadTokensGetErrorThen1008(t *testing.T) {
 	for name, tok := range map[string]string{"forged": forged, "expired": expired, "missing": ""} {
 		t.Run(name, func(t *testing.T) {
 			c := dialRaw(t, g.wsURL(tok), wire.ProtoSubprotocol, nil)
-			wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED)
+			wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED)
 			if code := c.recvClose(); code != websocket.ClosePolicyViolation {
 				t.Fatalf("close code %d, want 1008", code)
 			}
@@ -174,9 +174,9 @@ func TestMalformedFrameThenValidRequest(t *testing.T) {
 	g := startGate(t, nil, startFakeLogic(t))
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	c.sendRaw([]byte{0xff, 0xff, 0xff})
-	wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
-	c.send(&leveev1.ClientFrame{Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}})
-	wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST) // no request id
+	wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	c.send(&leveev2.ClientFrame{Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
+	wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST) // no request id
 	c.send(profileFrame(2))
 	if f := c.recv(); f.GetRequestId() != 2 || f.GetProfile() == nil {
 		t.Fatalf("valid request after malformed ones: %v", f)
@@ -190,21 +190,21 @@ func TestUnknownPayload(t *testing.T) {
 	g := startGate(t, nil, startFakeLogic(t))
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	// Field 31 (length 0): a payload from a newer protocol.
-	c.sendRaw(append(mustMarshal(t, &leveev1.ClientFrame{RequestId: 5}), 0xfa, 0x01, 0x00))
-	wantError(t, c.recv(), 5, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE)
-	c.send(&leveev1.ClientFrame{RequestId: 6}) // no payload at all
-	wantError(t, c.recv(), 6, leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE)
+	c.sendRaw(append(mustMarshal(t, &leveev2.ClientFrame{RequestId: 5}), 0xfa, 0x01, 0x00))
+	wantError(t, c.recv(), 5, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE)
+	c.send(&leveev2.ClientFrame{RequestId: 6}) // no payload at all
+	wantError(t, c.recv(), 6, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE)
 }
 
 func TestLogicBusyPushbackBecomesBusy(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, nil, logic)
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		return nil, apperr.ToStatus(ctx, apperr.ErrBusy, 250*time.Millisecond)
 	})
 	c.send(profileFrame(9))
-	if e := wantError(t, c.recv(), 9, leveev1.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 250 {
+	if e := wantError(t, c.recv(), 9, leveev2.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 250 {
 		t.Fatalf("retry_after_ms = %d, want 250", e.GetRetryAfterMs())
 	}
 	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 1 {
@@ -214,12 +214,12 @@ func TestLogicBusyPushbackBecomesBusy(t *testing.T) {
 
 func TestLoginRefusedCloses1013(t *testing.T) {
 	logic := startFakeLogic(t)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		return nil, status.Error(codes.Unavailable, "logic is restarting")
 	})
 	g := startGate(t, nil, logic)
 	c := dialRaw(t, g.wsURL(g.tokenFor(t, "alice")), "", nil)
-	if e := wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE); e.GetRetryAfterMs() == 0 {
+	if e := wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE); e.GetRetryAfterMs() == 0 {
 		t.Fatalf("no retry_after on %v", e)
 	}
 	if code := c.recvClose(); code != websocket.CloseTryAgainLater {
@@ -243,7 +243,7 @@ func TestRoutingFollowsShardmap(t *testing.T) {
 		}
 		// A client cannot act as someone else: the id in the payload is not
 		// the caller's identity.
-		c.send(&leveev1.ClientFrame{RequestId: uint64(100 + i), Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{PlayerId: "someone-else"}}})
+		c.send(&leveev2.ClientFrame{RequestId: uint64(100 + i), Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{PlayerId: "someone-else"}}})
 		if f := c.recv(); f.GetProfile().GetPlayer().GetId() != p {
 			t.Fatalf("profile reply %v for %s", f, p)
 		}
@@ -267,14 +267,14 @@ func TestInFlightLimit(t *testing.T) {
 	g := startGate(t, func(c *Config) { c.MaxInFlight = 2 }, logic)
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	release := make(chan struct{})
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		<-release
 		return defaultReply(req), nil
 	})
 	for id := uint64(1); id <= 3; id++ {
 		c.send(profileFrame(id))
 	}
-	if e := wantError(t, c.recv(), 3, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() == 0 {
+	if e := wantError(t, c.recv(), 3, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() == 0 {
 		t.Fatalf("no retry_after on %v", e)
 	}
 	close(release)
@@ -305,7 +305,7 @@ func TestGracefulShutdown(t *testing.T) {
 	g := startGate(t, nil, logic)
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	release := make(chan struct{})
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		<-release
 		return defaultReply(req), nil
 	})
@@ -320,7 +320,7 @@ func TestGracefulShutdown(t *testing.T) {
 	servetest.WantDraining(t, g.OpsAddr().String(), "gate_active_connections 1")
 	// New requests are refused while the in-flight one finishes.
 	c.send(profileFrame(2))
-	if e := wantError(t, c.recv(), 2, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN); e.GetRetryAfterMs() == 0 {
+	if e := wantError(t, c.recv(), 2, leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN); e.GetRetryAfterMs() == 0 {
 		t.Fatalf("no retry_after on %v", e)
 	}
 	// New connections are refused.
@@ -396,7 +396,7 @@ func TestDecodeFrameAlwaysAnswers(t *testing.T) {
 	if reply != nil || f.GetRequestId() != 3 {
 		t.Fatalf("valid frame: %v %v", f, reply)
 	}
-	if _, reply := decodeFrame(wire.Codec{JSON: true}, []byte(`{"requestId":"4","bogus":1}`)); reply.GetRequestId() != 4 || reply.GetError().GetCode() != leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE {
+	if _, reply := decodeFrame(wire.Codec{JSON: true}, []byte(`{"requestId":"4","bogus":1}`)); reply.GetRequestId() != 4 || reply.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE {
 		t.Fatalf("unknown JSON field: %v", reply)
 	}
 }
@@ -405,7 +405,7 @@ func TestShutdownGraceExpiredStillAnswers(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond }, logic)
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		<-ctx.Done() // never finishes on its own
 		return nil, ctx.Err()
 	})
@@ -413,7 +413,7 @@ func TestShutdownGraceExpiredStillAnswers(t *testing.T) {
 	c.send(profileFrame(1))
 	<-logic.got
 	g.cancel()
-	if e := wantError(t, c.recv(), 1, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN); e.GetRetryAfterMs() == 0 {
+	if e := wantError(t, c.recv(), 1, leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN); e.GetRetryAfterMs() == 0 {
 		t.Fatalf("no retry_after on %v", e)
 	}
 	if code := c.recvClose(); code != websocket.CloseServiceRestart {
@@ -447,7 +447,7 @@ func TestUnreachableLogicRefusedBusy(t *testing.T) {
 	})
 	before := len(logic.requests())
 	c.send(profileFrame(9))
-	e := wantError(t, c.recv(), 9, leveev1.ErrorCode_ERROR_CODE_BUSY)
+	e := wantError(t, c.recv(), 9, leveev2.ErrorCode_ERROR_CODE_BUSY)
 	if e.GetRetryAfterMs() != uint32(logicUnreachableRetryAfter.Milliseconds()) {
 		t.Fatalf("retry_after_ms = %d, want %d", e.GetRetryAfterMs(), logicUnreachableRetryAfter.Milliseconds())
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
 
@@ -170,7 +170,7 @@ func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 		return
 	}
 	c.wmu.Unlock()
-	var admitted *leveev1.ServerFrame
+	var admitted *leveev2.ServerFrame
 	switch how {
 	case entryResumed: // released while the player was away
 		waited := now.Sub(st.Ticket.Joined)

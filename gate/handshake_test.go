@@ -12,7 +12,7 @@ import (
 
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestHandshakeEndIsIdempotent(t *testing.T) {
@@ -47,7 +47,7 @@ func TestHandshakeEndIsIdempotent(t *testing.T) {
 // and reports each one on the returned channel.
 func blockLoginsUntilCancelled(logic *fakeLogic) <-chan struct{} {
 	in := make(chan struct{}, 16)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		if req.GetLogin() == nil {
 			return defaultReply(req), nil
 		}
@@ -88,11 +88,11 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 	})
 	t.Run("refused by the line", func(t *testing.T) {
 		g := lineGate(t, "closed", 1, time.Second, nil)
-		g.refused(t, g.lineURL(t, "alice", ""), leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, websocket.CloseTryAgainLater)
+		g.refused(t, g.lineURL(t, "alice", ""), leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, websocket.CloseTryAgainLater)
 		zero(t, g, "refused by a closed line")
 	})
 	refuseLogin := func(logic *fakeLogic) {
-		logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+		logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 			return nil, status.Error(codes.ResourceExhausted, "shard full")
 		})
 	}
@@ -100,7 +100,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 		logic := startFakeLogic(t)
 		refuseLogin(logic)
 		g := startGate(t, nil, logic)
-		g.refused(t, g.wsURL(g.tokenFor(t, "alice")), leveev1.ErrorCode_ERROR_CODE_BUSY, websocket.CloseTryAgainLater)
+		g.refused(t, g.wsURL(g.tokenFor(t, "alice")), leveev2.ErrorCode_ERROR_CODE_BUSY, websocket.CloseTryAgainLater)
 		zero(t, g, "login refused")
 	})
 	t.Run("login refused after release", func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 		if f := c.recv(); f.GetAdmitted() == nil {
 			t.Fatalf("want Admitted, got %v", f)
 		}
-		wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_BUSY)
+		wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_BUSY)
 		if code := c.recvClose(); code != websocket.CloseTryAgainLater {
 			t.Fatalf("close %d, want 1013", code)
 		}
@@ -130,7 +130,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 			t.Fatalf("%d handshakes in progress during the login, want 1", n)
 		}
 		g.stop(t)
-		wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN)
+		wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN)
 		zero(t, g, "shutdown during login")
 	})
 	t.Run("shutdown during login after release", func(t *testing.T) {
@@ -147,7 +147,7 @@ func TestHandshakesEndOnEveryPath(t *testing.T) {
 		if f := c.recv(); f.GetAdmitted() == nil {
 			t.Fatalf("want Admitted, got %v", f)
 		}
-		wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN)
+		wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN)
 		zero(t, g, "shutdown during login after release")
 	})
 	t.Run("socket closed while waiting in line", func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 const testSecret = "gate-test-secret"
@@ -126,7 +126,7 @@ func dialRaw(t testing.TB, rawURL, subprotocol string, h http.Header) *client {
 }
 
 // connect dials as player and returns the client after its welcome.
-func (g *testGate) connect(t testing.TB, player, subprotocol string) (*client, *leveev1.Welcome) {
+func (g *testGate) connect(t testing.TB, player, subprotocol string) (*client, *leveev2.Welcome) {
 	t.Helper()
 	c := dialRaw(t, g.wsURL(g.tokenFor(t, player)), subprotocol, nil)
 	f := c.recv()
@@ -136,7 +136,7 @@ func (g *testGate) connect(t testing.TB, player, subprotocol string) (*client, *
 	return c, f.GetWelcome()
 }
 
-func (c *client) send(f *leveev1.ClientFrame) {
+func (c *client) send(f *leveev2.ClientFrame) {
 	c.t.Helper()
 	b, err := c.codec.EncodeClient(f)
 	if err != nil {
@@ -157,7 +157,7 @@ func (c *client) sendRaw(b []byte) {
 }
 
 // recv reads one frame (the deadline only bounds a broken test).
-func (c *client) recv() *leveev1.ServerFrame {
+func (c *client) recv() *leveev2.ServerFrame {
 	c.t.Helper()
 	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, b, err := c.ws.ReadMessage()
@@ -189,11 +189,11 @@ func (c *client) recvClose() int {
 	}
 }
 
-func profileFrame(id uint64) *leveev1.ClientFrame {
-	return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}}
+func profileFrame(id uint64) *leveev2.ClientFrame {
+	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}}
 }
 
-func wantError(t testing.TB, f *leveev1.ServerFrame, id uint64, code leveev1.ErrorCode) *leveev1.Error {
+func wantError(t testing.TB, f *leveev2.ServerFrame, id uint64, code leveev2.ErrorCode) *leveev2.Error {
 	t.Helper()
 	if f.GetRequestId() != id || f.GetError().GetCode() != code {
 		t.Fatalf("want request %d error %v, got %v", id, code, f)

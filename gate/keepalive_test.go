@@ -13,7 +13,7 @@ import (
 
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestSilentRule(t *testing.T) {
@@ -346,7 +346,7 @@ func TestUnreadBytesAreASignOfLife(t *testing.T) {
 	const pi, pt = 150 * time.Millisecond, 300 * time.Millisecond
 	logic := startFakeLogic(t)
 	release := make(chan struct{})
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		select {
 		case <-release:
 		case <-ctx.Done():

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestPacedLineOrderTicketsAndRelease(t *testing.T) {
@@ -200,7 +200,7 @@ func TestResumeWithTicketKeepsThePlace(t *testing.T) {
 		t.Fatalf("bob resumed at %v, want position 2 with the same ticket", st)
 	}
 	// The same ticket on a second connection is refused, and changes nothing.
-	e := g.refused(t, g.lineURL(t, "bob", bst.GetTicket()), leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, websocket.ClosePolicyViolation)
+	e := g.refused(t, g.lineURL(t, "bob", bst.GetTicket()), leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE, websocket.ClosePolicyViolation)
 	if !strings.Contains(e.GetMessage(), "another connection") {
 		t.Fatalf("in-use message %q", e.GetMessage())
 	}
@@ -254,7 +254,7 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	if tok[sig] == 'A' {
 		flipped = tok[:sig] + "B" + tok[sig+1:]
 	}
-	unauthorized, forbidden, inUse := leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE
+	unauthorized, forbidden, inUse := leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev2.ErrorCode_ERROR_CODE_FORBIDDEN, leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE
 	// Admission passes, of this line and of another: refused as tickets.
 	pass := signPass(g.secret, g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour))
 	psig := strings.LastIndexByte(pass, '.') + 1
@@ -264,7 +264,7 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, player, ticket string
-		code                 leveev1.ErrorCode
+		code                 leveev2.ErrorCode
 		msg                  string
 	}{
 		{"forged signature", "alice", flipped, unauthorized, "signature"},
@@ -316,7 +316,7 @@ func TestClosedModeRefusesNewcomersWithRetryAfter(t *testing.T) {
 
 	for _, sp := range []string{wire.ProtoSubprotocol, wire.JSONSubprotocol} {
 		c := dialRaw(t, g.lineURL(t, "bob", ""), sp, nil)
-		e := wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE)
+		e := wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE)
 		if e.GetRetryAfterMs() != 600_000 || !strings.Contains(e.GetMessage(), "maintenance") || !strings.Contains(e.GetMessage(), "10 minutes") {
 			t.Fatalf("closed refusal %v", e)
 		}
@@ -341,7 +341,7 @@ func TestFullLineRefusesWithServerFull(t *testing.T) {
 	g := lineGate(t, "paced", 1, time.Second, func(c *Config) { c.LineMax = 2 })
 	g.join(t, "a", "")
 	g.join(t, "b", "")
-	e := g.refused(t, g.lineURL(t, "c", ""), leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, websocket.CloseTryAgainLater)
+	e := g.refused(t, g.lineURL(t, "c", ""), leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, websocket.CloseTryAgainLater)
 	if ms := e.GetRetryAfterMs(); ms < 800 || ms > 1200 {
 		t.Fatalf("retry_after %d ms, want the 1 s interval ± 20 %%", ms)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
 
@@ -72,14 +72,14 @@ func (g *testGate) lineURL(t *testing.T, player, ticket string) string {
 
 // join dials as player (with ticket, if any) and returns the client and
 // its first QueueStatus.
-func (g *testGate) join(t *testing.T, player, ticket string) (*client, *leveev1.QueueStatus) {
+func (g *testGate) join(t *testing.T, player, ticket string) (*client, *leveev2.QueueStatus) {
 	t.Helper()
 	c := dialRaw(t, g.lineURL(t, player, ticket), wire.ProtoSubprotocol, nil)
 	return c, c.recvStatus()
 }
 
 // recvStatus reads a frame that must be a QueueStatus push.
-func (c *client) recvStatus() *leveev1.QueueStatus {
+func (c *client) recvStatus() *leveev2.QueueStatus {
 	c.t.Helper()
 	f := c.recv()
 	if f.GetRequestId() != 0 || f.GetQueue() == nil {
@@ -103,14 +103,14 @@ func (c *client) recvAdmitted(player string) time.Duration {
 
 // probe sends a request from a waiting player: the very next frame must be
 // its NOT_ADMITTED reply, which proves no push was queued before it.
-func (c *client) probe(id uint64) *leveev1.Error {
+func (c *client) probe(id uint64) *leveev2.Error {
 	c.t.Helper()
 	c.send(profileFrame(id))
-	return wantError(c.t, c.recv(), id, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED)
+	return wantError(c.t, c.recv(), id, leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED)
 }
 
 // refused dials and expects a typed refusal with code, then close.
-func (g *testGate) refused(t *testing.T, rawURL string, code leveev1.ErrorCode, closeCode int) *leveev1.Error {
+func (g *testGate) refused(t *testing.T, rawURL string, code leveev2.ErrorCode, closeCode int) *leveev2.Error {
 	t.Helper()
 	c := dialRaw(t, rawURL, wire.ProtoSubprotocol, nil)
 	e := wantError(t, c.recv(), 0, code)

@@ -13,7 +13,7 @@ import (
 	sdk "github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // The push rule in a running gate (pushrule.go has the rule's table).
@@ -36,17 +36,17 @@ func (g *testGate) holdPlaces(t *testing.T, n int) {
 // statusesBefore sends a request from a waiting player and returns the
 // statuses pushed to it before the NOT_ADMITTED reply, which comes after
 // everything the walker wrote so far.
-func (c *client) statusesBefore(id uint64) []*leveev1.QueueStatus {
+func (c *client) statusesBefore(id uint64) []*leveev2.QueueStatus {
 	c.t.Helper()
 	c.send(profileFrame(id))
-	var out []*leveev1.QueueStatus
+	var out []*leveev2.QueueStatus
 	for {
 		f := c.recv()
 		if q := f.GetQueue(); q != nil && f.GetRequestId() == 0 {
 			out = append(out, q)
 			continue
 		}
-		wantError(c.t, f, id, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED)
+		wantError(c.t, f, id, leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED)
 		return out
 	}
 }
@@ -158,7 +158,7 @@ func TestModeAndRateChangesReachEveryone(t *testing.T) {
 		c, _ := g.join(t, fmt.Sprintf("p%d", i), "")
 		cs = append(cs, c)
 	}
-	everyone := func(what string, check func(*leveev1.QueueStatus) bool) {
+	everyone := func(what string, check func(*leveev2.QueueStatus) bool) {
 		t.Helper()
 		for i, c := range cs {
 			got := c.statusesBefore(uint64(100 + i))
@@ -168,11 +168,11 @@ func TestModeAndRateChangesReachEveryone(t *testing.T) {
 		}
 	}
 	g.setLine(t, map[string]string{"mode": "closed"})
-	everyone("closing", func(q *leveev1.QueueStatus) bool { return q.GetMode() == "closed" && q.GetReleaseRate() == 0 })
+	everyone("closing", func(q *leveev2.QueueStatus) bool { return q.GetMode() == "closed" && q.GetReleaseRate() == 0 })
 	g.setLine(t, map[string]string{"mode": "paced"})
-	everyone("pacing", func(q *leveev1.QueueStatus) bool { return q.GetMode() == "paced" && q.GetReleaseRate() == 1 })
+	everyone("pacing", func(q *leveev2.QueueStatus) bool { return q.GetMode() == "paced" && q.GetReleaseRate() == 1 })
 	g.setLine(t, map[string]string{"rate": "5"})
-	everyone("a faster rate", func(q *leveev1.QueueStatus) bool { return q.GetReleaseRate() == 5 })
+	everyone("a faster rate", func(q *leveev2.QueueStatus) bool { return q.GetReleaseRate() == 5 })
 	if got := reasonCount(g, reasonModeRate); got != 9 {
 		t.Fatalf("gate_line_push_reasons_total{mode_rate} = %v, want 9", got)
 	}
@@ -214,9 +214,9 @@ func TestTicketInTheFirstStatusOnly(t *testing.T) {
 func TestSDKKeepsTheTicketAndResumesThePlace(t *testing.T) {
 	g := lineGate(t, "queueing", 1, time.Second, nil)
 	g.join(t, "ahead", "")
-	statuses := make(chan *leveev1.QueueStatus, 16)
-	opts := sdk.Options{OnQueue: func(q *leveev1.QueueStatus) { statuses <- q }, Rand: func() float64 { return 0 }}
-	next := func(what string) *leveev1.QueueStatus {
+	statuses := make(chan *leveev2.QueueStatus, 16)
+	opts := sdk.Options{OnQueue: func(q *leveev2.QueueStatus) { statuses <- q }, Rand: func() float64 { return 0 }}
+	next := func(what string) *leveev2.QueueStatus {
 		t.Helper()
 		select {
 		case q := <-statuses:

@@ -9,7 +9,7 @@ import (
 
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/shardmap"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // logicPool holds one gRPC connection per logic instance and knows which
@@ -17,7 +17,7 @@ import (
 type logicPool struct {
 	shards  int
 	conns   []*grpc.ClientConn
-	clients []leveev1.LogicClient
+	clients []leveev2.LogicClient
 }
 
 func newLogicPool(addrs []string, shards int) (*logicPool, error) {
@@ -29,14 +29,14 @@ func newLogicPool(addrs []string, shards int) (*logicPool, error) {
 			return nil, fmt.Errorf("logic %s: %w", a, err)
 		}
 		p.conns = append(p.conns, cc)
-		p.clients = append(p.clients, leveev1.NewLogicClient(cc))
+		p.clients = append(p.clients, leveev2.NewLogicClient(cc))
 	}
 	return p, nil
 }
 
 // route returns the shard that owns playerID and the client of the logic
 // instance that hosts it.
-func (p *logicPool) route(playerID string) (int, leveev1.LogicClient) {
+func (p *logicPool) route(playerID string) (int, leveev2.LogicClient) {
 	shard := shardmap.Shard(playerID, p.shards)
 	return shard, p.clients[shardmap.Instance(shard, len(p.clients))]
 }

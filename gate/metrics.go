@@ -6,7 +6,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Connection results counted by gate_connections_total.
@@ -154,7 +154,7 @@ func newMetrics(reg prometheus.Registerer, handshakes, peak func() float64, conn
 
 // outcome is the gate_requests_total outcome label of a reply: ok, or the
 // error code's label from the error table ("busy", "insufficient_gold").
-func outcome(f *leveev1.ServerFrame) string {
+func outcome(f *leveev2.ServerFrame) string {
 	e := f.GetError()
 	if e == nil {
 		return outcomeOK

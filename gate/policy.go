@@ -2,7 +2,7 @@ package gate
 
 import (
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Future kinds of work the protocol has no payload for yet. Their rows say
@@ -51,7 +51,7 @@ var loginCriticality = policy[actionLogin]
 // client asked for more than the row gives (and did not get it). An action
 // without a row (none reaches here: decodeFrame refuses unknown payloads)
 // is Default.
-func classFor(action string, asked leveev1.Criticality) (c priority.Class, upgrade bool) {
+func classFor(action string, asked leveev2.Criticality) (c priority.Class, upgrade bool) {
 	c, ok := policy[action]
 	if !ok {
 		c = priority.Default
@@ -68,7 +68,7 @@ func classFor(action string, asked leveev1.Criticality) (c priority.Class, upgra
 
 // classify is the class of a request for action whose frame asked for
 // asked (see policy), counting a refused upgrade.
-func (s *Server) classify(action string, asked leveev1.Criticality) priority.Class {
+func (s *Server) classify(action string, asked leveev2.Criticality) priority.Class {
 	c, upgrade := classFor(action, asked)
 	if upgrade {
 		if m := s.m.upgradeRefused[action]; m != nil {

@@ -8,11 +8,11 @@ import (
 
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-func buyFrame(id uint64) *leveev1.ClientFrame {
-	return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
+func buyFrame(id uint64) *leveev2.ClientFrame {
+	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
 }
 
 // A client that asks for CRITICAL on every frame gets the policy's class:
@@ -21,22 +21,22 @@ func buyFrame(id uint64) *leveev1.ClientFrame {
 func TestClientCannotRaiseItsClass(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, nil, logic)
-	const unknown = leveev1.Criticality(7) // a number the proto does not define
+	const unknown = leveev2.Criticality(7) // a number the proto does not define
 	cases := []struct {
-		frame   func(uint64) *leveev1.ClientFrame
-		asked   leveev1.Criticality
+		frame   func(uint64) *leveev2.ClientFrame
+		asked   leveev2.Criticality
 		want    priority.Class
 		upgrade bool
 	}{
 		{battleFrame, critical, priority.Default, true},
-		{battleFrame, leveev1.Criticality_CRITICALITY_UNSPECIFIED, priority.Default, false},
+		{battleFrame, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Default, false},
 		{battleFrame, dflt, priority.Default, false},
 		{battleFrame, sheddable, priority.Sheddable, false},
 		{battleFrame, unknown, priority.Default, false},
 		{profileFrame, critical, priority.Default, true},
-		{profileFrame, leveev1.Criticality_CRITICALITY_UNSPECIFIED, priority.Default, false},
+		{profileFrame, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Default, false},
 		{profileFrame, sheddable, priority.Sheddable, false},
-		{buyFrame, leveev1.Criticality_CRITICALITY_UNSPECIFIED, priority.Critical, false},
+		{buyFrame, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Critical, false},
 		{buyFrame, critical, priority.Critical, false},
 		{buyFrame, unknown, priority.Critical, false},
 		{buyFrame, dflt, priority.Default, false},
@@ -78,7 +78,7 @@ func TestClientCannotRaiseItsClass(t *testing.T) {
 // the row's class for UNSPECIFIED and unknown numbers, and an upgrade
 // exactly when the request asks for more than the row.
 func TestClassForLowersNeverRaises(t *testing.T) {
-	asks := []leveev1.Criticality{leveev1.Criticality_CRITICALITY_UNSPECIFIED, critical, dflt, sheddable, 42}
+	asks := []leveev2.Criticality{leveev2.Criticality_CRITICALITY_UNSPECIFIED, critical, dflt, sheddable, 42}
 	for action, row := range policy {
 		for _, asked := range asks {
 			got, upgrade := classFor(action, asked)
@@ -103,7 +103,7 @@ func TestClassForLowersNeverRaises(t *testing.T) {
 // actionOf knows it; every row is a payload, login or one of the declared
 // future kinds of work. A new payload without a row fails here.
 func TestPolicyCoversEveryPayload(t *testing.T) {
-	md := (&leveev1.ClientFrame{}).ProtoReflect().Descriptor()
+	md := (&leveev2.ClientFrame{}).ProtoReflect().Descriptor()
 	oneof := md.Oneofs().ByName("payload")
 	if oneof == nil {
 		t.Fatal("ClientFrame has no payload oneof")
@@ -117,7 +117,7 @@ func TestPolicyCoversEveryPayload(t *testing.T) {
 		if _, ok := policy[name]; !ok {
 			t.Errorf("ClientFrame payload %s has no row in the criticality policy (gate/policy.go)", name)
 		}
-		f := &leveev1.ClientFrame{RequestId: 1}
+		f := &leveev2.ClientFrame{RequestId: 1}
 		m := f.ProtoReflect()
 		m.Set(fd, protoreflect.ValueOfMessage(m.NewField(fd).Message()))
 		if got := actionOf(f); got != name {

@@ -18,7 +18,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 const testCard = `{"title":"While you wait","tip":"Daily quests reset at 04:00; today's hero is the archer."}`
@@ -44,7 +44,7 @@ func TestServerFullAtTheCap(t *testing.T) {
 
 	for _, sp := range []string{wire.ProtoSubprotocol, wire.JSONSubprotocol, ""} {
 		c := dialRaw(t, g.wsURL(g.tokenFor(t, "c")), sp, nil)
-		e := wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL)
+		e := wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_SERVER_FULL)
 		if ms := e.GetRetryAfterMs(); ms < 24_000 || ms > 36_000 {
 			t.Fatalf("%q: retry_after_ms = %d, want 30 s ± 20 %%", sp, ms)
 		}
@@ -59,7 +59,7 @@ func TestServerFullAtTheCap(t *testing.T) {
 	// A bad token at the cap is told the server is full too (the cap is
 	// checked first, as it is the cheaper check).
 	c := dialRaw(t, g.wsURL("not-a-token"), "", nil)
-	wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL)
+	wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_SERVER_FULL)
 
 	if got := testutil.ToFloat64(g.m.active); got != 2 {
 		t.Fatalf("gate_active_connections = %v, want 2 (refusals must not count)", got)
@@ -87,7 +87,7 @@ func TestServerFullWithoutCard(t *testing.T) {
 	g := startGate(t, func(c *Config) { c.MaxConns = 1; c.FullRetryAfter = time.Second }, startFakeLogic(t))
 	g.connect(t, "a", "")
 	c := dialRaw(t, g.wsURL(g.tokenFor(t, "b")), wire.JSONSubprotocol, nil)
-	e := wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL)
+	e := wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_SERVER_FULL)
 	if strings.Contains(e.GetMessage(), "\n") || e.GetRetryAfterMs() < 800 || e.GetRetryAfterMs() > 1200 {
 		t.Fatalf("error %v", e)
 	}
@@ -134,7 +134,7 @@ func TestFullReplyVariants(t *testing.T) {
 
 // parseServerFrames reads the raw bytes the gate writes on a refusal: one
 // data frame, then a 1013 close frame, both unmasked.
-func parseServerFrames(t *testing.T, codec wire.Codec, b []byte) *leveev1.ServerFrame {
+func parseServerFrames(t *testing.T, codec wire.Codec, b []byte) *leveev2.ServerFrame {
 	t.Helper()
 	next := func() (int, []byte) {
 		if len(b) < 2 || b[0]&0x80 == 0 || b[1]&0x80 != 0 {
@@ -228,7 +228,7 @@ func blockLogins(t *testing.T, logic *fakeLogic) (release func()) {
 	var once sync.Once
 	release = func() { once.Do(func() { close(block) }) }
 	t.Cleanup(release)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		if req.GetLogin() != nil {
 			<-block
 		}
@@ -283,7 +283,7 @@ func TestRateLimitRecoversWithTheClock(t *testing.T) {
 	g := startGate(t, func(c *Config) { c.ConnRate, c.ConnBurst = 2, 3 }, startFakeLogic(t)) // a token per 500 ms
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	id := uint64(0)
-	ask := func(crit leveev1.Criticality) *leveev1.ServerFrame {
+	ask := func(crit leveev2.Criticality) *leveev2.ServerFrame {
 		id++
 		f := profileFrame(id)
 		f.Criticality = crit
@@ -295,16 +295,16 @@ func TestRateLimitRecoversWithTheClock(t *testing.T) {
 			t.Fatalf("within the burst: %v", f)
 		}
 	}
-	if e := wantError(t, ask(0), id, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != 500 {
+	if e := wantError(t, ask(0), id, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != 500 {
 		t.Fatalf("retry_after_ms = %d, want 500 (the time until a token)", e.GetRetryAfterMs())
 	}
 	g.clock.Advance(200 * time.Millisecond)
-	if e := wantError(t, ask(leveev1.Criticality_CRITICALITY_SHEDDABLE), id, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != 300 {
+	if e := wantError(t, ask(leveev2.Criticality_CRITICALITY_SHEDDABLE), id, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != 300 {
 		t.Fatalf("retry_after_ms = %d, want 300", e.GetRetryAfterMs())
 	}
 	// Malformed frames cost a token too.
 	c.sendRaw([]byte{0xff, 0xff})
-	wantError(t, c.recv(), 0, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED)
+	wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED)
 
 	g.clock.Advance(300 * time.Millisecond)
 	if f := ask(0); f.GetProfile() == nil {
@@ -316,7 +316,7 @@ func TestRateLimitRecoversWithTheClock(t *testing.T) {
 			t.Fatalf("after refill: %v", f)
 		}
 	}
-	wantError(t, ask(0), id, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED)
+	wantError(t, ask(0), id, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED)
 
 	if got := testutil.ToFloat64(g.m.rejectRequest[reqRateLimited]); got != 4 {
 		t.Fatalf("gate_rejections_total{rate_limited} = %v, want 4", got)
@@ -335,14 +335,14 @@ func TestInFlightLimitIsTyped(t *testing.T) {
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	<-logic.got // the login
 	release := make(chan struct{})
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		<-release
 		return defaultReply(req), nil
 	})
 	c.send(profileFrame(1))
 	<-logic.got
 	c.send(buyFrame(2)) // a purchase: critical
-	if e := wantError(t, c.recv(), 2, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != uint32(inflightRetryAfter.Milliseconds()) || !strings.Contains(e.GetMessage(), "in flight") {
+	if e := wantError(t, c.recv(), 2, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != uint32(inflightRetryAfter.Milliseconds()) || !strings.Contains(e.GetMessage(), "in flight") {
 		t.Fatalf("in-flight refusal %v", e)
 	}
 	close(release)
@@ -361,12 +361,12 @@ func TestLogicOverloadBecomesBusyWithBackpressure(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, nil, logic)
 	c, _ := g.connect(t, "alice", wire.JSONSubprotocol)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		return nil, apperr.Overloaded(ctx, apperr.ErrBusy, 250*time.Millisecond, 42, 0.93)
 	})
 	c.send(profileFrame(9))
 	f := c.recv()
-	if e := wantError(t, f, 9, leveev1.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 250 {
+	if e := wantError(t, f, 9, leveev2.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 250 {
 		t.Fatalf("retry_after_ms = %d, want 250", e.GetRetryAfterMs())
 	}
 	bp := f.GetBackpressure()
@@ -376,12 +376,12 @@ func TestLogicOverloadBecomesBusyWithBackpressure(t *testing.T) {
 	// Without hints there is no backpressure to report, only the pushback.
 	// (Past the cooling the refusal started, so the request reaches logic.)
 	g.clock.Advance(250 * time.Millisecond)
-	logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+	logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		return nil, apperr.ToStatus(ctx, apperr.ErrBusy, 0)
 	})
 	c.send(profileFrame(10))
 	f = c.recv()
-	if e := wantError(t, f, 10, leveev1.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() == 0 || f.GetBackpressure() != nil {
+	if e := wantError(t, f, 10, leveev2.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() == 0 || f.GetBackpressure() != nil {
 		t.Fatalf("busy without hints: %v", f)
 	}
 	if n := len(logic.requests()); n != 3 { // login + 2: the gate never retries logic
@@ -396,19 +396,19 @@ func TestLogicOverloadBecomesBusyWithBackpressure(t *testing.T) {
 func TestLogicRefusalKeepsItsCode(t *testing.T) {
 	for _, c := range []struct {
 		err  error
-		code leveev1.ErrorCode
+		code leveev2.ErrorCode
 		cool bool
 	}{
-		{fmt.Errorf("%w: shard 0 is full", apperr.ErrServerFull), leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, true},
-		{fmt.Errorf("%w: this player sends too much", apperr.ErrRateLimited), leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED, true},
-		{fmt.Errorf("%w: logic stops", apperr.ErrShuttingDown), leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN, false},
-		{fmt.Errorf("%w: resent after a day", apperr.ErrRequestExpired), leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED, false},
+		{fmt.Errorf("%w: shard 0 is full", apperr.ErrServerFull), leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, true},
+		{fmt.Errorf("%w: this player sends too much", apperr.ErrRateLimited), leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED, true},
+		{fmt.Errorf("%w: logic stops", apperr.ErrShuttingDown), leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN, false},
+		{fmt.Errorf("%w: resent after a day", apperr.ErrRequestExpired), leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED, false},
 	} {
 		t.Run(c.code.String(), func(t *testing.T) {
 			logic := startFakeLogic(t)
 			g := startGate(t, nil, logic)
 			cl, _ := g.connect(t, "alice", wire.JSONSubprotocol)
-			logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+			logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 				return nil, apperr.Overloaded(ctx, c.err, 300*time.Millisecond, 17, 0.85)
 			})
 			cl.send(profileFrame(5))
@@ -458,7 +458,7 @@ func TestSwitches(t *testing.T) {
 			limited: func(t *testing.T, g *testGate, _ *fakeLogic, _ func()) bool {
 				g.connect(t, "a", "")
 				f := dialRaw(t, g.wsURL(g.tokenFor(t, "b")), "", nil).recv()
-				return f.GetError().GetCode() == leveev1.ErrorCode_ERROR_CODE_SERVER_FULL
+				return f.GetError().GetCode() == leveev2.ErrorCode_ERROR_CODE_SERVER_FULL
 			},
 		},
 		"handshake-cap": {
@@ -480,7 +480,7 @@ func TestSwitches(t *testing.T) {
 				c.send(profileFrame(1))
 				c.recv()
 				c.send(profileFrame(2))
-				return c.recv().GetError().GetCode() == leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED
+				return c.recv().GetError().GetCode() == leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED
 			},
 		},
 		"inflight-limit": {
@@ -490,14 +490,14 @@ func TestSwitches(t *testing.T) {
 				c, _ := g.connect(t, "a", "")
 				<-logic.got // the login
 				block := make(chan struct{})
-				logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+				logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 					<-block
 					return defaultReply(req), nil
 				})
 				c.send(profileFrame(1))
 				<-logic.got
 				c.send(profileFrame(2))
-				first := make(chan *leveev1.ServerFrame, 1)
+				first := make(chan *leveev2.ServerFrame, 1)
 				go func() {
 					_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 					_, b, err := c.ws.ReadMessage()
@@ -511,7 +511,7 @@ func TestSwitches(t *testing.T) {
 				var limited bool
 				select {
 				case f := <-first: // refused while request 1 is still held
-					limited = f.GetError().GetCode() == leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED
+					limited = f.GetError().GetCode() == leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED
 					close(block)
 				case <-logic.got: // request 2 reached logic
 					close(block)
@@ -526,14 +526,14 @@ func TestSwitches(t *testing.T) {
 			off:   func(c *Config) { c.LogicPushback = false },
 			limited: func(t *testing.T, g *testGate, logic *fakeLogic, _ func()) bool {
 				c, _ := g.connect(t, "a", "")
-				logic.setHandle(func(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+				logic.setHandle(func(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 					return nil, apperr.Overloaded(ctx, apperr.ErrBusy, time.Second, 10, 0.9)
 				})
 				c.send(profileFrame(1))
-				wantError(t, c.recv(), 1, leveev1.ErrorCode_ERROR_CODE_BUSY)
+				wantError(t, c.recv(), 1, leveev2.ErrorCode_ERROR_CODE_BUSY)
 				n := len(logic.requests())
 				c.send(profileFrame(2))
-				wantError(t, c.recv(), 2, leveev1.ErrorCode_ERROR_CODE_BUSY)
+				wantError(t, c.recv(), 2, leveev2.ErrorCode_ERROR_CODE_BUSY)
 				return len(logic.requests()) == n // answered by the gate
 			},
 		},
@@ -564,7 +564,7 @@ func TestSwitches(t *testing.T) {
 }
 
 func TestAcceptKeyAndSubprotocol(t *testing.T) {
-	r := upgradeRequest("chat, levee.v1.json, levee.v1.proto")
+	r := upgradeRequest("chat, levee.v2.json, levee.v2.proto")
 	var dst [28]byte
 	if !acceptKey(r, &dst) || string(dst[:]) != "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" { // RFC 6455 §1.3's example
 		t.Fatalf("accept %q", dst)

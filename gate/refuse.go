@@ -17,7 +17,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Refusing a connection after the upgrade happens in the HTTP handler
@@ -151,9 +151,9 @@ func selectSubprotocol(r *http.Request) string {
 
 // errorFrames encodes e, then a close frame with code and reason, for a
 // refusal that is not pre-encoded (bad tokens, the admission line).
-func (s *Server) errorFrames(e *leveev1.Error, code int, reason string) func(wire.Codec) []byte {
+func (s *Server) errorFrames(e *leveev2.Error, code int, reason string) func(wire.Codec) []byte {
 	return func(codec wire.Codec) []byte {
-		f := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: e}}
+		f := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: e}}
 		data, err := codec.EncodeServer(f)
 		if err != nil {
 			s.log.Error("encoding a refusal", "err", err)
@@ -221,8 +221,8 @@ func newFullReply(base time.Duration, card string) (*fullReply, error) {
 	r := &fullReply{}
 	for i := range fullVariants {
 		retry := jittered(base, i)
-		f := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: &leveev1.Error{
-			Code:         leveev1.ErrorCode_ERROR_CODE_SERVER_FULL,
+		f := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
+			Code:         leveev2.ErrorCode_ERROR_CODE_SERVER_FULL,
 			Message:      fullMessage(retry, card),
 			RetryAfterMs: uint32(retry.Milliseconds()),
 		}}}

@@ -9,7 +9,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 const (
@@ -103,7 +103,7 @@ func ceilMillis(d time.Duration) time.Duration {
 
 // budget is the request's deadline: the client's timeout_ms when it is set
 // and shorter than the gate's -request-timeout.
-func (c *conn) budget(f *leveev1.ClientFrame) time.Duration {
+func (c *conn) budget(f *leveev2.ClientFrame) time.Duration {
 	d := c.s.cfg.RequestTimeout
 	if ms := f.GetTimeoutMs(); ms > 0 {
 		d = min(d, time.Duration(ms)*time.Millisecond)
@@ -112,12 +112,12 @@ func (c *conn) budget(f *leveev1.ClientFrame) time.Duration {
 }
 
 // reply counts the reply and writes it.
-func (c *conn) reply(action string, start time.Time, f *leveev1.ServerFrame) {
+func (c *conn) reply(action string, start time.Time, f *leveev2.ServerFrame) {
 	c.s.observe(action, start, f)
 	_ = c.send(f)
 }
 
-func (s *Server) observe(action string, start time.Time, f *leveev1.ServerFrame) {
+func (s *Server) observe(action string, start time.Time, f *leveev2.ServerFrame) {
 	s.m.requests.WithLabelValues(action, outcome(f)).Inc()
 	s.m.duration.WithLabelValues(action).Observe(time.Since(start).Seconds())
 }
@@ -127,7 +127,7 @@ func (s *Server) observe(action string, start time.Time, f *leveev1.ServerFrame)
 // read (see wire.DecodeClient): UNKNOWN_MESSAGE for an unknown payload,
 // BAD_REQUEST for anything else, each with a message that says what was
 // wrong. A frame whose id cannot be read is BAD_REQUEST with id 0.
-func decodeFrame(codec wire.Codec, data []byte) (*leveev1.ClientFrame, *leveev1.ServerFrame) {
+func decodeFrame(codec wire.Codec, data []byte) (*leveev2.ClientFrame, *leveev2.ServerFrame) {
 	f, err := codec.DecodeClient(data)
 	if err == nil {
 		return f, nil
@@ -146,18 +146,18 @@ func decodeFrame(codec wire.Codec, data []byte) (*leveev1.ClientFrame, *leveev1.
 	}
 }
 
-func errorFrame(id uint64, err error, retryAfter time.Duration) *leveev1.ServerFrame {
-	return &leveev1.ServerFrame{RequestId: id, Payload: &leveev1.ServerFrame_Error{Error: apperr.Reply(err, retryAfter)}}
+func errorFrame(id uint64, err error, retryAfter time.Duration) *leveev2.ServerFrame {
+	return &leveev2.ServerFrame{RequestId: id, Payload: &leveev2.ServerFrame_Error{Error: apperr.Reply(err, retryAfter)}}
 }
 
 // actionOf is the metrics label of a decoded frame's payload.
-func actionOf(f *leveev1.ClientFrame) string {
+func actionOf(f *leveev2.ClientFrame) string {
 	switch f.GetPayload().(type) {
-	case *leveev1.ClientFrame_GetProfile:
+	case *leveev2.ClientFrame_GetProfile:
 		return actionGetProfile
-	case *leveev1.ClientFrame_BuyItem:
+	case *leveev2.ClientFrame_BuyItem:
 		return actionBuyItem
-	case *leveev1.ClientFrame_StartBattle:
+	case *leveev2.ClientFrame_StartBattle:
 		return actionStartBattle
 	}
 	return actionInvalid
@@ -165,15 +165,15 @@ func actionOf(f *leveev1.ClientFrame) string {
 
 // logicRequest builds the logic call for a frame. The player id is the
 // token's, never anything the client sent.
-func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest {
-	req := &leveev1.LogicRequest{PlayerId: playerID, RequestId: f.GetRequestId(), IssuedAtMs: f.GetIssuedAtMs()}
+func logicRequest(playerID string, f *leveev2.ClientFrame) *leveev2.LogicRequest {
+	req := &leveev2.LogicRequest{PlayerId: playerID, RequestId: f.GetRequestId(), IssuedAtMs: f.GetIssuedAtMs()}
 	switch p := f.GetPayload().(type) {
-	case *leveev1.ClientFrame_GetProfile:
-		req.Action = &leveev1.LogicRequest_GetProfile{GetProfile: p.GetProfile}
-	case *leveev1.ClientFrame_BuyItem:
-		req.Action = &leveev1.LogicRequest_BuyItem{BuyItem: p.BuyItem}
-	case *leveev1.ClientFrame_StartBattle:
-		req.Action = &leveev1.LogicRequest_StartBattle{StartBattle: p.StartBattle}
+	case *leveev2.ClientFrame_GetProfile:
+		req.Action = &leveev2.LogicRequest_GetProfile{GetProfile: p.GetProfile}
+	case *leveev2.ClientFrame_BuyItem:
+		req.Action = &leveev2.LogicRequest_BuyItem{BuyItem: p.BuyItem}
+	case *leveev2.ClientFrame_StartBattle:
+		req.Action = &leveev2.LogicRequest_StartBattle{StartBattle: p.StartBattle}
 	}
 	return req
 }
@@ -182,12 +182,12 @@ func logicRequest(playerID string, f *leveev1.ClientFrame) *leveev1.LogicRequest
 // deadline and the class in metadata, and turns the outcome into the
 // player's reply frame. A refusal comes back through apperr.FromStatus with
 // its exact code (BUSY, SERVER_FULL, RATE_LIMITED, …), the retry delay as
-// retry_after and the refusing shard's hints (leveev1.Backpressure, from
+// retry_after and the refusing shard's hints (leveev2.Backpressure, from
 // the status details) as the frame's backpressure; a reply keeps the
 // backpressure logic attached to it. With -logic-pushback a refusal under
 // load (apperr.Overload) also starts the shard's cooling and the hints are
 // kept for the gate's own refusals (see coolingTable).
-func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req *leveev1.LogicRequest, crit priority.Class, budget time.Duration) *leveev1.ServerFrame {
+func (s *Server) do(ctx context.Context, shard int, lc leveev2.LogicClient, req *leveev2.LogicRequest, crit priority.Class, budget time.Duration) *leveev2.ServerFrame {
 	if s.logic.unreachable(shard) {
 		// Not sent: BUSY (not executed, so retrying is safe and nothing
 		// needs resending later) with the time the gate's next attempt to
@@ -220,10 +220,10 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 			// The delay logic asked for; none (0) starts no cooling.
 			s.cooling.cool(shard, kindOf(req), crit, s.clock.Now(), refusal.RetryAfter)
 		}
-		return &leveev1.ServerFrame{
+		return &leveev2.ServerFrame{
 			RequestId:    req.GetRequestId(),
 			Backpressure: bp,
-			Payload:      &leveev1.ServerFrame_Error{Error: e},
+			Payload:      &leveev2.ServerFrame_Error{Error: e},
 		}
 	}
 	if bp := rep.GetBackpressure(); bp != nil {
@@ -242,21 +242,21 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev1.LogicClient, req 
 const logicUnreachableRetryAfter = 2 * time.Second
 
 // serverFrame maps a LogicReply to the player's frame, oneof to oneof.
-func serverFrame(id uint64, rep *leveev1.LogicReply) *leveev1.ServerFrame {
-	f := &leveev1.ServerFrame{RequestId: id, Backpressure: rep.GetBackpressure()}
+func serverFrame(id uint64, rep *leveev2.LogicReply) *leveev2.ServerFrame {
+	f := &leveev2.ServerFrame{RequestId: id, Backpressure: rep.GetBackpressure()}
 	switch r := rep.GetResult().(type) {
-	case *leveev1.LogicReply_Error:
-		f.Payload = &leveev1.ServerFrame_Error{Error: r.Error}
-	case *leveev1.LogicReply_Welcome:
-		f.Payload = &leveev1.ServerFrame_Welcome{Welcome: r.Welcome}
-	case *leveev1.LogicReply_Profile:
-		f.Payload = &leveev1.ServerFrame_Profile{Profile: r.Profile}
-	case *leveev1.LogicReply_BuyItem:
-		f.Payload = &leveev1.ServerFrame_BuyItem{BuyItem: r.BuyItem}
-	case *leveev1.LogicReply_Battle:
-		f.Payload = &leveev1.ServerFrame_Battle{Battle: r.Battle}
+	case *leveev2.LogicReply_Error:
+		f.Payload = &leveev2.ServerFrame_Error{Error: r.Error}
+	case *leveev2.LogicReply_Welcome:
+		f.Payload = &leveev2.ServerFrame_Welcome{Welcome: r.Welcome}
+	case *leveev2.LogicReply_Profile:
+		f.Payload = &leveev2.ServerFrame_Profile{Profile: r.Profile}
+	case *leveev2.LogicReply_BuyItem:
+		f.Payload = &leveev2.ServerFrame_BuyItem{BuyItem: r.BuyItem}
+	case *leveev2.LogicReply_Battle:
+		f.Payload = &leveev2.ServerFrame_Battle{Battle: r.Battle}
 	default:
-		f.Payload = &leveev1.ServerFrame_Error{Error: apperr.Reply(fmt.Errorf("%w: empty reply from logic", apperr.ErrInternal), 0)}
+		f.Payload = &leveev2.ServerFrame_Error{Error: apperr.Reply(fmt.Errorf("%w: empty reply from logic", apperr.ErrInternal), 0)}
 	}
 	return f
 }

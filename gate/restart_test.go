@@ -13,7 +13,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // A gate with players in line is stopped (they are closed with 1012) and a
@@ -83,9 +83,9 @@ func TestRestartedGateGivesPlacesBack(t *testing.T) {
 	}
 
 	// The old ticket of a player who is back names a place that is held.
-	g2.refused(t, g2.lineURL(t, "p0", tickets["p0"]), leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, websocket.ClosePolicyViolation)
+	g2.refused(t, g2.lineURL(t, "p0", tickets["p0"]), leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE, websocket.ClosePolicyViolation)
 	// Nor may another player use it.
-	g2.refused(t, g2.lineURL(t, "p1", tickets["slow"]), leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, websocket.ClosePolicyViolation)
+	g2.refused(t, g2.lineURL(t, "p1", tickets["slow"]), leveev2.ErrorCode_ERROR_CODE_FORBIDDEN, websocket.ClosePolicyViolation)
 
 	// After the return window, an old line's ticket joins at the back (the
 	// others are still in line: those whose sockets the keepalive dropped,
@@ -130,7 +130,7 @@ func TestConnectionPeakNeverPassesTheCap(t *testing.T) {
 				return
 			}
 			f, err := wire.Codec{}.DecodeServer(data)
-			results <- result{c: ws, full: f.GetError().GetCode() == leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, err: err}
+			results <- result{c: ws, full: f.GetError().GetCode() == leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, err: err}
 		})
 	}
 	wg.Wait()
@@ -264,7 +264,7 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 	} else {
 		forged = forged[:i] + "A" + forged[i+1:]
 	}
-	g2.refused(t, g2.lineURL(t, "p2", forged), leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, websocket.ClosePolicyViolation)
+	g2.refused(t, g2.lineURL(t, "p2", forged), leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, websocket.ClosePolicyViolation)
 
 	// A pass shown again (p0's first connection is still open) joins the
 	// back; so does a t2 ticket of a player let in, as before.
@@ -275,7 +275,7 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 	// At the cap (late, six back, the replay: 8), a pass holder is refused
 	// before the line, and the refusal does not use the pass up.
 	extra := signPass(g2.secret, g1Line, 0x5eed, "extra", t0, t0.Add(time.Hour))
-	g2.refused(t, g2.lineURL(t, "extra", extra), leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, websocket.CloseTryAgainLater)
+	g2.refused(t, g2.lineURL(t, "extra", extra), leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, websocket.CloseTryAgainLater)
 	g2.closeClient(t, replay, 1)
 	testwait.Until(t, "a free slot", func() bool { return g2.slots.Load() < capN })
 	c := dialRaw(t, g2.lineURL(t, "extra", extra), wire.ProtoSubprotocol, nil)
@@ -314,7 +314,7 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 
 // recvAdmittedSkipping reads until Admitted (skipping QueueStatus pushes),
 // then the welcome, and returns the Admitted frame.
-func (c *client) recvAdmittedSkipping(player string) *leveev1.Admitted {
+func (c *client) recvAdmittedSkipping(player string) *leveev2.Admitted {
 	c.t.Helper()
 	for {
 		f := c.recv()

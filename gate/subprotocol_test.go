@@ -21,7 +21,7 @@ import (
 func TestHandshakeWithoutSubprotocolIsRefused(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, nil, logic)
-	for _, offered := range [][]string{nil, {"levee.v1.jsn"}, {"LEVEE.V1.JSON"}, {"chat", "levee.v2.proto"}} {
+	for _, offered := range [][]string{nil, {"levee.v2.jsn"}, {"LEVEE.V1.JSON"}, {"chat", "levee.v2.proto"}} {
 		d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: offered}
 		ws, resp, err := d.Dial(g.wsURL(g.tokenFor(t, "alice")), nil)
 		if err == nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
 
@@ -87,8 +87,8 @@ func etaMillis(eta time.Duration) uint64 {
 
 // statusFrame is a waiting player's QueueStatus; ticket is empty after
 // the connection's first status (an empty ticket means unchanged).
-func statusFrame(pos int, eta time.Duration, info *pushInfo, ticket string) *leveev1.ServerFrame {
-	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
+func statusFrame(pos int, eta time.Duration, info *pushInfo, ticket string) *leveev2.ServerFrame {
+	return &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Queue{Queue: &leveev2.QueueStatus{
 		Position:    uint64(pos),
 		EtaMs:       etaMillis(eta),
 		ReleaseRate: info.rate,
@@ -101,7 +101,7 @@ func statusFrame(pos int, eta time.Duration, info *pushInfo, ticket string) *lev
 
 // sharedStatus is the part of statusFrame that is the same for every
 // player of a walk: everything but position, eta_ms and the ticket.
-func sharedStatus(info *pushInfo) *leveev1.QueueStatus {
+func sharedStatus(info *pushInfo) *leveev2.QueueStatus {
 	return statusFrame(0, 0, info, "").GetQueue()
 }
 
@@ -203,7 +203,7 @@ var lineRefusalReasons = []string{refuseFull, refuseClosed, refuseBadTicket, ref
 // lineRefusal is what a player refused by the line is told: the reason
 // counted, the typed error, and the close code (1008 for a ticket the
 // player must not use, 1013 to come back later).
-func lineRefusal(err error) (reason string, e *leveev1.Error, code int, closeReason string) {
+func lineRefusal(err error) (reason string, e *leveev2.Error, code int, closeReason string) {
 	if retry, ok := queue.RetryAfter(err); ok {
 		if errors.Is(err, queue.ErrClosed) {
 			return refuseClosed, apperr.Reply(fmt.Errorf("%w: the game is closed for maintenance; please come back in %s",

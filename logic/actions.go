@@ -9,7 +9,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // busyPushback is the retry delay sent with RESOURCE_EXHAUSTED.
@@ -21,8 +21,8 @@ const (
 	startRating = 1000
 )
 
-func newPlayer(id string) *leveev1.Player {
-	return &leveev1.Player{
+func newPlayer(id string) *leveev2.Player {
+	return &leveev2.Player{
 		Id:        id,
 		Level:     1,
 		Gold:      startGold,
@@ -68,8 +68,8 @@ func (sh *shard) login(b *batch, o *op) {
 		b.dirty[id] = rec
 		b.mutations++
 	}
-	b.reply(o, result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_Welcome{
-		Welcome: &leveev1.Welcome{Player: clonePlayer(rec.player), Shard: uint32(sh.id)},
+	b.reply(o, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Welcome{
+		Welcome: &leveev2.Welcome{Player: clonePlayer(rec.player), Shard: uint32(sh.id)},
 	}}})
 }
 
@@ -83,8 +83,8 @@ func (sh *shard) profile(b *batch, o *op) {
 		b.reply(o, businessError(errNoPlayer))
 		return
 	}
-	b.reply(o, result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_Profile{
-		Profile: &leveev1.ProfileReply{Player: clonePlayer(rec.player)},
+	b.reply(o, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Profile{
+		Profile: &leveev2.ProfileReply{Player: clonePlayer(rec.player)},
 	}}})
 }
 
@@ -108,7 +108,7 @@ var (
 
 // outcome returns the outcome stored under key: this batch's, else the
 // store's; nil if none.
-func (sh *shard) outcome(b *batch, key string) (*leveev1.StoredOutcome, error) {
+func (sh *shard) outcome(b *batch, key string) (*leveev2.StoredOutcome, error) {
 	if out, ok := b.outcomes[key]; ok {
 		return decodeOutcome(key, out.enc)
 	}
@@ -163,7 +163,7 @@ func (sh *shard) checkIssued(o *op, now time.Time) error {
 // store adds reply as the outcome of req under every key to the batch
 // (written with its commit, before any answer goes out): all of them, or
 // none when it cannot be encoded.
-func (b *batch) store(req *leveev1.LogicRequest, reply *leveev1.LogicReply, now time.Time, keys ...string) error {
+func (b *batch) store(req *leveev2.LogicRequest, reply *leveev2.LogicReply, now time.Time, keys ...string) error {
 	enc, err := encodeOutcome(now, req, reply)
 	if err != nil {
 		return fmt.Errorf("encode outcome %q: %w", keys, err)
@@ -189,7 +189,7 @@ func (sh *shard) final(b *batch, o *op, r result, now time.Time, key string) boo
 	return true
 }
 
-func (sh *shard) buy(b *batch, o *op, req *leveev1.BuyItemRequest) {
+func (sh *shard) buy(b *batch, o *op, req *leveev2.BuyItemRequest) {
 	id := o.req.GetPlayerId()
 	rec, err := sh.record(b, id)
 	if err != nil {
@@ -233,8 +233,8 @@ func (sh *shard) buy(b *batch, o *op, req *leveev1.BuyItemRequest) {
 	}
 	p.Inventory[req.GetItemId()] += uint32(req.GetQuantity())
 	p.Version++
-	br := &leveev1.BuyItemReply{Player: clonePlayer(p), GoldSpent: cost}
-	if sh.final(b, o, result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_BuyItem{BuyItem: br}}}, now, key) {
+	br := &leveev2.BuyItemReply{Player: clonePlayer(p), GoldSpent: cost}
+	if sh.final(b, o, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_BuyItem{BuyItem: br}}}, now, key) {
 		b.dirty[id] = next
 		b.mutations++
 	}
@@ -251,7 +251,7 @@ func battleKeys(o *op) []string {
 	return keys
 }
 
-func (sh *shard) startBattle(b *batch, o *op, req *leveev1.StartBattleRequest) {
+func (sh *shard) startBattle(b *batch, o *op, req *leveev2.StartBattleRequest) {
 	id := o.req.GetPlayerId()
 	rec, err := sh.record(b, id)
 	if err != nil {
@@ -400,7 +400,7 @@ func (sh *shard) applyBattle(b *batch, res *battleResult) {
 	next := rec.clone()
 	br := applyReward(next.player, f.battleID, res.rep)
 	br.Player = clonePlayer(next.player)
-	reply := &leveev1.LogicReply{Result: &leveev1.LogicReply_Battle{Battle: br}}
+	reply := &leveev2.LogicReply{Result: &leveev2.LogicReply_Battle{Battle: br}}
 	if err := b.store(f.first.req, reply, sh.srv.clk.Now(), f.keys...); err != nil {
 		for _, w := range f.waiters {
 			b.reply(w, internalError(err))
@@ -415,8 +415,8 @@ func (sh *shard) applyBattle(b *batch, res *battleResult) {
 			continue
 		}
 		// The others waited for the first's battle: theirs is a replay.
-		r := proto.Clone(br).(*leveev1.BattleReply)
+		r := proto.Clone(br).(*leveev2.BattleReply)
 		r.Replayed = true
-		b.reply(w, result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_Battle{Battle: r}}})
+		b.reply(w, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Battle{Battle: r}}})
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestLoginCreatesPlayerOnce(t *testing.T) {
@@ -37,8 +37,8 @@ func TestGetProfile(t *testing.T) {
 	if p := e.call(profileReq("alice", "alice")).GetProfile().GetPlayer(); p.GetId() != "alice" {
 		t.Fatalf("own profile by id = %v", p)
 	}
-	wantError(t, e.call(profileReq("alice", "bob")), leveev1.ErrorCode_ERROR_CODE_FORBIDDEN)
-	wantError(t, e.call(profileReq("nobody", "")), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
+	wantError(t, e.call(profileReq("alice", "bob")), leveev2.ErrorCode_ERROR_CODE_FORBIDDEN)
+	wantError(t, e.call(profileReq("nobody", "")), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
 	if got := e.requests("get_profile", "rejected"); got != 2 {
 		t.Errorf("logic_requests_total{get_profile,rejected} = %d, want 2", got)
 	}
@@ -67,22 +67,22 @@ func TestBuyBadInputsChangeNothing(t *testing.T) {
 	before := e.login("alice")
 	for _, c := range []struct {
 		name string
-		req  *leveev1.LogicRequest
-		code leveev1.ErrorCode
+		req  *leveev2.LogicRequest
+		code leveev2.ErrorCode
 	}{
-		{"zero quantity", buyReq("alice", 10, "potion", 0), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"negative quantity", buyReq("alice", 11, "potion", -1), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"very negative quantity", buyReq("alice", 12, "sword", math.MinInt32), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"quantity 101", buyReq("alice", 13, "potion", 101), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"absurd quantity", buyReq("alice", 14, "potion", math.MaxInt32), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"unknown item", buyReq("alice", 15, "no-such-item", 1), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND},
-		{"empty item", buyReq("alice", 16, "", 1), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND},
-		{"huge item id", buyReq("alice", 17, strings.Repeat("x", 10000), 1), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND},
-		{"no request id", buyReq("alice", 0, "potion", 1), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"insufficient gold", buyReq("alice", 18, "dragon_skin", 3), leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
-		{"insufficient gold, max quantity", buyReq("alice", 19, "dragon_skin", 100), leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
-		{"player never logged in", buyReq("ghost", 20, "potion", 1), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND},
-		{"no action", &leveev1.LogicRequest{PlayerId: "alice", RequestId: 21}, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"zero quantity", buyReq("alice", 10, "potion", 0), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"negative quantity", buyReq("alice", 11, "potion", -1), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"very negative quantity", buyReq("alice", 12, "sword", math.MinInt32), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"quantity 101", buyReq("alice", 13, "potion", 101), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"absurd quantity", buyReq("alice", 14, "potion", math.MaxInt32), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"unknown item", buyReq("alice", 15, "no-such-item", 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
+		{"empty item", buyReq("alice", 16, "", 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
+		{"huge item id", buyReq("alice", 17, strings.Repeat("x", 10000), 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
+		{"no request id", buyReq("alice", 0, "potion", 1), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"insufficient gold", buyReq("alice", 18, "dragon_skin", 3), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
+		{"insufficient gold, max quantity", buyReq("alice", 19, "dragon_skin", 100), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
+		{"player never logged in", buyReq("ghost", 20, "potion", 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
+		{"no action", &leveev2.LogicRequest{PlayerId: "alice", RequestId: 21}, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.call(c.req)
@@ -102,8 +102,8 @@ func TestBuyBadInputsChangeNothing(t *testing.T) {
 	}
 	// A business error is the id's outcome for good (see
 	// TestRefusedPurchaseStaysRefused).
-	wantError(t, e.call(buyReq("alice", 18, "dragon_skin", 3)), leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
-	wantError(t, e.call(buyReq("alice", 15, "no-such-item", 1)), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
+	wantError(t, e.call(buyReq("alice", 18, "dragon_skin", 3)), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, e.call(buyReq("alice", 15, "no-such-item", 1)), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
 }
 
 func TestBuyIdempotentByRequestID(t *testing.T) {
@@ -119,7 +119,7 @@ func TestBuyIdempotentByRequestID(t *testing.T) {
 	}
 	// A different item under the same request id is refused, not bought
 	// (TestKeyReusedForAnotherRequest has the other cases).
-	wantError(t, e.call(buyReq("alice", 42, "potion", 1)), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	wantError(t, e.call(buyReq("alice", 42, "potion", 1)), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 	if third := e.call(buyReq("alice", 42, "sword", 2)).GetBuyItem(); !third.GetReplayed() || !proto.Equal(third.GetPlayer(), first.GetPlayer()) {
 		t.Fatalf("third send = %v", third)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 const (
@@ -71,13 +71,13 @@ func TestDrainTime(t *testing.T) {
 }
 
 type answer struct {
-	r   *leveev1.LogicReply
+	r   *leveev2.LogicReply
 	err error
 }
 
 // send sends req with criticality c and the given timeout from a goroutine;
 // the answer arrives on the returned channel.
-func (e *env) send(req *leveev1.LogicRequest, c priority.Class, timeout time.Duration) <-chan answer {
+func (e *env) send(req *leveev2.LogicRequest, c priority.Class, timeout time.Duration) <-chan answer {
 	ch := make(chan answer, 1)
 	e.bg.Add(1)
 	go func() {
@@ -92,7 +92,7 @@ func (e *env) send(req *leveev1.LogicRequest, c priority.Class, timeout time.Dur
 
 // enqueue sends req with criticality c and returns once shard 0's queue
 // has grown to depth.
-func (e *env) enqueue(req *leveev1.LogicRequest, c priority.Class, depth int) <-chan answer {
+func (e *env) enqueue(req *leveev2.LogicRequest, c priority.Class, depth int) <-chan answer {
 	e.t.Helper()
 	ch := e.send(req, c, 20*time.Second)
 	testwait.Until(e.t, "the request queued", func() bool { return e.depth(0) == depth })
@@ -101,7 +101,7 @@ func (e *env) enqueue(req *leveev1.LogicRequest, c priority.Class, depth int) <-
 
 // refused sends req with criticality c, expects it refused at admission
 // with RESOURCE_EXHAUSTED, and returns the hints of its status details.
-func (e *env) refused(req *leveev1.LogicRequest, c priority.Class) *leveev1.Backpressure {
+func (e *env) refused(req *leveev2.LogicRequest, c priority.Class) *leveev2.Backpressure {
 	e.t.Helper()
 	_, err := e.cli.Do(priority.Outgoing(ctxT(e.t), c), req)
 	wantStatus(e.t, err, codes.ResourceExhausted, "queue is full")
@@ -115,7 +115,7 @@ func (e *env) refused(req *leveev1.LogicRequest, c priority.Class) *leveev1.Back
 	return back.Backpressure
 }
 
-func wantHints(t *testing.T, bp *leveev1.Backpressure, depth uint32, ratio float64, retryAfterMs uint32) {
+func wantHints(t *testing.T, bp *leveev2.Backpressure, depth uint32, ratio float64, retryAfterMs uint32) {
 	t.Helper()
 	if bp.GetQueueDepth() != depth || bp.GetRatio() != ratio || bp.GetRetryAfterMs() != retryAfterMs {
 		t.Fatalf("hints = %v, want depth %d, ratio %v, retry after %d ms", bp, depth, ratio, retryAfterMs)

@@ -5,7 +5,7 @@ import (
 	"hash/fnv"
 
 	"github.com/leveehq/levee/internal/apperr"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Bounds on a battle request.
@@ -26,7 +26,7 @@ const (
 )
 
 // validateBattle checks a battle request before it reaches a shard.
-func validateBattle(b *leveev1.StartBattleRequest) error {
+func validateBattle(b *leveev2.StartBattleRequest) error {
 	if !validBattleID(b.GetBattleId()) {
 		return fmt.Errorf("%w: battle_id must be 1..%d characters of [A-Za-z0-9_-]", apperr.ErrBadRequest, maxBattleIDLen)
 	}
@@ -64,7 +64,7 @@ func battleSeed(playerID, battleID string) uint64 {
 
 // simulateRequest builds the deterministic battle for p: team A from the
 // player's level and rating, team B from the seed.
-func simulateRequest(p *leveev1.Player, b *leveev1.StartBattleRequest) *leveev1.SimulateRequest {
+func simulateRequest(p *leveev2.Player, b *leveev2.StartBattleRequest) *leveev2.SimulateRequest {
 	seed := battleSeed(p.GetId(), b.GetBattleId())
 	// Hit points grow with the requested ticks so that a fight lasts about
 	// that long: a unit deals roughly 10-15 damage a tick, so without the
@@ -73,9 +73,9 @@ func simulateRequest(p *leveev1.Player, b *leveev1.StartBattleRequest) *leveev1.
 	scale := max(uint32(1), b.GetTicks()/10)
 	lvl := min(p.GetLevel(), 1000)
 	rating := uint32(max(p.GetRating(), 0))
-	a := make([]*leveev1.Unit, b.GetUnits())
+	a := make([]*leveev2.Unit, b.GetUnits())
 	for i := range a {
-		a[i] = &leveev1.Unit{
+		a[i] = &leveev2.Unit{
 			Hp:      min((100+10*lvl)*scale, maxUnitHP),
 			Attack:  12 + 2*lvl + min(rating/200, 100),
 			Defense: 4 + lvl,
@@ -83,16 +83,16 @@ func simulateRequest(p *leveev1.Player, b *leveev1.StartBattleRequest) *leveev1.
 		}
 	}
 	rng := splitmix64(seed)
-	bt := make([]*leveev1.Unit, b.GetUnits())
+	bt := make([]*leveev2.Unit, b.GetUnits())
 	for i := range bt {
-		bt[i] = &leveev1.Unit{
+		bt[i] = &leveev2.Unit{
 			Hp:      min(uint32(100+rng.next()%60)*scale, maxUnitHP),
 			Attack:  uint32(12 + rng.next()%8),
 			Defense: uint32(3 + rng.next()%5),
 			Speed:   uint32(8 + rng.next()%6),
 		}
 	}
-	return &leveev1.SimulateRequest{
+	return &leveev2.SimulateRequest{
 		BattleId: b.GetBattleId(),
 		Seed:     seed,
 		TeamA:    a,
@@ -117,7 +117,7 @@ func (s *splitmix64) next() uint64 {
 
 // applyReward applies a battle's outcome to p (a working copy) and returns
 // the reply. Team A is the player's.
-func applyReward(p *leveev1.Player, battleID string, res *leveev1.SimulateReply) *leveev1.BattleReply {
+func applyReward(p *leveev2.Player, battleID string, res *leveev2.SimulateReply) *leveev2.BattleReply {
 	won := res.GetWinner() == 1
 	var xp uint64
 	var gold int64
@@ -135,7 +135,7 @@ func applyReward(p *leveev1.Player, battleID string, res *leveev1.SimulateReply)
 	p.Rating = max(p.Rating+dr, 0)
 	p.Level = uint32(min(1+p.Xp/xpPerLevel, 1<<31))
 	p.Version++
-	return &leveev1.BattleReply{
+	return &leveev2.BattleReply{
 		BattleId:    battleID,
 		Won:         won,
 		XpGained:    xp,

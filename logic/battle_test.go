@@ -14,7 +14,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestBattleBadInputsChangeNothing(t *testing.T) {
@@ -25,17 +25,17 @@ func TestBattleBadInputsChangeNothing(t *testing.T) {
 		id       string
 		units    uint32
 		ticks    uint32
-		wantCode leveev1.ErrorCode
+		wantCode leveev2.ErrorCode
 	}{
-		{"empty id", "", 4, 100, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"id too long", strings.Repeat("b", 65), 4, 100, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"id with space", "b 1", 4, 100, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"id with slash", "b/1", 4, 100, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"non-ascii id", "bätt", 4, 100, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"zero units", "b1", 0, 100, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"too many units", "b1", 65, 100, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"zero ticks", "b1", 4, 0, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"too many ticks", "b1", 4, 10001, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"empty id", "", 4, 100, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"id too long", strings.Repeat("b", 65), 4, 100, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"id with space", "b 1", 4, 100, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"id with slash", "b/1", 4, 100, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"non-ascii id", "bätt", 4, 100, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"zero units", "b1", 0, 100, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"too many units", "b1", 65, 100, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"zero ticks", "b1", 4, 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"too many ticks", "b1", 4, 10001, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			wantError(t, e.call(battleReq("alice", c.id, c.units, c.ticks)), c.wantCode)
@@ -44,14 +44,14 @@ func TestBattleBadInputsChangeNothing(t *testing.T) {
 			}
 		})
 	}
-	wantError(t, e.call(battleReq("ghost", "b1", 4, 100)), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
+	wantError(t, e.call(battleReq("ghost", "b1", 4, 100)), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
 	if n := e.battle.calls.Load(); n != 0 {
 		t.Fatalf("battle called %d times for bad requests", n)
 	}
 }
 
 // checkReward checks a first battle's reply against the rules.
-func checkReward(t *testing.T, br *leveev1.BattleReply) {
+func checkReward(t *testing.T, br *leveev2.BattleReply) {
 	t.Helper()
 	p := br.GetPlayer()
 	if br.GetWon() {
@@ -98,7 +98,7 @@ func TestBattleConcurrentSameID(t *testing.T) {
 	e.login("alice")
 	e.flushAndBlock("alice")
 	const n = 5
-	replies := make(chan *leveev1.BattleReply, n)
+	replies := make(chan *leveev2.BattleReply, n)
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
@@ -144,7 +144,7 @@ func TestBattleWaitsForInFlight(t *testing.T) {
 	e.login("alice")
 	release := e.battle.hold()
 	type res struct {
-		r   *leveev1.LogicReply
+		r   *leveev2.LogicReply
 		err error
 	}
 	a, b := make(chan res, 1), make(chan res, 1)
@@ -282,15 +282,15 @@ func TestBattleRoundRobin(t *testing.T) {
 
 func TestSimulateRequestDeterministic(t *testing.T) {
 	p := newPlayer("alice")
-	req := &leveev1.StartBattleRequest{BattleId: "b1", Units: 3, Ticks: 50}
-	a, b := simulateRequest(p, req), simulateRequest(proto.Clone(p).(*leveev1.Player), req)
+	req := &leveev2.StartBattleRequest{BattleId: "b1", Units: 3, Ticks: 50}
+	a, b := simulateRequest(p, req), simulateRequest(proto.Clone(p).(*leveev2.Player), req)
 	if !proto.Equal(a, b) {
 		t.Fatal("same input, different battles")
 	}
 	if a.GetSeed() != battleSeed("alice", "b1") || len(a.GetTeamA()) != 3 || len(a.GetTeamB()) != 3 || a.GetMaxTicks() != 50 {
 		t.Fatalf("request = %v", a)
 	}
-	if c := simulateRequest(p, &leveev1.StartBattleRequest{BattleId: "b2", Units: 3, Ticks: 50}); proto.Equal(c.GetTeamB()[0], a.GetTeamB()[0]) && c.GetSeed() == a.GetSeed() {
+	if c := simulateRequest(p, &leveev2.StartBattleRequest{BattleId: "b2", Units: 3, Ticks: 50}); proto.Equal(c.GetTeamB()[0], a.GetTeamB()[0]) && c.GetSeed() == a.GetSeed() {
 		t.Fatal("another battle id gives the same battle")
 	}
 }
@@ -298,12 +298,12 @@ func TestSimulateRequestDeterministic(t *testing.T) {
 func TestApplyReward(t *testing.T) {
 	p := newPlayer("alice")
 	p.Xp = 490
-	br := applyReward(p, "b", &leveev1.SimulateReply{Winner: 1})
+	br := applyReward(p, "b", &leveev2.SimulateReply{Winner: 1})
 	if !br.GetWon() || p.GetXp() != 540 || p.GetLevel() != 2 || p.GetGold() != 1030 || p.GetRating() != 1015 || p.GetWins() != 1 || p.GetVersion() != 2 {
 		t.Fatalf("after a win: %v", p)
 	}
 	p.Rating = 4
-	br = applyReward(p, "c", &leveev1.SimulateReply{Winner: 0}) // a draw is a loss
+	br = applyReward(p, "c", &leveev2.SimulateReply{Winner: 0}) // a draw is a loss
 	if br.GetWon() || br.GetRatingDelta() != -4 || p.GetRating() != 0 || p.GetLosses() != 1 || p.GetXp() != 550 || p.GetGold() != 1030 {
 		t.Fatalf("after a draw: %v (reply %v)", p, br)
 	}

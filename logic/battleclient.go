@@ -18,14 +18,14 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // simulator is what the shards need from the battle tier: one simulation
 // for a caller of class c, its error as a domain error, and the retry delay
 // the callee asked for.
 type simulator interface {
-	Simulate(ctx context.Context, req *leveev1.SimulateRequest, c priority.Class) (*leveev1.SimulateReply, time.Duration, error)
+	Simulate(ctx context.Context, req *leveev2.SimulateRequest, c priority.Class) (*leveev2.SimulateReply, time.Duration, error)
 }
 
 var _ simulator = (*battleClient)(nil)
@@ -36,7 +36,7 @@ var _ simulator = (*battleClient)(nil)
 type battleInstance struct {
 	addr  string
 	conn  *grpc.ClientConn
-	rpc   leveev1.BattleClient
+	rpc   leveev2.BattleClient
 	limit battleLimiter
 	gauge prometheus.Gauge // logic_battle_limit{instance}
 
@@ -220,7 +220,7 @@ func (c *battleClient) newInstance(addr string) (*battleInstance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &battleInstance{addr: addr, conn: conn, rpc: leveev1.NewBattleClient(conn), gauge: c.limits.WithLabelValues(addr), onClose: c.forget}
+	in := &battleInstance{addr: addr, conn: conn, rpc: leveev2.NewBattleClient(conn), gauge: c.limits.WithLabelValues(addr), onClose: c.forget}
 	in.limit.adaptive.tolerance = c.tolerance
 	in.gauge.Set(aimdInitial)
 	c.mu.Lock()
@@ -267,7 +267,7 @@ var errNoBattleInstance = fmt.Errorf("battle: %w: no battle instance known yet (
 // timeout (both attempts together). The caller's outgoing metadata (the
 // criticality) goes with both attempts; cl decides what happens when
 // instances are cooling (see battlePicker.pick).
-func (c *battleClient) Simulate(ctx context.Context, req *leveev1.SimulateRequest, cl priority.Class) (*leveev1.SimulateReply, time.Duration, error) {
+func (c *battleClient) Simulate(ctx context.Context, req *leveev2.SimulateRequest, cl priority.Class) (*leveev2.SimulateReply, time.Duration, error) {
 	critical := cl == priority.Critical
 	first, wait, full := c.choose(nil, critical)
 	if first == nil && full {
@@ -362,7 +362,7 @@ func (c *battleClient) choose(avoid *battleInstance, critical bool) (*battleInst
 // refusal (RESOURCE_EXHAUSTED or UNAVAILABLE) starts the instance's
 // cooling when pushback is on; an unreachable instance asks discovery for
 // an early lookup.
-func (c *battleClient) attempt(ctx context.Context, in *battleInstance, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, time.Duration, error) {
+func (c *battleClient) attempt(ctx context.Context, in *battleInstance, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, time.Duration, error) {
 	defer in.release()
 	in.limit.begin()
 	start := c.clk.Now()

@@ -19,7 +19,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // fakeResolver answers lookups with what the test set, and records when
@@ -82,7 +82,7 @@ func sharedPortBattles(t *testing.T, fs ...*fakeBattle) ([]string, string, strin
 		var ips []string
 		for i, f := range fs {
 			srv := grpc.NewServer()
-			leveev1.RegisterBattleServer(srv, f)
+			leveev2.RegisterBattleServer(srv, f)
 			go srv.Serve(liss[i])
 			t.Cleanup(srv.Stop)
 			ips = append(ips, fmt.Sprintf("127.0.0.%d", i+1))
@@ -135,7 +135,7 @@ func wantAddrs(t *testing.T, c *battleClient, want ...string) {
 
 func battleCall(t *testing.T, c *battleClient) error {
 	t.Helper()
-	req := simulateRequest(newPlayer("alice"), &leveev1.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	_, _, err := c.Simulate(ctxT(t), req, priority.Default)
 	return err
 }
@@ -352,7 +352,7 @@ func TestDiscoveryChangesUnderConcurrentCalls(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req := simulateRequest(newPlayer("alice"), &leveev1.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	callCtx := ctxT(t)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup

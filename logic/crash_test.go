@@ -22,7 +22,7 @@ import (
 
 	"github.com/leveehq/levee/internal/freeport"
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // buildLogic builds ./cmd/logic into a temp dir and returns its path.
@@ -179,7 +179,7 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cli := leveev1.NewLogicClient(conn)
+	cli := leveev2.NewLogicClient(conn)
 
 	// The plan: per player, swords and potions interleaved, request ids 1..n.
 	var plan []purchase
@@ -286,8 +286,8 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn2.Close()
-	cli2 := leveev1.NewLogicClient(conn2)
-	do := func(req *leveev1.LogicRequest) *leveev1.LogicReply {
+	cli2 := leveev2.NewLogicClient(conn2)
+	do := func(req *leveev2.LogicRequest) *leveev2.LogicReply {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

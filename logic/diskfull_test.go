@@ -19,7 +19,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestStoreReason(t *testing.T) {
@@ -91,7 +91,7 @@ func storageFull(t *testing.T, what string, err error) {
 		t.Fatalf("%s: %v, want UNAVAILABLE", what, err)
 	}
 	e := apperr.FromStatus(err)
-	if e.Code != leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE || e.RetryAfter != storageRetryAfter || !strings.Contains(e.Message, "storage full") {
+	if e.Code != leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE || e.RetryAfter != storageRetryAfter || !strings.Contains(e.Message, "storage full") {
 		t.Fatalf("%s: code %v, retry after %v, message %q; want UNAVAILABLE, %v, storage full", what, e.Code, e.RetryAfter, e.Message, storageRetryAfter)
 	}
 }
@@ -116,7 +116,7 @@ func TestDiskFull(t *testing.T) {
 	// The ledger: purchases of one potion (10 gold) acknowledged per player.
 	acked := map[string]int{}
 	rid := uint64(1)
-	buy := func(id string) (*leveev1.LogicReply, error) {
+	buy := func(id string) (*leveev2.LogicReply, error) {
 		rid++
 		return e.cli.Do(ctxT(t), buyReq(id, rid, "potion", 1))
 	}
@@ -177,8 +177,8 @@ func TestDiskFull(t *testing.T) {
 	e.flushAndBlock("alice")
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
-	reps := make([]*leveev1.LogicReply, 3)
-	for i, req := range []*leveev1.LogicRequest{profileReq("alice", ""), buyReq(victim, victimRID, "potion", 1), profileReq(victim, "")} {
+	reps := make([]*leveev2.LogicReply, 3)
+	for i, req := range []*leveev2.LogicRequest{profileReq("alice", ""), buyReq(victim, victimRID, "potion", 1), profileReq(victim, "")} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

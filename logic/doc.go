@@ -12,7 +12,7 @@
 // per request) exceeds -queue-max-wait (50 ms; half for SHEDDABLE). The
 // refusal carries, in its status details (apperr.Overloaded), the BUSY code
 // with the retry delay (that estimated wait, in [50 ms, 5 s]) and a
-// leveev1.Backpressure with the queue depth and the fill ratio. A request whose caller
+// leveev2.Backpressure with the queue depth and the fill ratio. A request whose caller
 // has gone by the time the shard picks it up is answered with a deadline
 // error and never executed, and a non-critical one that has waited more
 // than 2 × -queue-max-wait is answered busy, unexecuted. The class

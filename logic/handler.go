@@ -13,7 +13,7 @@ import (
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/token"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // ErrWrongShard is a request for a player whose shard this instance does
@@ -28,7 +28,7 @@ var errPlayerID = fmt.Errorf("%w: player_id must be 1..64 characters of [A-Za-z0
 // deadline, wrong-shard and infrastructure failures as gRPC status errors,
 // built by apperr (the domain code, and for a refusal under load the
 // shard's backpressure, in the status details).
-func (s *Server) Do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, error) {
+func (s *Server) Do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 	start := time.Now()
 	reply, outcome, err := s.do(ctx, req)
 	s.m.requests.WithLabelValues(actionName(req), outcome).Inc()
@@ -37,7 +37,7 @@ func (s *Server) Do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 }
 
 // do returns the reply or status error, and the outcome label.
-func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.LogicReply, string, error) {
+func (s *Server) do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, string, error) {
 	id := req.GetPlayerId()
 	if !token.ValidPlayerID(id) {
 		return nil, "invalid", apperr.ToStatus(ctx, errPlayerID, 0)
@@ -49,7 +49,7 @@ func (s *Server) do(ctx context.Context, req *leveev1.LogicRequest) (*leveev1.Lo
 			ErrWrongShard, id, shardID, s.cfg.Shards, shardmap.Instance(shardID, s.cfg.Instances), s.cfg.Instance, s.cfg.Instances))
 	}
 	if err := validateAction(req); err != nil {
-		return &leveev1.LogicReply{Backpressure: sh.backpressure(), Result: &leveev1.LogicReply_Error{Error: apperr.Reply(err, 0)}}, "rejected", nil
+		return &leveev2.LogicReply{Backpressure: sh.backpressure(), Result: &leveev2.LogicReply_Error{Error: apperr.Reply(err, 0)}}, "rejected", nil
 	}
 	cl := priority.FromIncoming(ctx) // the gate's decision; logic is internal
 	now := s.clk.Now()
@@ -103,21 +103,21 @@ func ceilMillis(d time.Duration) time.Duration {
 
 // validateAction checks what can be checked without the player's state, so
 // that a bad request never takes a place in a shard's queue.
-func validateAction(req *leveev1.LogicRequest) error {
+func validateAction(req *leveev2.LogicRequest) error {
 	switch a := req.GetAction().(type) {
-	case *leveev1.LogicRequest_Login:
+	case *leveev2.LogicRequest_Login:
 		return nil
-	case *leveev1.LogicRequest_GetProfile:
+	case *leveev2.LogicRequest_GetProfile:
 		if p := a.GetProfile.GetPlayerId(); p != "" && p != req.GetPlayerId() {
 			return fmt.Errorf("%w: you may only read your own profile", apperr.ErrForbidden)
 		}
 		return nil
-	case *leveev1.LogicRequest_BuyItem:
+	case *leveev2.LogicRequest_BuyItem:
 		if req.GetRequestId() == 0 {
 			return fmt.Errorf("%w: a purchase needs a non-zero request_id", apperr.ErrBadRequest)
 		}
 		return checkQuantity(a.BuyItem.GetQuantity()) // the item is the shard's business
-	case *leveev1.LogicRequest_StartBattle:
+	case *leveev2.LogicRequest_StartBattle:
 		return validateBattle(a.StartBattle)
 	default:
 		return fmt.Errorf("%w: request has no action", apperr.ErrBadRequest)
@@ -125,15 +125,15 @@ func validateAction(req *leveev1.LogicRequest) error {
 }
 
 // actionName is the logic_requests_total action label.
-func actionName(req *leveev1.LogicRequest) string {
+func actionName(req *leveev2.LogicRequest) string {
 	switch req.GetAction().(type) {
-	case *leveev1.LogicRequest_Login:
+	case *leveev2.LogicRequest_Login:
 		return "login"
-	case *leveev1.LogicRequest_GetProfile:
+	case *leveev2.LogicRequest_GetProfile:
 		return "get_profile"
-	case *leveev1.LogicRequest_BuyItem:
+	case *leveev2.LogicRequest_BuyItem:
 		return "buy_item"
-	case *leveev1.LogicRequest_StartBattle:
+	case *leveev2.LogicRequest_StartBattle:
 		return "start_battle"
 	default:
 		return "none"

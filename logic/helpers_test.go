@@ -25,14 +25,14 @@ import (
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // fakeBattle is an in-process battle tier that counts its calls. It wins
 // when the seed is even. Set gate to hold every call until it is closed; set
 // fail to answer with that error (and pushback) instead.
 type fakeBattle struct {
-	leveev1.UnimplementedBattleServer
+	leveev2.UnimplementedBattleServer
 	calls    atomic.Int64
 	gate     atomic.Pointer[chan struct{}]
 	fail     atomic.Pointer[error]
@@ -48,7 +48,7 @@ type seenCall struct {
 	deadline time.Time // zero: none
 }
 
-func (f *fakeBattle) Simulate(ctx context.Context, req *leveev1.SimulateRequest) (*leveev1.SimulateReply, error) {
+func (f *fakeBattle) Simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
 	f.calls.Add(1)
 	dl, _ := ctx.Deadline()
 	f.mu.Lock()
@@ -77,7 +77,7 @@ func (f *fakeBattle) Simulate(ctx context.Context, req *leveev1.SimulateRequest)
 	if req.GetSeed()%2 == 0 {
 		winner = 1
 	}
-	return &leveev1.SimulateReply{
+	return &leveev2.SimulateReply{
 		BattleId:   req.GetBattleId(),
 		Winner:     winner,
 		Ticks:      1,
@@ -113,7 +113,7 @@ func startFakeBattle(t testing.TB, f *fakeBattle) string {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	leveev1.RegisterBattleServer(srv, f)
+	leveev2.RegisterBattleServer(srv, f)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
@@ -165,7 +165,7 @@ func (g *loopGate) release() {
 type env struct {
 	t      testing.TB
 	srv    *Server
-	cli    leveev1.LogicClient
+	cli    leveev2.LogicClient
 	conn   *grpc.ClientConn
 	battle *fakeBattle
 	gate   *loopGate
@@ -253,7 +253,7 @@ func start(t testing.TB, o envOpts) *env {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	e.cli = leveev1.NewLogicClient(e.conn)
+	e.cli = leveev2.NewLogicClient(e.conn)
 	return e
 }
 
@@ -264,7 +264,7 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // call sends req and fails the test on a status error.
-func (e *env) call(req *leveev1.LogicRequest) *leveev1.LogicReply {
+func (e *env) call(req *leveev2.LogicRequest) *leveev2.LogicReply {
 	e.t.Helper()
 	r, err := e.cli.Do(ctxT(e.t), req)
 	if err != nil {
@@ -276,25 +276,25 @@ func (e *env) call(req *leveev1.LogicRequest) *leveev1.LogicReply {
 	return r
 }
 
-func loginReq(id string) *leveev1.LogicRequest {
-	return &leveev1.LogicRequest{PlayerId: id, RequestId: 1, Action: &leveev1.LogicRequest_Login{Login: &leveev1.LoginRequest{}}}
+func loginReq(id string) *leveev2.LogicRequest {
+	return &leveev2.LogicRequest{PlayerId: id, RequestId: 1, Action: &leveev2.LogicRequest_Login{Login: &leveev2.LoginRequest{}}}
 }
 
-func profileReq(id, of string) *leveev1.LogicRequest {
-	return &leveev1.LogicRequest{PlayerId: id, RequestId: 2, Action: &leveev1.LogicRequest_GetProfile{GetProfile: &leveev1.GetProfileRequest{PlayerId: of}}}
+func profileReq(id, of string) *leveev2.LogicRequest {
+	return &leveev2.LogicRequest{PlayerId: id, RequestId: 2, Action: &leveev2.LogicRequest_GetProfile{GetProfile: &leveev2.GetProfileRequest{PlayerId: of}}}
 }
 
-func buyReq(id string, rid uint64, item string, qty int32) *leveev1.LogicRequest {
-	return &leveev1.LogicRequest{PlayerId: id, RequestId: rid, Action: &leveev1.LogicRequest_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: item, Quantity: qty}}}
+func buyReq(id string, rid uint64, item string, qty int32) *leveev2.LogicRequest {
+	return &leveev2.LogicRequest{PlayerId: id, RequestId: rid, Action: &leveev2.LogicRequest_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: item, Quantity: qty}}}
 }
 
 // battleReq is a battle request whose request id is derived from the battle
 // id (a request id names one request, see TestKeyReusedForAnotherRequest).
-func battleReq(id string, battleID string, units, ticks uint32) *leveev1.LogicRequest {
-	return &leveev1.LogicRequest{PlayerId: id, RequestId: battleSeed("rid", battleID)>>11 | 1<<52, Action: &leveev1.LogicRequest_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}}}
+func battleReq(id string, battleID string, units, ticks uint32) *leveev2.LogicRequest {
+	return &leveev2.LogicRequest{PlayerId: id, RequestId: battleSeed("rid", battleID)>>11 | 1<<52, Action: &leveev2.LogicRequest_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}}}
 }
 
-func (e *env) login(id string) *leveev1.Player {
+func (e *env) login(id string) *leveev2.Player {
 	e.t.Helper()
 	w := e.call(loginReq(id)).GetWelcome()
 	if w == nil {
@@ -303,7 +303,7 @@ func (e *env) login(id string) *leveev1.Player {
 	return w.GetPlayer()
 }
 
-func (e *env) profile(id string) *leveev1.Player {
+func (e *env) profile(id string) *leveev2.Player {
 	e.t.Helper()
 	r := e.call(profileReq(id, ""))
 	if r.GetProfile() == nil {
@@ -358,7 +358,7 @@ func histogram(t testing.TB, h prometheus.Histogram) (uint64, float64) {
 }
 
 // wantError checks that r is a business error with code.
-func wantError(t testing.TB, r *leveev1.LogicReply, code leveev1.ErrorCode) {
+func wantError(t testing.TB, r *leveev2.LogicReply, code leveev2.ErrorCode) {
 	t.Helper()
 	if r.GetError().GetCode() != code {
 		t.Fatalf("reply = %v, want business error %v", r, code)

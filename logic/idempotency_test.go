@@ -15,7 +15,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // seedRich writes players with a billion gold into shard 0's file under dir
@@ -35,7 +35,7 @@ func seedRich(t testing.TB, dir string, ids ...string) {
 		for _, id := range ids {
 			p := newPlayer(id)
 			p.Gold = 1_000_000_000
-			v, err := proto.Marshal(&leveev1.PlayerRecord{Player: p})
+			v, err := proto.Marshal(&leveev2.PlayerRecord{Player: p})
 			if err != nil {
 				return err
 			}
@@ -146,7 +146,7 @@ func TestRefusedPurchaseStaysRefused(t *testing.T) {
 		t.Fatalf("sword: %v", r)
 	}
 	refused := e.call(buyReq("alice", 2, "dragon_skin", 2)) // 1000 gold
-	wantError(t, refused, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, refused, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
 	for i := range 4 {
 		if b := e.call(battleReq("alice", winningBattleID(t, "alice", i), 4, 100)).GetBattle(); !b.GetWon() {
 			t.Fatalf("battle %d: %v", i, b)
@@ -157,7 +157,7 @@ func TestRefusedPurchaseStaysRefused(t *testing.T) {
 		t.Fatalf("after 4 wins: %v", rich)
 	}
 	again := e.call(buyReq("alice", 2, "dragon_skin", 2))
-	wantError(t, again, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, again, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
 	if again.GetError().GetMessage() != refused.GetError().GetMessage() {
 		t.Errorf("replayed refusal %q, first %q", again.GetError().GetMessage(), refused.GetError().GetMessage())
 	}
@@ -168,8 +168,8 @@ func TestRefusedPurchaseStaysRefused(t *testing.T) {
 		t.Fatalf("a new id for the same purchase: %v", r)
 	}
 	// An unknown item is final too.
-	wantError(t, e.call(buyReq("alice", 4, "unicorn", 1)), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
-	wantError(t, e.call(buyReq("alice", 4, "unicorn", 1)), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
+	wantError(t, e.call(buyReq("alice", 4, "unicorn", 1)), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
+	wantError(t, e.call(buyReq("alice", 4, "unicorn", 1)), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
 }
 
 // A request id sent again with another request is BAD_REQUEST and
@@ -182,7 +182,7 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 	before := e.profile("alice")
 	for _, c := range []struct {
 		name string
-		req  *leveev1.LogicRequest
+		req  *leveev2.LogicRequest
 		msg  string
 	}{
 		{"other item", buyReq("alice", 42, "potion", 2), "request id already used"},
@@ -194,7 +194,7 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.call(c.req)
-			wantError(t, r, leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+			wantError(t, r, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 			if msg := r.GetError().GetMessage(); !strings.Contains(msg, c.msg) {
 				t.Errorf("message %q, want %q in it", msg, c.msg)
 			}
@@ -212,7 +212,7 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 	}
 }
 
-func battleReqID(id string, rid uint64, battleID string, units, ticks uint32) *leveev1.LogicRequest {
+func battleReqID(id string, rid uint64, battleID string, units, ticks uint32) *leveev2.LogicRequest {
 	r := battleReq(id, battleID, units, ticks)
 	r.RequestId = rid
 	return r
@@ -227,7 +227,7 @@ func TestOutcomesSurviveRestart(t *testing.T) {
 	bought := e.call(buyReq("alice", 7, "sword", 1)).GetBuyItem()
 	fought := e.call(battleReq("alice", "b1", 4, 100)).GetBattle()
 	refused := e.call(buyReq("alice", 8, "dragon_skin", 100))
-	wantError(t, refused, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, refused, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
 	if err := e.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestOutcomesSurviveRestart(t *testing.T) {
 	if r := e2.call(battleReq("alice", "b1", 4, 100)).GetBattle(); !r.GetReplayed() || !proto.Equal(r.GetPlayer(), fought.GetPlayer()) {
 		t.Fatalf("battle after restart: %v", r)
 	}
-	wantError(t, e2.call(buyReq("alice", 8, "dragon_skin", 100)), leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, e2.call(buyReq("alice", 8, "dragon_skin", 100)), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
 	if p := e2.profile("alice"); !proto.Equal(p, before) || fb.calls.Load() != 1 {
 		t.Fatalf("resends after restart changed the player (%v, was %v) or fought again (%d)", p, before, fb.calls.Load())
 	}
@@ -253,9 +253,9 @@ func TestIssuedInTheFuture(t *testing.T) {
 	e.login("alice")
 	req := buyReq("alice", 1, "sword", 1)
 	req.IssuedAtMs = uint64(clk.Now().Add(maxIssuedSkew + time.Second).UnixMilli())
-	wantError(t, e.call(req), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	wantError(t, e.call(req), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 	req.IssuedAtMs = 1 << 63
-	wantError(t, e.call(req), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	wantError(t, e.call(req), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 	req.IssuedAtMs = uint64(clk.Now().Add(maxIssuedSkew).UnixMilli()) // at the limit
 	if r := e.call(req).GetBuyItem(); r.GetReplayed() || r.GetPlayer().GetGold() != 900 {
 		t.Fatalf("within the skew: %v", r)
@@ -314,8 +314,8 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 	clk.Advance(maxIssuedSkew + purgeEvery) // kept window + skew, then purged at the next tick
 	testwait.Until(t, "the shard to purge the outcomes", func() bool { return outcomes() == 0 })
 	before := e.profile("alice")
-	wantError(t, e.call(buy), leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
-	wantError(t, e.call(fight), leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
+	wantError(t, e.call(buy), leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
+	wantError(t, e.call(fight), leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
 	if p := e.profile("alice"); !proto.Equal(p, before) || fb.calls.Load() != 1 {
 		t.Fatalf("expired resends changed the player (%v, was %v) or fought (%d calls)", p, before, fb.calls.Load())
 	}
@@ -334,7 +334,7 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2 := start(t, envOpts{dir: dir, battle: fb, clock: clk, cfg: func(c *Config) { c.IdempotencyWindow = 48 * time.Hour }})
-	wantError(t, e2.call(buy), leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
+	wantError(t, e2.call(buy), leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
 	if r := e2.call(fresh).GetBuyItem(); !r.GetReplayed() {
 		t.Fatalf("the fresh purchase after the restart: %v", r)
 	}
@@ -352,7 +352,7 @@ func TestPurgeIsBounded(t *testing.T) {
 	outs := map[string]outcome{}
 	for i := range 5000 {
 		at := t0.Add(time.Duration(i%2) * time.Hour) // half due, half an hour later
-		o, err := newOutcome(requestKey("p", uint64(i+1)), at, buyReq("p", uint64(i+1), "potion", 1), &leveev1.LogicReply{})
+		o, err := newOutcome(requestKey("p", uint64(i+1)), at, buyReq("p", uint64(i+1), "potion", 1), &leveev2.LogicReply{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,9 +392,9 @@ func TestOutcomesMigratedFromRecords(t *testing.T) {
 	dir := t.TempDir()
 	p := newPlayer("alice")
 	p.Gold, p.Inventory["sword"], p.Wins, p.Version = 900, 1, 1, 3
-	old := &leveev1.PlayerRecord{Player: p, Applied: []*leveev1.AppliedOp{
-		{Key: "buy/5", Reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_BuyItem{BuyItem: &leveev1.BuyItemReply{Player: p, GoldSpent: 100}}}},
-		{Key: "battle/b9", Reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_Battle{Battle: &leveev1.BattleReply{BattleId: "b9", Won: true, Player: p}}}},
+	old := &leveev2.PlayerRecord{Player: p, Applied: []*leveev2.AppliedOp{
+		{Key: "buy/5", Reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_BuyItem{BuyItem: &leveev2.BuyItemReply{Player: p, GoldSpent: 100}}}},
+		{Key: "battle/b9", Reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Battle{Battle: &leveev2.BattleReply{BattleId: "b9", Won: true, Player: p}}}},
 	}}
 	db, err := bolt.Open(filepath.Join(dir, "shard-000.db"), 0o600, nil)
 	if err != nil {
@@ -429,7 +429,7 @@ func TestOutcomesMigratedFromRecords(t *testing.T) {
 	if n := keyCount(t, st, outcomesBucket); n != 2 {
 		t.Fatalf("%d migrated outcomes, want 2", n)
 	}
-	var rec leveev1.PlayerRecord
+	var rec leveev2.PlayerRecord
 	if err := st.db.View(func(tx *bolt.Tx) error {
 		return proto.Unmarshal(tx.Bucket(playersBucket).Get([]byte("alice")), &rec)
 	}); err != nil || len(rec.GetApplied()) != 0 {
@@ -445,7 +445,7 @@ func TestBattleJoinerKeepsItsRequestID(t *testing.T) {
 	e := start(t, envOpts{})
 	e.login("alice")
 	release := e.battle.hold()
-	first := make(chan *leveev1.LogicReply, 1)
+	first := make(chan *leveev2.LogicReply, 1)
 	go func() {
 		r, err := e.cli.Do(ctxT(t), battleReqID("alice", 70, "slow", 4, 100))
 		if err != nil {
@@ -454,7 +454,7 @@ func TestBattleJoinerKeepsItsRequestID(t *testing.T) {
 		first <- r
 	}()
 	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
-	joiner := make(chan *leveev1.LogicReply, 1)
+	joiner := make(chan *leveev2.LogicReply, 1)
 	e.flushAndBlock("alice")
 	go func() {
 		r, err := e.cli.Do(ctxT(t), battleReqID("alice", 71, "slow", 4, 100))
@@ -466,7 +466,7 @@ func TestBattleJoinerKeepsItsRequestID(t *testing.T) {
 	testwait.Until(t, "the joiner queued", func() bool { return e.depth(0) == 1 })
 	e.gate.release()
 	// Queued after the joiner, so the shard has seen it: its id is taken.
-	wantError(t, e.call(buyReq("alice", 71, "sword", 1)), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	wantError(t, e.call(buyReq("alice", 71, "sword", 1)), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 	close(release)
 	if r := <-first; r.GetBattle() == nil {
 		t.Fatalf("first: %v", r)
@@ -475,7 +475,7 @@ func TestBattleJoinerKeepsItsRequestID(t *testing.T) {
 		t.Fatalf("joiner: %v", r)
 	}
 	before := e.profile("alice")
-	wantError(t, e.call(buyReq("alice", 71, "sword", 1)), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST)
+	wantError(t, e.call(buyReq("alice", 71, "sword", 1)), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 	if r := e.call(battleReqID("alice", 71, "slow", 4, 100)).GetBattle(); !r.GetReplayed() {
 		t.Fatalf("resend of the joiner's id: %v", r)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // epoch is where the fake clocks of these tests start.
@@ -265,7 +265,7 @@ func coolingClient(t *testing.T) (*battleClient, *clock.Fake, *fakeBattle, *fake
 // to the one ready first.
 func TestBattleCooling(t *testing.T) {
 	c, clk, f1, f2, m := coolingClient(t)
-	req := simulateRequest(newPlayer("alice"), &leveev1.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	call := func(cl priority.Class) (time.Duration, error) {
 		t.Helper()
 		_, pushback, err := c.Simulate(ctxT(t), req, cl)
@@ -341,7 +341,7 @@ func TestBattleCoolingWithoutPushbackAndRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.close() })
-	req := simulateRequest(newPlayer("alice"), &leveev1.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	f1.failWith(statusBusy)
 	// dead (unavailable) then f1 (busy): both cool; the retry went out.
 	_, pb, err := c.Simulate(ctxT(t), req, priority.Default)

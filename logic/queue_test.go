@@ -14,7 +14,7 @@ import (
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // A full shard queue refuses at once with RESOURCE_EXHAUSTED and a pushback.
@@ -23,7 +23,7 @@ func TestQueueFullIsBusy(t *testing.T) {
 	e := start(t, envOpts{cfg: func(c *Config) { c.QueueSize = size }})
 	e.login("alice")
 	e.flushAndBlock("alice")
-	replies := make(chan *leveev1.LogicReply, size)
+	replies := make(chan *leveev2.LogicReply, size)
 	var wg sync.WaitGroup
 	for range size {
 		wg.Add(1)
@@ -65,7 +65,7 @@ func TestReplyCarriesBackpressure(t *testing.T) {
 	e := start(t, envOpts{cfg: func(c *Config) { c.QueueSize = 10; c.MaxBatch = 1 }})
 	e.login("alice")
 	e.flushAndBlock("alice")
-	got := make(chan *leveev1.Backpressure, 4)
+	got := make(chan *leveev2.Backpressure, 4)
 	for range 4 {
 		go func() {
 			r, err := e.cli.Do(ctxT(t), profileReq("alice", ""))
@@ -178,7 +178,7 @@ func TestCommitFailureRollsBack(t *testing.T) {
 	if p := e.profile("alice"); p.GetGold() != before.GetGold() || p.GetVersion() != before.GetVersion() || len(p.GetInventory()) != 0 || p.GetWins()+p.GetLosses() != 0 {
 		t.Fatalf("state after failed commits: %v", p)
 	}
-	wantError(t, e.call(profileReq("bob", "")), leveev1.ErrorCode_ERROR_CODE_NOT_FOUND)
+	wantError(t, e.call(profileReq("bob", "")), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
 
 	fail.Store(false)
 	if r := e.call(buyReq("alice", 9, "sword", 1)).GetBuyItem(); r.GetReplayed() || r.GetPlayer().GetGold() != 900 {

@@ -16,13 +16,13 @@ import (
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Server is one logic process: the shards it hosts, their stores, the
 // battle client, and the gRPC and ops servers in front of them.
 type Server struct {
-	leveev1.UnimplementedLogicServer
+	leveev2.UnimplementedLogicServer
 
 	cfg Config
 	log *slog.Logger
@@ -66,7 +66,7 @@ type Server struct {
 	hookCommit func() error
 }
 
-var _ leveev1.LogicServer = (*Server)(nil)
+var _ leveev2.LogicServer = (*Server)(nil)
 
 // New validates cfg, opens the stores of the hosted shards and the
 // listeners, and builds the server. Run starts it.
@@ -137,12 +137,12 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		return nil, fmt.Errorf("-ops-addr: %w", err)
 	}
 	s.grpcSrv = grpc.NewServer(grpcdial.ServerOptions()...)
-	leveev1.RegisterLogicServer(s.grpcSrv, s)
+	leveev2.RegisterLogicServer(s.grpcSrv, s)
 	if s.tier, err = serve.New(serve.Config{
 		Name:         "logic",
 		GRPC:         s.grpcSrv,
 		GRPCListener: s.grpcLis,
-		Services:     []string{leveev1.Logic_ServiceDesc.ServiceName},
+		Services:     []string{leveev2.Logic_ServiceDesc.ServiceName},
 		OpsListener:  s.opsLis,
 		Ops:          map[string]http.Handler{"/metrics": metrics.Handler(reg)},
 		Drain:        cfg.Drain,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // op is one message to a shard: a player's request (on the shard's request
@@ -19,7 +19,7 @@ import (
 // applied (on its internal channel).
 type op struct {
 	ctx     context.Context
-	req     *leveev1.LogicRequest
+	req     *leveev2.LogicRequest
 	class   priority.Class // the class it arrived with (the gate's decision)
 	arrived time.Time      // when the request reached logic (the server's clock)
 	done    chan result    // buffered 1; gets exactly one result
@@ -28,7 +28,7 @@ type op struct {
 
 // result is what the handler waiting on an op gets back.
 type result struct {
-	reply    *leveev1.LogicReply
+	reply    *leveev2.LogicReply
 	err      error
 	pushback time.Duration
 }
@@ -36,7 +36,7 @@ type result struct {
 // battleResult is a finished battle call, sent back into its shard.
 type battleResult struct {
 	key      string // the flight's key
-	rep      *leveev1.SimulateReply
+	rep      *leveev2.SimulateReply
 	err      error
 	pushback time.Duration
 }
@@ -48,7 +48,7 @@ type flight struct {
 	keys     []string // its outcome keys: key, then the request id keys of the requests that wait for it
 	playerID string
 	battleID string
-	req      *leveev1.SimulateRequest
+	req      *leveev2.SimulateRequest
 	first    *op // the call runs on its context
 	waiters  []*op
 }
@@ -127,7 +127,7 @@ func newShard(id int, st *store, srv *Server) *shard {
 
 // backpressure is the hint attached to every reply from this shard: its
 // queue depth and how full its channel is, with no retry delay.
-func (sh *shard) backpressure() *leveev1.Backpressure {
+func (sh *shard) backpressure() *leveev2.Backpressure {
 	n := len(sh.ch)
 	return apperr.NewBackpressure(n, float64(n)/float64(cap(sh.ch)), 0)
 }
@@ -351,13 +351,13 @@ func (sh *shard) handle(b *batch, o *op) {
 		return
 	}
 	switch a := o.req.GetAction().(type) {
-	case *leveev1.LogicRequest_Login:
+	case *leveev2.LogicRequest_Login:
 		sh.login(b, o)
-	case *leveev1.LogicRequest_GetProfile:
+	case *leveev2.LogicRequest_GetProfile:
 		sh.profile(b, o)
-	case *leveev1.LogicRequest_BuyItem:
+	case *leveev2.LogicRequest_BuyItem:
 		sh.buy(b, o, a.BuyItem)
-	case *leveev1.LogicRequest_StartBattle:
+	case *leveev2.LogicRequest_StartBattle:
 		sh.startBattle(b, o, a.StartBattle)
 	default:
 		// Validated before admission; kept so that every op is answered.
@@ -367,7 +367,7 @@ func (sh *shard) handle(b *batch, o *op) {
 
 // businessError is a typed error inside a LogicReply.
 func businessError(err error) result {
-	return result{reply: &leveev1.LogicReply{Result: &leveev1.LogicReply_Error{Error: apperr.Reply(err, 0)}}}
+	return result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Error{Error: apperr.Reply(err, 0)}}}
 }
 
 func internalError(err error) result {

@@ -15,7 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // ErrStore wraps every storage failure.
@@ -49,10 +49,10 @@ const openTimeout = time.Second
 
 // The buckets of a shard file.
 var (
-	// playersBucket: player id -> marshalled leveev1.PlayerRecord.
+	// playersBucket: player id -> marshalled leveev2.PlayerRecord.
 	playersBucket = []byte("players")
 	// outcomesBucket: outcome key (requestKey, battleKey) -> marshalled
-	// leveev1.StoredOutcome.
+	// leveev2.StoredOutcome.
 	outcomesBucket = []byte("outcomes")
 	// outcomeTimesBucket is the time index of outcomesBucket: key the
 	// 8-byte big-endian unix ms at which the outcome was applied followed
@@ -151,7 +151,7 @@ func migrateOutcomes(tx *bolt.Tx, now time.Time) error {
 			if !ok || op.GetReply() == nil {
 				continue
 			}
-			o, err := newOutcome(key, now, &leveev1.LogicRequest{}, op.GetReply())
+			o, err := newOutcome(key, now, &leveev2.LogicRequest{}, op.GetReply())
 			if err != nil {
 				return err
 			}
@@ -218,8 +218,8 @@ func (s *store) get(id string) (*record, error) {
 
 // outcome returns the stored outcome under key, decoded; (nil, nil) when
 // there is none. One bbolt Get.
-func (s *store) outcome(key string) (*leveev1.StoredOutcome, error) {
-	var so *leveev1.StoredOutcome
+func (s *store) outcome(key string) (*leveev2.StoredOutcome, error) {
+	var so *leveev2.StoredOutcome
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(outcomesBucket).Get([]byte(key))
 		if v == nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/leveehq/levee/internal/apperr"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Prices is the fake gate's item catalog.
@@ -17,7 +17,7 @@ var Prices = map[string]int64{"potion": 10, "shield": 80, "sword": 100}
 // (INSUFFICIENT_GOLD), wins every other battle, and attaches idle
 // backpressure hints to each reply.
 func Game(c *Conn) {
-	p := &leveev1.Player{Id: c.Player, Level: 1, Gold: StartGold, Inventory: map[string]uint32{}}
+	p := &leveev2.Player{Id: c.Player, Level: 1, Gold: StartGold, Inventory: map[string]uint32{}}
 	battles := 0
 	for {
 		f, err := c.Recv()
@@ -41,14 +41,14 @@ func Game(c *Conn) {
 
 // GameReply computes Game's answer to f for player p (mutating p); battles
 // counts the battles fought so far.
-func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
+func GameReply(p *leveev2.Player, f *leveev2.ClientFrame, battles *int) any {
 	switch r := f.GetPayload().(type) {
-	case *leveev1.ClientFrame_GetProfile:
+	case *leveev2.ClientFrame_GetProfile:
 		if id := r.GetProfile.GetPlayerId(); id != "" && id != p.GetId() {
 			return refuse(apperr.ErrNotFound, "no such player")
 		}
-		return &leveev1.ProfileReply{Player: p}
-	case *leveev1.ClientFrame_BuyItem:
+		return &leveev2.ProfileReply{Player: p}
+	case *leveev2.ClientFrame_BuyItem:
 		price, ok := Prices[r.BuyItem.GetItemId()]
 		q := r.BuyItem.GetQuantity()
 		switch {
@@ -62,15 +62,15 @@ func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
 		p.Gold -= price * int64(q)
 		p.Inventory[r.BuyItem.GetItemId()] += uint32(q)
 		p.Version++
-		return &leveev1.BuyItemReply{Player: p, GoldSpent: price * int64(q)}
-	case *leveev1.ClientFrame_StartBattle:
+		return &leveev2.BuyItemReply{Player: p, GoldSpent: price * int64(q)}
+	case *leveev2.ClientFrame_StartBattle:
 		b := r.StartBattle
 		if b.GetBattleId() == "" || b.GetUnits() < 1 || b.GetUnits() > 64 || b.GetTicks() < 1 || b.GetTicks() > 10000 {
 			return refuse(apperr.ErrBadRequest, "bad battle")
 		}
 		*battles++
 		won := *battles%2 == 1
-		rep := &leveev1.BattleReply{BattleId: b.GetBattleId(), Won: won, XpGained: 10}
+		rep := &leveev2.BattleReply{BattleId: b.GetBattleId(), Won: won, XpGained: 10}
 		if won {
 			rep.GoldGained = 50
 			rep.RatingDelta = 8
@@ -91,6 +91,6 @@ func GameReply(p *leveev1.Player, f *leveev1.ClientFrame, battles *int) any {
 
 // refuse is the typed error the real gate sends for the domain error err,
 // its code taken from Levee's error table.
-func refuse(err error, detail string) *leveev1.Error {
+func refuse(err error, detail string) *leveev2.Error {
 	return apperr.Reply(fmt.Errorf("%w: %s", err, detail), 0)
 }

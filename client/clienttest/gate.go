@@ -22,7 +22,7 @@ import (
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // StartGold is the gold every player has in the Welcome.
@@ -144,7 +144,7 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 	player, err := token.Verify(g.secret, tok, time.Now())
 	if err != nil {
 		e := apperr.Reply(fmt.Errorf("%w: bad token: %w", apperr.ErrUnauthorized, err), 0)
-		_ = c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Error{Error: e}})
+		_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: e}})
 		_ = c.CloseWith(apperr.LoginCloseCode(e.GetCode()), "unauthorized")
 		return
 	}
@@ -152,11 +152,11 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 	if g.line != nil && !g.line(c) {
 		return
 	}
-	welcome := &leveev1.Welcome{
-		Player: &leveev1.Player{Id: player, Level: 1, Gold: StartGold, Inventory: map[string]uint32{}},
+	welcome := &leveev2.Welcome{
+		Player: &leveev2.Player{Id: player, Level: 1, Gold: StartGold, Inventory: map[string]uint32{}},
 		Shard:  uint32(shardmap.Shard(player, Shards)),
 	}
-	if err := c.Send(&leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Welcome{Welcome: welcome}}); err != nil {
+	if err := c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{Welcome: welcome}}); err != nil {
 		return
 	}
 	g.handler(c)
@@ -190,7 +190,7 @@ var ErrFrame = errors.New("clienttest: bad frame")
 // Recv reads the next request. It returns an error once the connection has
 // ended (including when the client closed it). A client close is answered
 // with the same close code, as a real gate does.
-func (c *Conn) Recv() (*leveev1.ClientFrame, error) {
+func (c *Conn) Recv() (*leveev2.ClientFrame, error) {
 	_, data, err := c.ws.ReadMessage()
 	if err != nil {
 		c.cancel()
@@ -204,7 +204,7 @@ func (c *Conn) Recv() (*leveev1.ClientFrame, error) {
 }
 
 // Send writes a frame to the player.
-func (c *Conn) Send(f *leveev1.ServerFrame) error {
+func (c *Conn) Send(f *leveev2.ServerFrame) error {
 	data, err := c.codec.EncodeServer(f)
 	if err != nil {
 		return err
@@ -225,18 +225,18 @@ func (c *Conn) CloseWith(code int, text string) error {
 }
 
 // Reply is a helper that answers request f with payload p (a result or an
-// *leveev1.Error via ServerFrame_Error).
-func Reply(f *leveev1.ClientFrame, p any) *leveev1.ServerFrame {
-	out := &leveev1.ServerFrame{RequestId: f.GetRequestId()}
+// *leveev2.Error via ServerFrame_Error).
+func Reply(f *leveev2.ClientFrame, p any) *leveev2.ServerFrame {
+	out := &leveev2.ServerFrame{RequestId: f.GetRequestId()}
 	switch v := p.(type) {
-	case *leveev1.Error:
-		out.Payload = &leveev1.ServerFrame_Error{Error: v}
-	case *leveev1.ProfileReply:
-		out.Payload = &leveev1.ServerFrame_Profile{Profile: v}
-	case *leveev1.BuyItemReply:
-		out.Payload = &leveev1.ServerFrame_BuyItem{BuyItem: v}
-	case *leveev1.BattleReply:
-		out.Payload = &leveev1.ServerFrame_Battle{Battle: v}
+	case *leveev2.Error:
+		out.Payload = &leveev2.ServerFrame_Error{Error: v}
+	case *leveev2.ProfileReply:
+		out.Payload = &leveev2.ServerFrame_Profile{Profile: v}
+	case *leveev2.BuyItemReply:
+		out.Payload = &leveev2.ServerFrame_BuyItem{BuyItem: v}
+	case *leveev2.BattleReply:
+		out.Payload = &leveev2.ServerFrame_Battle{Battle: v}
 	default:
 		panic("clienttest: Reply: unsupported payload")
 	}

@@ -3,7 +3,7 @@ package clienttest
 import (
 	"time"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // LineGrace is the grace period the fake line's statuses announce.
@@ -13,24 +13,24 @@ const LineGrace = 60 * time.Second
 // length, releasing rate players per second (the ETA is pos/rate), with
 // ticket and a grace of LineGrace. A gate sends the ticket in a
 // connection's first status only: give "" for the later ones.
-func Status(pos, length uint64, rate float64, ticket string) *leveev1.ServerFrame {
+func Status(pos, length uint64, rate float64, ticket string) *leveev2.ServerFrame {
 	var eta uint64
 	if rate > 0 {
 		eta = uint64(float64(pos) / rate * 1000)
 	}
-	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: &leveev1.QueueStatus{
+	return &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Queue{Queue: &leveev2.QueueStatus{
 		Position: pos, EtaMs: eta, ReleaseRate: rate, LineLength: length,
 		Ticket: ticket, GraceMs: uint32(LineGrace / time.Millisecond), Mode: "paced",
 	}}}
 }
 
 // Admit is the Admitted push, after waited.
-func Admit(waited time.Duration) *leveev1.ServerFrame { return AdmitPass(waited, "") }
+func Admit(waited time.Duration) *leveev2.ServerFrame { return AdmitPass(waited, "") }
 
 // AdmitPass is the Admitted push, after waited, with the admission pass
 // pass (a gate's "a1." token; any string here).
-func AdmitPass(waited time.Duration, pass string) *leveev1.ServerFrame {
-	return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Admitted{Admitted: &leveev1.Admitted{
+func AdmitPass(waited time.Duration, pass string) *leveev2.ServerFrame {
+	return &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Admitted{Admitted: &leveev2.Admitted{
 		WaitedMs: uint64(waited / time.Millisecond), Ticket: pass}}}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/leveehq/levee/client/clienttest"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // capacityArgs is a small, quick capacity search against url.
@@ -70,7 +70,7 @@ func TestCapacityNotMeasured(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if c.Send(clienttest.Reply(f, &leveev1.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY, RetryAfterMs: 10})) != nil {
+			if c.Send(clienttest.Reply(f, &leveev2.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY, RetryAfterMs: 10})) != nil {
 				return
 			}
 		}

@@ -34,7 +34,7 @@ func TestServesPageAndAssets(t *testing.T) {
 	cases := []struct{ path, ctype, contains string }{
 		{"/", "text/html; charset=utf-8", `<main id="app" data-state="connecting"`},
 		{"/?token=abc&ticket=t1", "text/html; charset=utf-8", "aria-live"},
-		{AssetPrefix + "app.js", "text/javascript; charset=utf-8", `"levee.v1.json"`},
+		{AssetPrefix + "app.js", "text/javascript; charset=utf-8", `"levee.v2.json"`},
 		{AssetPrefix + "format.js", "text/javascript; charset=utf-8", "export function"},
 		{AssetPrefix + "session.js", "text/javascript; charset=utf-8", "sessionStorage"},
 		{AssetPrefix + "view.js", "text/javascript; charset=utf-8", "positionsSeen"},

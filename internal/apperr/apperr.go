@@ -17,13 +17,13 @@
 //
 // Both directions are derived from the table. ToStatus and Overloaded turn
 // a domain error into a gRPC status at a server's edge, with the domain code
-// (a leveev1.Error) and, for a refusal under load, the leveev1.Backpressure
+// (a leveev2.Error) and, for a refusal under load, the leveev2.Backpressure
 // in the status details. FromStatus turns a call's error back into an
 // *Error that matches its sentinel with errors.Is, so
 // errors.Is(FromStatus(err), ErrServerFull) holds after a hop; a status
 // without details (gRPC's own: Unavailable, DeadlineExceeded, Canceled, …)
 // maps by its gRPC code. Backpressure travels one way, as the
-// leveev1.Backpressure message: on replies in LogicReply.backpressure, on
+// leveev2.Backpressure message: on replies in LogicReply.backpressure, on
 // refusals in the status details, where Backpressure reads it back.
 //
 // Look-ups use errors.Is, so wrapped errors map like their sentinel; the
@@ -42,7 +42,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Domain errors. Wrap them with %w to add detail.
@@ -115,7 +115,7 @@ type alias struct {
 type row struct {
 	err     error             // the domain error
 	aliases []alias           // other errors that map to this row
-	code    leveev1.ErrorCode // the player's code
+	code    leveev2.ErrorCode // the player's code
 	grpc    codes.Code        // between tiers
 	bare    []codes.Code      // statuses without details of these codes map here
 	class   RetryClass
@@ -136,44 +136,44 @@ type row struct {
 // table is THE table. It is ordered: the first row whose error matches wins
 // (a deadline wrapped in an internal error is a deadline).
 var table = []row{
-	{err: ErrBadRequest, code: leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, grpc: codes.InvalidArgument,
+	{err: ErrBadRequest, code: leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, grpc: codes.InvalidArgument,
 		bare: []codes.Code{codes.InvalidArgument}, class: Final, permanent: true, close: CloseInternalError},
-	{err: ErrUnknownMessage, code: leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, grpc: codes.Unimplemented,
+	{err: ErrUnknownMessage, code: leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, grpc: codes.Unimplemented,
 		bare: []codes.Code{codes.Unimplemented}, class: Final, permanent: true, close: CloseInternalError},
-	{err: ErrUnauthorized, code: leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, grpc: codes.Unauthenticated,
+	{err: ErrUnauthorized, code: leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, grpc: codes.Unauthenticated,
 		bare: []codes.Code{codes.Unauthenticated}, class: Final, permanent: true, close: ClosePolicyViolation, http: 401},
-	{err: ErrForbidden, code: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN, grpc: codes.PermissionDenied,
+	{err: ErrForbidden, code: leveev2.ErrorCode_ERROR_CODE_FORBIDDEN, grpc: codes.PermissionDenied,
 		bare: []codes.Code{codes.PermissionDenied}, class: Final, business: true, permanent: true, close: ClosePolicyViolation, http: 403},
 	// A login with a line ticket whose place another connection still
 	// holds. Only the gate says it, to a player; FailedPrecondition says
 	// what it is should it ever travel: the place is taken for now.
-	{err: ErrTicketInUse, code: leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE, grpc: codes.FailedPrecondition,
+	{err: ErrTicketInUse, code: leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE, grpc: codes.FailedPrecondition,
 		class: Final, permanent: true, close: ClosePolicyViolation},
-	{err: ErrNotFound, code: leveev1.ErrorCode_ERROR_CODE_NOT_FOUND, grpc: codes.NotFound,
+	{err: ErrNotFound, code: leveev2.ErrorCode_ERROR_CODE_NOT_FOUND, grpc: codes.NotFound,
 		bare: []codes.Code{codes.NotFound}, class: Final, business: true, close: CloseInternalError},
-	{err: ErrInsufficientGold, code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, grpc: codes.FailedPrecondition,
+	{err: ErrInsufficientGold, code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, grpc: codes.FailedPrecondition,
 		class: Final, business: true, close: CloseInternalError},
-	{err: ErrRequestExpired, code: leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED, grpc: codes.FailedPrecondition,
+	{err: ErrRequestExpired, code: leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED, grpc: codes.FailedPrecondition,
 		class: Final, close: CloseInternalError},
-	{err: ErrBusy, code: leveev1.ErrorCode_ERROR_CODE_BUSY, grpc: codes.ResourceExhausted,
+	{err: ErrBusy, code: leveev2.ErrorCode_ERROR_CODE_BUSY, grpc: codes.ResourceExhausted,
 		bare: []codes.Code{codes.ResourceExhausted}, class: NotExecuted, overload: true, close: CloseTryAgainLater,
 		retry: 100 * time.Millisecond},
-	{err: ErrServerFull, code: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL, grpc: codes.ResourceExhausted,
+	{err: ErrServerFull, code: leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, grpc: codes.ResourceExhausted,
 		class: NotExecuted, overload: true, close: CloseTryAgainLater, http: 503, retry: 100 * time.Millisecond},
-	{err: ErrRateLimited, code: leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED, grpc: codes.ResourceExhausted,
+	{err: ErrRateLimited, code: leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED, grpc: codes.ResourceExhausted,
 		class: NotExecuted, overload: true, close: CloseTryAgainLater, http: 429, retry: 100 * time.Millisecond},
-	{err: ErrDeadline, code: leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, grpc: codes.DeadlineExceeded,
+	{err: ErrDeadline, code: leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, grpc: codes.DeadlineExceeded,
 		aliases: []alias{{context.DeadlineExceeded, codes.DeadlineExceeded}, {context.Canceled, codes.Canceled}},
 		bare:    []codes.Code{codes.DeadlineExceeded, codes.Canceled}, class: OutcomeUnknown, close: CloseTryAgainLater,
 		public: "the request ran out of time"},
-	{err: ErrUnavailable, code: leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, grpc: codes.Unavailable,
+	{err: ErrUnavailable, code: leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, grpc: codes.Unavailable,
 		bare: []codes.Code{codes.Unavailable}, class: OutcomeUnknown, close: CloseTryAgainLater,
 		public: "service unavailable, try again later", retry: time.Second},
-	{err: ErrShuttingDown, code: leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN, grpc: codes.Unavailable,
+	{err: ErrShuttingDown, code: leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN, grpc: codes.Unavailable,
 		class: OutcomeUnknown, close: CloseServiceRestart, retry: time.Second},
-	{err: ErrNotAdmitted, code: leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED, grpc: codes.FailedPrecondition,
+	{err: ErrNotAdmitted, code: leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED, grpc: codes.FailedPrecondition,
 		class: NotExecuted, close: CloseTryAgainLater},
-	{err: ErrInternal, code: leveev1.ErrorCode_ERROR_CODE_INTERNAL, grpc: codes.Internal,
+	{err: ErrInternal, code: leveev2.ErrorCode_ERROR_CODE_INTERNAL, grpc: codes.Internal,
 		class: Final, close: CloseInternalError, public: "internal error"},
 }
 
@@ -189,12 +189,12 @@ var (
 	byHTTP = map[int]*row{}
 	// unknownRow holds the properties of codes without a row: final, and
 	// closed with 1011 after a login.
-	unknownRow = &row{code: leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED, class: Final, close: CloseInternalError, outcome: "unknown"}
+	unknownRow = &row{code: leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED, class: Final, close: CloseInternalError, outcome: "unknown"}
 )
 
 func init() {
 	var top int32
-	for n := range leveev1.ErrorCode_name {
+	for n := range leveev2.ErrorCode_name {
 		top = max(top, n)
 	}
 	byCode = make([]*row, top+1)
@@ -221,7 +221,7 @@ func init() {
 }
 
 // rowOf is code's row, or unknownRow.
-func rowOf(code leveev1.ErrorCode) *row {
+func rowOf(code leveev2.ErrorCode) *row {
 	if code >= 0 && int(code) < len(byCode) && byCode[code] != nil {
 		return byCode[code]
 	}
@@ -246,9 +246,9 @@ func match(err error) (*row, codes.Code) {
 }
 
 // Code is the player-facing code for err; unknown errors are INTERNAL.
-func Code(err error) leveev1.ErrorCode {
+func Code(err error) leveev2.ErrorCode {
 	if err == nil {
-		return leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED
+		return leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED
 	}
 	r, _ := match(err)
 	if r == internal {
@@ -260,7 +260,7 @@ func Code(err error) leveev1.ErrorCode {
 // passedOn is the code of an *Error in err's chain whose code this build
 // has no row for (a newer tier's), so that it is passed on as it came;
 // otherwise def.
-func passedOn(err error, def leveev1.ErrorCode) leveev1.ErrorCode {
+func passedOn(err error, def leveev2.ErrorCode) leveev2.ErrorCode {
 	var e *Error
 	if errors.As(err, &e) && rowOf(e.Code) == unknownRow {
 		return e.Code
@@ -281,40 +281,40 @@ func GRPCCode(err error) codes.Code {
 }
 
 // Class is code's retry class; codes without a row are Final.
-func Class(code leveev1.ErrorCode) RetryClass { return rowOf(code).class }
+func Class(code leveev2.ErrorCode) RetryClass { return rowOf(code).class }
 
 // Overload reports whether code says that the server, or the connection,
 // is overloaded (BUSY, SERVER_FULL, RATE_LIMITED): slow down.
-func Overload(code leveev1.ErrorCode) bool { return rowOf(code).overload }
+func Overload(code leveev2.ErrorCode) bool { return rowOf(code).overload }
 
 // Business reports whether code is a normal game outcome rather than a
 // fault (INSUFFICIENT_GOLD, NOT_FOUND, FORBIDDEN).
-func Business(code leveev1.ErrorCode) bool { return rowOf(code).business }
+func Business(code leveev2.ErrorCode) bool { return rowOf(code).business }
 
 // Permanent reports whether a connection refused with code is refused again
 // when dialed again with the same token (UNAUTHORIZED, FORBIDDEN,
 // BAD_REQUEST, UNKNOWN_MESSAGE) and, for TICKET_IN_USE, the same line
 // ticket while the connection that holds its place stays open.
-func Permanent(code leveev1.ErrorCode) bool { return rowOf(code).permanent }
+func Permanent(code leveev2.ErrorCode) bool { return rowOf(code).permanent }
 
 // LoginCloseCode is the WebSocket close code after a login that failed with
 // code: 1013 (Try Again Later) when retrying makes sense, 1012 (Service
 // Restart) when the server stops, 1008 (Policy Violation) for auth
 // failures, 1011 (Internal Error) otherwise.
-func LoginCloseCode(code leveev1.ErrorCode) int { return rowOf(code).close }
+func LoginCloseCode(code leveev2.ErrorCode) int { return rowOf(code).close }
 
 // Outcome is code's metrics outcome label: its name, lowercased, without
 // the ERROR_CODE_ prefix ("busy", "insufficient_gold"); "unknown" for a
 // code without a row.
-func Outcome(code leveev1.ErrorCode) string { return rowOf(code).outcome }
+func Outcome(code leveev2.ErrorCode) string { return rowOf(code).outcome }
 
 // FromHTTP is the code of an upgrade refused with an HTTP status (401, 403,
 // 429, 503); false for a status without one.
-func FromHTTP(httpStatus int) (leveev1.ErrorCode, bool) {
+func FromHTTP(httpStatus int) (leveev2.ErrorCode, bool) {
 	if r, ok := byHTTP[httpStatus]; ok {
 		return r.code, true
 	}
-	return leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED, false
+	return leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED, false
 }
 
 // PushbackKey is the trailer that carries a retry delay in milliseconds, with
@@ -323,7 +323,7 @@ func FromHTTP(httpStatus int) (leveev1.ErrorCode, bool) {
 const PushbackKey = "grpc-retry-pushback-ms"
 
 // ToStatus turns err into a gRPC status error at a server's edge: the code
-// from the table, err's text as the message, and a leveev1.Error with the
+// from the table, err's text as the message, and a leveev2.Error with the
 // domain code and retryAfter in the details. When retryAfter > 0 it is also
 // set as the pushback trailer on ctx's stream. An error that is a status
 // already is returned as is.
@@ -338,7 +338,7 @@ func Overloaded(ctx context.Context, err error, retryAfter time.Duration, depth 
 	return toStatus(ctx, err, retryAfter, NewBackpressure(depth, ratio, retryAfter))
 }
 
-func toStatus(ctx context.Context, err error, retryAfter time.Duration, bp *leveev1.Backpressure) error {
+func toStatus(ctx context.Context, err error, retryAfter time.Duration, bp *leveev2.Backpressure) error {
 	if err == nil {
 		return nil
 	}
@@ -352,14 +352,14 @@ func toStatus(ctx context.Context, err error, retryAfter time.Duration, bp *leve
 }
 
 // encode is err's status with its details.
-func encode(err error, retryAfter time.Duration, bp *leveev1.Backpressure) *status.Status {
+func encode(err error, retryAfter time.Duration, bp *leveev2.Backpressure) *status.Status {
 	r, c := match(err)
 	code := r.code
 	if r == internal {
 		code = passedOn(err, code)
 	}
 	st := status.New(c, err.Error())
-	detail := &leveev1.Error{Code: code, RetryAfterMs: millis(retryAfter)}
+	detail := &leveev2.Error{Code: code, RetryAfterMs: millis(retryAfter)}
 	var withDetails *status.Status
 	var derr error
 	if bp != nil {
@@ -375,11 +375,11 @@ func encode(err error, retryAfter time.Duration, bp *leveev1.Backpressure) *stat
 
 // NewBackpressure is the hints of a tier that holds depth requests (or
 // works on them) and is ratio full (clamped to 0..1), asking for retryAfter.
-func NewBackpressure(depth int, ratio float64, retryAfter time.Duration) *leveev1.Backpressure {
+func NewBackpressure(depth int, ratio float64, retryAfter time.Duration) *leveev2.Backpressure {
 	if !(ratio >= 0) { // NaN too
 		ratio = 0
 	}
-	return &leveev1.Backpressure{
+	return &leveev2.Backpressure{
 		QueueDepth:   uint32(min(max(depth, 0), 1<<32-1)),
 		Ratio:        min(ratio, 1),
 		RetryAfterMs: millis(retryAfter),
@@ -397,12 +397,12 @@ func millis(d time.Duration) uint32 {
 // Error is a domain error that came over a gRPC hop (see FromStatus).
 // errors.Is matches it with its row's sentinel (ErrServerFull, …).
 type Error struct {
-	Code       leveev1.ErrorCode
+	Code       leveev2.ErrorCode
 	Message    string        // the callee's message, not for players as is (see Player)
 	RetryAfter time.Duration // the callee's retry delay, 0 when it gave none
 	// Backpressure is the callee's hints on a refusal under load; nil
 	// when it sent none.
-	Backpressure *leveev1.Backpressure
+	Backpressure *leveev2.Backpressure
 }
 
 func (e *Error) Error() string {
@@ -430,7 +430,7 @@ func (e *Error) Unwrap() error {
 // UNAVAILABLE, INTERNAL and DEADLINE_EXCEEDED, a fixed text, as the callee's
 // may hold addresses or stack traces) and retry_after: the callee's, else
 // its backpressure's, else the code's default.
-func (e *Error) Player() *leveev1.Error {
+func (e *Error) Player() *leveev2.Error {
 	r := rowOf(e.Code)
 	msg := e.Message
 	if r.public != "" {
@@ -443,7 +443,7 @@ func (e *Error) Player() *leveev1.Error {
 	if retry == 0 {
 		retry = millis(r.retry)
 	}
-	return &leveev1.Error{Code: e.Code, Message: msg, RetryAfterMs: retry}
+	return &leveev2.Error{Code: e.Code, Message: msg, RetryAfterMs: retry}
 }
 
 // FromStatus maps an error returned by a gRPC call back to the domain: the
@@ -465,10 +465,10 @@ func FromStatus(err error) *Error {
 	}
 	for _, d := range st.Details() {
 		switch d := d.(type) {
-		case *leveev1.Error:
+		case *leveev2.Error:
 			e.Code = d.GetCode()
 			e.RetryAfter = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
-		case *leveev1.Backpressure:
+		case *leveev2.Backpressure:
 			e.Backpressure = d
 		}
 	}
@@ -477,7 +477,7 @@ func FromStatus(err error) *Error {
 
 // Backpressure is the hints in a refusal's status details, nil when it
 // carries none.
-func Backpressure(err error) *leveev1.Backpressure {
+func Backpressure(err error) *leveev2.Backpressure {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Backpressure
@@ -486,7 +486,7 @@ func Backpressure(err error) *leveev1.Backpressure {
 }
 
 // GetBackpressure is e's backpressure; nil for a nil e.
-func (e *Error) GetBackpressure() *leveev1.Backpressure {
+func (e *Error) GetBackpressure() *leveev2.Backpressure {
 	if e == nil {
 		return nil
 	}
@@ -494,6 +494,6 @@ func (e *Error) GetBackpressure() *leveev1.Backpressure {
 }
 
 // Reply builds the typed error reply for a domain error.
-func Reply(err error, retryAfter time.Duration) *leveev1.Error {
-	return &leveev1.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: millis(retryAfter)}
+func Reply(err error, retryAfter time.Duration) *leveev2.Error {
+	return &leveev2.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: millis(retryAfter)}
 }

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // hop sends a status error over the wire as gRPC does: marshalled into
@@ -43,9 +43,9 @@ func hop(t *testing.T, err error) error {
 }
 
 func TestEveryCodeHasOneRow(t *testing.T) {
-	for n := range leveev1.ErrorCode_name {
-		code := leveev1.ErrorCode(n)
-		if code == leveev1.ErrorCode_ERROR_CODE_UNSPECIFIED {
+	for n := range leveev2.ErrorCode_name {
+		code := leveev2.ErrorCode(n)
+		if code == leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED {
 			continue
 		}
 		if rowOf(code) == unknownRow {
@@ -76,7 +76,7 @@ func TestRoundTripEveryRow(t *testing.T) {
 			if back.RetryAfter != 250*time.Millisecond {
 				t.Fatalf("retry after %v", back.RetryAfter)
 			}
-			if want := (&leveev1.Backpressure{QueueDepth: 42, Ratio: 0.93, RetryAfterMs: 250}); !proto.Equal(back.Backpressure, want) {
+			if want := (&leveev2.Backpressure{QueueDepth: 42, Ratio: 0.93, RetryAfterMs: 250}); !proto.Equal(back.Backpressure, want) {
 				t.Fatalf("backpressure %v, want %v", back.Backpressure, want)
 			}
 			if back.Message != sent.Error() {
@@ -105,21 +105,21 @@ func TestRoundTripEveryRow(t *testing.T) {
 func TestServerFullAndRateLimitedAreNotBusy(t *testing.T) {
 	for _, c := range []struct {
 		err  error
-		code leveev1.ErrorCode
+		code leveev2.ErrorCode
 	}{
-		{ErrServerFull, leveev1.ErrorCode_ERROR_CODE_SERVER_FULL},
-		{ErrRateLimited, leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED},
-		{ErrShuttingDown, leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN},
-		{ErrInsufficientGold, leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
-		{ErrNotAdmitted, leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED},
-		{ErrRequestExpired, leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED},
-		{ErrTicketInUse, leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE},
+		{ErrServerFull, leveev2.ErrorCode_ERROR_CODE_SERVER_FULL},
+		{ErrRateLimited, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED},
+		{ErrShuttingDown, leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN},
+		{ErrInsufficientGold, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
+		{ErrNotAdmitted, leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED},
+		{ErrRequestExpired, leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED},
+		{ErrTicketInUse, leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE},
 	} {
 		back := FromStatus(hop(t, ToStatus(context.Background(), c.err, 0)))
 		if got := back.Player().GetCode(); got != c.code {
 			t.Errorf("%v: came back as %v, want %v", c.err, got, c.code)
 		}
-		if c.code != leveev1.ErrorCode_ERROR_CODE_BUSY && errors.Is(back, ErrBusy) {
+		if c.code != leveev2.ErrorCode_ERROR_CODE_BUSY && errors.Is(back, ErrBusy) {
 			t.Errorf("%v: came back as busy", c.err)
 		}
 	}
@@ -131,21 +131,21 @@ func TestServerFullAndRateLimitedAreNotBusy(t *testing.T) {
 func TestBareStatusesMapByGRPCCode(t *testing.T) {
 	for _, c := range []struct {
 		st    error
-		code  leveev1.ErrorCode
+		code  leveev2.ErrorCode
 		msg   string // "" means the status's
 		retry uint32
 	}{
 		{status.Error(codes.Unavailable, "connection error: dial tcp 10.0.0.7:9000: connect: connection refused"),
-			leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, "service unavailable, try again later", 1000},
-		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "the request ran out of time", 0},
-		{status.Error(codes.Canceled, "context canceled"), leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "the request ran out of time", 0},
-		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max"), leveev1.ErrorCode_ERROR_CODE_BUSY, "", 100},
-		{status.Error(codes.InvalidArgument, "bad"), leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST, "", 0},
-		{status.Error(codes.Unimplemented, "unknown method"), leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, "", 0},
-		{status.Error(codes.FailedPrecondition, "wrong shard: player on 10.0.0.8"), leveev1.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
-		{status.Error(codes.Internal, "panic: runtime error at store.go:81"), leveev1.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
-		{status.Error(codes.Unknown, "secret"), leveev1.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
-		{errors.New("not a status"), leveev1.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
+			leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, "service unavailable, try again later", 1000},
+		{status.Error(codes.DeadlineExceeded, "context deadline exceeded"), leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "the request ran out of time", 0},
+		{status.Error(codes.Canceled, "context canceled"), leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "the request ran out of time", 0},
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max"), leveev2.ErrorCode_ERROR_CODE_BUSY, "", 100},
+		{status.Error(codes.InvalidArgument, "bad"), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, "", 0},
+		{status.Error(codes.Unimplemented, "unknown method"), leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, "", 0},
+		{status.Error(codes.FailedPrecondition, "wrong shard: player on 10.0.0.8"), leveev2.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
+		{status.Error(codes.Internal, "panic: runtime error at store.go:81"), leveev2.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
+		{status.Error(codes.Unknown, "secret"), leveev2.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
+		{errors.New("not a status"), leveev2.ErrorCode_ERROR_CODE_INTERNAL, "internal error", 0},
 	} {
 		p := FromStatus(c.st).Player()
 		msg := c.msg
@@ -168,7 +168,7 @@ func TestBareStatusesMapByGRPCCode(t *testing.T) {
 
 func TestPlayerRetryAfter(t *testing.T) {
 	// The callee's delay wins, then its backpressure's, then the default.
-	e := &Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY, RetryAfter: 250 * time.Millisecond, Backpressure: &leveev1.Backpressure{RetryAfterMs: 7}}
+	e := &Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY, RetryAfter: 250 * time.Millisecond, Backpressure: &leveev2.Backpressure{RetryAfterMs: 7}}
 	if ms := e.Player().GetRetryAfterMs(); ms != 250 {
 		t.Fatalf("retry %d", ms)
 	}
@@ -190,24 +190,24 @@ func TestProperties(t *testing.T) {
 		overload, business, permanent bool
 		close                         int
 	}
-	want := map[leveev1.ErrorCode]props{
-		leveev1.ErrorCode_ERROR_CODE_BAD_REQUEST:       {Final, false, false, true, CloseInternalError},
-		leveev1.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:   {Final, false, false, true, CloseInternalError},
-		leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED:      {Final, false, false, true, ClosePolicyViolation},
-		leveev1.ErrorCode_ERROR_CODE_FORBIDDEN:         {Final, false, true, true, ClosePolicyViolation},
-		leveev1.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {Final, false, false, true, ClosePolicyViolation},
-		leveev1.ErrorCode_ERROR_CODE_NOT_FOUND:         {Final, false, true, false, CloseInternalError},
-		leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {Final, false, true, false, CloseInternalError},
-		leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED:   {Final, false, false, false, CloseInternalError},
-		leveev1.ErrorCode_ERROR_CODE_INTERNAL:          {Final, false, false, false, CloseInternalError},
-		leveev1.ErrorCode_ERROR_CODE_BUSY:              {NotExecuted, true, false, false, CloseTryAgainLater},
-		leveev1.ErrorCode_ERROR_CODE_SERVER_FULL:       {NotExecuted, true, false, false, CloseTryAgainLater},
-		leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED:      {NotExecuted, true, false, false, CloseTryAgainLater},
-		leveev1.ErrorCode_ERROR_CODE_NOT_ADMITTED:      {NotExecuted, false, false, false, CloseTryAgainLater},
-		leveev1.ErrorCode_ERROR_CODE_SHUTTING_DOWN:     {OutcomeUnknown, false, false, false, CloseServiceRestart},
-		leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE:       {OutcomeUnknown, false, false, false, CloseTryAgainLater},
-		leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED: {OutcomeUnknown, false, false, false, CloseTryAgainLater},
-		leveev1.ErrorCode(99):                          {Final, false, false, false, CloseInternalError}, // a newer tier's
+	want := map[leveev2.ErrorCode]props{
+		leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST:       {Final, false, false, true, CloseInternalError},
+		leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE:   {Final, false, false, true, CloseInternalError},
+		leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED:      {Final, false, false, true, ClosePolicyViolation},
+		leveev2.ErrorCode_ERROR_CODE_FORBIDDEN:         {Final, false, true, true, ClosePolicyViolation},
+		leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {Final, false, false, true, ClosePolicyViolation},
+		leveev2.ErrorCode_ERROR_CODE_NOT_FOUND:         {Final, false, true, false, CloseInternalError},
+		leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {Final, false, true, false, CloseInternalError},
+		leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED:   {Final, false, false, false, CloseInternalError},
+		leveev2.ErrorCode_ERROR_CODE_INTERNAL:          {Final, false, false, false, CloseInternalError},
+		leveev2.ErrorCode_ERROR_CODE_BUSY:              {NotExecuted, true, false, false, CloseTryAgainLater},
+		leveev2.ErrorCode_ERROR_CODE_SERVER_FULL:       {NotExecuted, true, false, false, CloseTryAgainLater},
+		leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED:      {NotExecuted, true, false, false, CloseTryAgainLater},
+		leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED:      {NotExecuted, false, false, false, CloseTryAgainLater},
+		leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN:     {OutcomeUnknown, false, false, false, CloseServiceRestart},
+		leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE:       {OutcomeUnknown, false, false, false, CloseTryAgainLater},
+		leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED: {OutcomeUnknown, false, false, false, CloseTryAgainLater},
+		leveev2.ErrorCode(99):                          {Final, false, false, false, CloseInternalError}, // a newer tier's
 	}
 	for code, w := range want {
 		got := props{Class(code), Overload(code), Business(code), Permanent(code), LoginCloseCode(code)}
@@ -215,12 +215,12 @@ func TestProperties(t *testing.T) {
 			t.Errorf("%v: %+v, want %+v", code, got, w)
 		}
 	}
-	if Outcome(leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD) != "insufficient_gold" || Outcome(99) != "unknown" {
-		t.Errorf("outcome labels %q %q", Outcome(leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD), Outcome(99))
+	if Outcome(leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD) != "insufficient_gold" || Outcome(99) != "unknown" {
+		t.Errorf("outcome labels %q %q", Outcome(leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD), Outcome(99))
 	}
-	for status, code := range map[int]leveev1.ErrorCode{
-		401: leveev1.ErrorCode_ERROR_CODE_UNAUTHORIZED, 403: leveev1.ErrorCode_ERROR_CODE_FORBIDDEN,
-		429: leveev1.ErrorCode_ERROR_CODE_RATE_LIMITED, 503: leveev1.ErrorCode_ERROR_CODE_SERVER_FULL,
+	for status, code := range map[int]leveev2.ErrorCode{
+		401: leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, 403: leveev2.ErrorCode_ERROR_CODE_FORBIDDEN,
+		429: leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED, 503: leveev2.ErrorCode_ERROR_CODE_SERVER_FULL,
 	} {
 		if got, ok := FromHTTP(status); !ok || got != code {
 			t.Errorf("HTTP %d: %v", status, got)
@@ -233,20 +233,20 @@ func TestProperties(t *testing.T) {
 
 func TestWrappedErrorsMapLikeTheirSentinel(t *testing.T) {
 	err := fmt.Errorf("buy sword: %w", ErrInsufficientGold)
-	if got := Code(err); got != leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD {
+	if got := Code(err); got != leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD {
 		t.Fatalf("Code = %v", got)
 	}
 	if got := GRPCCode(err); got != codes.FailedPrecondition {
 		t.Fatalf("GRPCCode = %v", got)
 	}
-	if got := Code(fmt.Errorf("x: %w", context.DeadlineExceeded)); got != leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED {
+	if got := Code(fmt.Errorf("x: %w", context.DeadlineExceeded)); got != leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED {
 		t.Fatalf("deadline Code = %v", got)
 	}
-	if got := Code(fmt.Errorf("surprise")); got != leveev1.ErrorCode_ERROR_CODE_INTERNAL {
+	if got := Code(fmt.Errorf("surprise")); got != leveev2.ErrorCode_ERROR_CODE_INTERNAL {
 		t.Fatalf("unknown error Code = %v", got)
 	}
 	// The first row wins: a deadline inside an internal error is a deadline.
-	if got := Code(fmt.Errorf("%w: store: %w", ErrInternal, context.DeadlineExceeded)); got != leveev1.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED {
+	if got := Code(fmt.Errorf("%w: store: %w", ErrInternal, context.DeadlineExceeded)); got != leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED {
 		t.Fatalf("internal+deadline Code = %v", got)
 	}
 	// Context errors keep their own gRPC codes.
@@ -266,7 +266,7 @@ func TestWrappedErrorsMapLikeTheirSentinel(t *testing.T) {
 // A code this build has no row for (a newer tier's) is passed on as it
 // came, and is final.
 func TestUnknownCodeIsPassedOn(t *testing.T) {
-	st, _ := status.New(codes.Aborted, "new thing").WithDetails(&leveev1.Error{Code: 99})
+	st, _ := status.New(codes.Aborted, "new thing").WithDetails(&leveev2.Error{Code: 99})
 	back := FromStatus(hop(t, st.Err()))
 	if back.Code != 99 || Code(back) != 99 || back.Player().GetMessage() != "new thing" {
 		t.Fatalf("got %+v", back)
@@ -280,11 +280,11 @@ func TestNewBackpressureClamps(t *testing.T) {
 	for _, c := range []struct {
 		depth int
 		ratio float64
-		want  *leveev1.Backpressure
+		want  *leveev2.Backpressure
 	}{
-		{5, 0.5, &leveev1.Backpressure{QueueDepth: 5, Ratio: 0.5, RetryAfterMs: 20}},
-		{-1, 7, &leveev1.Backpressure{QueueDepth: 0, Ratio: 1, RetryAfterMs: 20}},
-		{1 << 40, -3, &leveev1.Backpressure{QueueDepth: 1<<32 - 1, Ratio: 0, RetryAfterMs: 20}},
+		{5, 0.5, &leveev2.Backpressure{QueueDepth: 5, Ratio: 0.5, RetryAfterMs: 20}},
+		{-1, 7, &leveev2.Backpressure{QueueDepth: 0, Ratio: 1, RetryAfterMs: 20}},
+		{1 << 40, -3, &leveev2.Backpressure{QueueDepth: 1<<32 - 1, Ratio: 0, RetryAfterMs: 20}},
 	} {
 		if got := NewBackpressure(c.depth, c.ratio, 20*time.Millisecond); !proto.Equal(got, c.want) {
 			t.Errorf("NewBackpressure(%d, %v) = %v, want %v", c.depth, c.ratio, got, c.want)
@@ -298,7 +298,7 @@ type trailerStream struct {
 	trailer metadata.MD
 }
 
-func (s *trailerStream) Method() string               { return "/levee.v1.Logic/Do" }
+func (s *trailerStream) Method() string               { return "/levee.v2.Logic/Do" }
 func (s *trailerStream) SetHeader(metadata.MD) error  { return nil }
 func (s *trailerStream) SendHeader(metadata.MD) error { return nil }
 func (s *trailerStream) SetTrailer(md metadata.MD) error {
@@ -328,7 +328,7 @@ func TestOnlyThePushbackTrailer(t *testing.T) {
 // fine.)
 func TestNoOtherErrorTable(t *testing.T) {
 	root := filepath.Join("..", "..")
-	bad := regexp.MustCompile(`case leveev1\.ErrorCode_|case codes\.[A-Z]|map\[leveev1\.ErrorCode\]`)
+	bad := regexp.MustCompile(`case leveev2\.ErrorCode_|case codes\.[A-Z]|map\[leveev2\.ErrorCode\]`)
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -23,7 +23,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Class is how important a request is to the player; a larger value is
@@ -81,26 +81,26 @@ func (c Class) GoString() string {
 }
 
 // Proto is c as the proto's Criticality (never UNSPECIFIED).
-func (c Class) Proto() leveev1.Criticality {
+func (c Class) Proto() leveev2.Criticality {
 	switch c {
 	case Critical:
-		return leveev1.Criticality_CRITICALITY_CRITICAL
+		return leveev2.Criticality_CRITICALITY_CRITICAL
 	case Sheddable:
-		return leveev1.Criticality_CRITICALITY_SHEDDABLE
+		return leveev2.Criticality_CRITICALITY_SHEDDABLE
 	}
-	return leveev1.Criticality_CRITICALITY_DEFAULT
+	return leveev2.Criticality_CRITICALITY_DEFAULT
 }
 
 // FromProto is the class the proto's p names. ok is false for UNSPECIFIED
 // and for numbers the proto does not define, which yield Default: the
 // caller decides what "not said" means (the gate: its table's class).
-func FromProto(p leveev1.Criticality) (c Class, ok bool) {
+func FromProto(p leveev2.Criticality) (c Class, ok bool) {
 	switch p {
-	case leveev1.Criticality_CRITICALITY_CRITICAL:
+	case leveev2.Criticality_CRITICALITY_CRITICAL:
 		return Critical, true
-	case leveev1.Criticality_CRITICALITY_DEFAULT:
+	case leveev2.Criticality_CRITICALITY_DEFAULT:
 		return Default, true
-	case leveev1.Criticality_CRITICALITY_SHEDDABLE:
+	case leveev2.Criticality_CRITICALITY_SHEDDABLE:
 		return Sheddable, true
 	}
 	return Default, false

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // arrive sends c as a client would and reads it as the server does.
@@ -58,7 +58,7 @@ func TestOrderIndexAndLabels(t *testing.T) {
 		t.Fatal("labels")
 	}
 	for _, c := range []Class{NumClasses, 9, 255} {
-		if c.Valid() || c.Index() != Default.Index() || c.String() != "default" || c.Proto() != leveev1.Criticality_CRITICALITY_DEFAULT {
+		if c.Valid() || c.Index() != Default.Index() || c.String() != "default" || c.Proto() != leveev2.Criticality_CRITICALITY_DEFAULT {
 			t.Fatalf("%#v is not treated as default", c)
 		}
 	}
@@ -74,10 +74,10 @@ func TestProtoConversion(t *testing.T) {
 			t.Fatalf("%v -> %v -> %v, %v", c, p, back, ok)
 		}
 	}
-	if c := Critical.Proto(); c != leveev1.Criticality_CRITICALITY_CRITICAL {
+	if c := Critical.Proto(); c != leveev2.Criticality_CRITICALITY_CRITICAL {
 		t.Fatalf("Critical.Proto() = %v", c)
 	}
-	for _, p := range []leveev1.Criticality{leveev1.Criticality_CRITICALITY_UNSPECIFIED, 99} {
+	for _, p := range []leveev2.Criticality{leveev2.Criticality_CRITICALITY_UNSPECIFIED, 99} {
 		if c, ok := FromProto(p); ok || c != Default {
 			t.Fatalf("FromProto(%v) = %v, %v, want default, false", p, c, ok)
 		}
@@ -92,7 +92,7 @@ func TestLeafPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, imp := range pkg.Imports {
-		if strings.HasPrefix(imp, "github.com/leveehq/levee/") && imp != "github.com/leveehq/levee/proto/leveev1" {
+		if strings.HasPrefix(imp, "github.com/leveehq/levee/") && imp != "github.com/leveehq/levee/proto/leveev2" {
 			t.Errorf("priority imports %s", imp)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // This file reads what it can of a frame protobuf refused: its request id,
@@ -18,7 +18,7 @@ import (
 // clientFields are ClientFrame's fields by both the names protojson accepts
 // (the JSON name and the proto name).
 var clientFields = func() map[string]protoreflect.FieldDescriptor {
-	fds := (&leveev1.ClientFrame{}).ProtoReflect().Descriptor().Fields()
+	fds := (&leveev2.ClientFrame{}).ProtoReflect().Descriptor().Fields()
 	m := make(map[string]protoreflect.FieldDescriptor, 2*fds.Len())
 	for i := range fds.Len() {
 		fd := fds.Get(i)
@@ -85,7 +85,7 @@ func jsonRequestID(members []jsonMember) uint64 {
 			continue
 		}
 		// protojson itself decides what a uint64 may look like.
-		var probe leveev1.ClientFrame
+		var probe leveev2.ClientFrame
 		doc := append(append([]byte(`{"requestId":`), m.raw...), '}')
 		if protojson.Unmarshal(doc, &probe) != nil {
 			return 0

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // A StatusTemplate encodes QueueStatus pushes that differ only in their
@@ -38,10 +38,10 @@ var ErrStatusTemplate = errors.New("wire: a status template's shared part must l
 // The field numbers and JSON names the templates use, from the descriptors
 // so that they follow the .proto.
 var (
-	statusFields   = (&leveev1.QueueStatus{}).ProtoReflect().Descriptor().Fields()
+	statusFields   = (&leveev2.QueueStatus{}).ProtoReflect().Descriptor().Fields()
 	positionField  = statusFields.ByName("position")
 	etaField       = statusFields.ByName("eta_ms")
-	queueField     = (&leveev1.ServerFrame{}).ProtoReflect().Descriptor().Fields().ByName("queue")
+	queueField     = (&leveev2.ServerFrame{}).ProtoReflect().Descriptor().Fields().ByName("queue")
 	jsonQueueOpen  = []byte(`{"` + queueField.JSONName() + `":{`)
 	jsonPosition   = []byte(`"` + positionField.JSONName() + `":"`)
 	jsonETA        = []byte(`"` + etaField.JSONName() + `":"`)
@@ -54,7 +54,7 @@ var (
 // StatusTemplate encodes shared, the part of a QueueStatus that is the
 // same for many players, once in c's encoding. shared must leave position
 // and eta_ms zero (else ErrStatusTemplate).
-func (c Codec) StatusTemplate(shared *leveev1.QueueStatus) (StatusTemplate, error) {
+func (c Codec) StatusTemplate(shared *leveev2.QueueStatus) (StatusTemplate, error) {
 	if shared.GetPosition() != 0 || shared.GetEtaMs() != 0 {
 		return StatusTemplate{}, ErrStatusTemplate
 	}

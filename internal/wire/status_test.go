@@ -8,13 +8,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // randomShared is a shared status part with each field set or left zero
 // at random, over the whole range of its type.
-func randomShared(r *rand.Rand) *leveev1.QueueStatus {
-	s := &leveev1.QueueStatus{}
+func randomShared(r *rand.Rand) *leveev2.QueueStatus {
+	s := &leveev2.QueueStatus{}
 	if r.IntN(4) > 0 {
 		s.ReleaseRate = [...]float64{r.Float64() * 1000, float64(r.IntN(1000)), math.MaxFloat64, math.SmallestNonzeroFloat64}[r.IntN(4)]
 	}
@@ -65,9 +65,9 @@ func TestStatusTemplateMatchesEncodeServer(t *testing.T) {
 				if err != nil {
 					t.Fatalf("json=%v, case %d: %q does not decode: %v", c.JSON, i, buf, err)
 				}
-				want := proto.Clone(shared).(*leveev1.QueueStatus)
+				want := proto.Clone(shared).(*leveev2.QueueStatus)
 				want.Position, want.EtaMs = pos, eta
-				wantFrame := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_Queue{Queue: want}}
+				wantFrame := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Queue{Queue: want}}
 				if !proto.Equal(got, wantFrame) {
 					t.Fatalf("json=%v, case %d: %q decodes to %v, want %v", c.JSON, i, buf, got, wantFrame)
 				}
@@ -78,7 +78,7 @@ func TestStatusTemplateMatchesEncodeServer(t *testing.T) {
 
 func TestStatusTemplateRefusesPerPlayerFields(t *testing.T) {
 	for _, c := range []Codec{{}, {JSON: true}} {
-		for _, s := range []*leveev1.QueueStatus{{Position: 1}, {EtaMs: 1, Mode: "paced"}} {
+		for _, s := range []*leveev2.QueueStatus{{Position: 1}, {EtaMs: 1, Mode: "paced"}} {
 			if _, err := c.StatusTemplate(s); !errors.Is(err, ErrStatusTemplate) {
 				t.Errorf("json=%v, %v: err %v, want ErrStatusTemplate", c.JSON, s, err)
 			}
@@ -88,7 +88,7 @@ func TestStatusTemplateRefusesPerPlayerFields(t *testing.T) {
 
 // BenchmarkStatusTemplateAppend is the per-player encoding of a push.
 func BenchmarkStatusTemplateAppend(b *testing.B) {
-	shared := &leveev1.QueueStatus{ReleaseRate: 97.5, LineLength: 16000, GraceMs: 60000, Mode: "paced"}
+	shared := &leveev2.QueueStatus{ReleaseRate: 97.5, LineLength: 16000, GraceMs: 60000, Mode: "paced"}
 	for _, c := range []Codec{{}, {JSON: true}} {
 		b.Run(map[bool]string{false: "proto", true: "json"}[c.JSON], func(b *testing.B) {
 			tmpl, err := c.StatusTemplate(shared)

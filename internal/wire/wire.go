@@ -15,13 +15,13 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // The WebSocket subprotocols a gate speaks.
 const (
-	ProtoSubprotocol = "levee.v1.proto"
-	JSONSubprotocol  = "levee.v1.json"
+	ProtoSubprotocol = "levee.v2.proto"
+	JSONSubprotocol  = "levee.v2.json"
 )
 
 // Subprotocols lists them in the server's order of preference.
@@ -103,12 +103,12 @@ func (c Codec) marshal(m proto.Message) ([]byte, error) {
 // An unknown payload (a top-level JSON key that is not a ClientFrame field,
 // a binary field no payload uses, or no payload at all) is
 // ErrUnknownPayload; everything else wrong with a frame is ErrMalformed.
-func (c Codec) DecodeClient(data []byte) (*leveev1.ClientFrame, error) {
+func (c Codec) DecodeClient(data []byte) (*leveev2.ClientFrame, error) {
 	if len(data) > MaxFrame {
 		// The gate's read limit closes the connection before this (1009).
 		return nil, &FrameError{Err: ErrMalformed, Detail: fmt.Sprintf("%d bytes, limit %d", len(data), MaxFrame)}
 	}
-	f := &leveev1.ClientFrame{}
+	f := &leveev2.ClientFrame{}
 	if err := c.unmarshal(data, f); err != nil {
 		var fe *FrameError
 		if c.JSON {
@@ -133,11 +133,11 @@ func (c Codec) DecodeClient(data []byte) (*leveev1.ClientFrame, error) {
 }
 
 // idFrame is what a refused frame was read as: its request id, if any.
-func idFrame(id uint64) *leveev1.ClientFrame {
+func idFrame(id uint64) *leveev2.ClientFrame {
 	if id == 0 {
 		return nil
 	}
-	return &leveev1.ClientFrame{RequestId: id}
+	return &leveev2.ClientFrame{RequestId: id}
 }
 
 // maxDetail bounds a detail's length, as it may quote the client's frame.
@@ -167,14 +167,14 @@ func clip(s string) string {
 }
 
 // EncodeServer serialises a frame for a player.
-func (c Codec) EncodeServer(f *leveev1.ServerFrame) ([]byte, error) { return c.marshal(f) }
+func (c Codec) EncodeServer(f *leveev2.ServerFrame) ([]byte, error) { return c.marshal(f) }
 
 // EncodeClient serialises a player's frame (used by the SDK).
-func (c Codec) EncodeClient(f *leveev1.ClientFrame) ([]byte, error) { return c.marshal(f) }
+func (c Codec) EncodeClient(f *leveev2.ClientFrame) ([]byte, error) { return c.marshal(f) }
 
 // DecodeServer parses a frame from the gate (used by the SDK).
-func (c Codec) DecodeServer(data []byte) (*leveev1.ServerFrame, error) {
-	f := &leveev1.ServerFrame{}
+func (c Codec) DecodeServer(data []byte) (*leveev2.ServerFrame, error) {
+	f := &leveev2.ServerFrame{}
 	if err := c.unmarshal(data, f); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}

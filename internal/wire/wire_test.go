@@ -10,11 +10,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/leveehq/levee/internal/wire/wiretest"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestRoundTrip(t *testing.T) {
-	good := &leveev1.ClientFrame{RequestId: 7, Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
+	good := &leveev2.ClientFrame{RequestId: 7, Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
 	for _, c := range []Codec{{}, {JSON: true}} {
 		b, err := c.EncodeClient(good)
 		if err != nil {
@@ -85,7 +85,7 @@ func checkRefusal(t *testing.T, in string, err, want error, id uint64, detail st
 	if fe.RequestID != id {
 		t.Errorf("%q: request id %d, want %d", in, fe.RequestID, id)
 	}
-	if !strings.Contains(fe.Detail, detail) || strings.Contains(fe.Detail, "proto:") || strings.Contains(fe.Detail, "levee.v1") {
+	if !strings.Contains(fe.Detail, detail) || strings.Contains(fe.Detail, "proto:") || strings.Contains(fe.Detail, "levee.v2") {
 		t.Errorf("%q: detail %q, want it to say %q and no internals", in, fe.Detail, detail)
 	}
 }
@@ -104,7 +104,7 @@ var binaryCases = []struct {
 	{"the last id before the damage", cat(frameBytes(6), frameBytes(7), []byte{0x5a}), ErrMalformed, 7, ""},
 	{"id after the damage", cat([]byte{0x5a, 0x7f}, frameBytes(8)), ErrMalformed, 0, ""},
 	{"garbage", []byte{0xff, 0xff}, ErrMalformed, 0, ""},
-	{"no id", mustMarshal(&leveev1.ClientFrame{Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}}), ErrNoRequestID, 0, "request_id"},
+	{"no id", mustMarshal(&leveev2.ClientFrame{Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}}), ErrNoRequestID, 0, "request_id"},
 	{"no payload", frameBytes(9), ErrUnknownPayload, 9, "no payload"},
 }
 
@@ -130,7 +130,7 @@ func TestRefusedFrameKeepsItsID(t *testing.T) {
 	}
 }
 
-func frameBytes(id uint64) []byte { return mustMarshal(&leveev1.ClientFrame{RequestId: id}) }
+func frameBytes(id uint64) []byte { return mustMarshal(&leveev2.ClientFrame{RequestId: id}) }
 
 func mustMarshal(m proto.Message) []byte {
 	b, err := proto.Marshal(m)
@@ -148,7 +148,7 @@ func cat(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 // reference readers of wiretest can read the frame's request id, the decoder
 // reports that same id, accepted or not.
 func FuzzDecodeClientFrame(f *testing.F) {
-	f.Add(mustMarshal(&leveev1.ClientFrame{RequestId: 1, Payload: &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}}), false)
+	f.Add(mustMarshal(&leveev2.ClientFrame{RequestId: 1, Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}}), false)
 	f.Add([]byte(`{"requestId":"1","startBattle":{"battleId":"b","units":3,"ticks":10}}`), true)
 	f.Add([]byte{0xff, 0xff}, false)
 	for _, c := range jsonCases {

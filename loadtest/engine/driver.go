@@ -21,7 +21,7 @@ import (
 	"github.com/leveehq/levee/loadtest/arrival"
 	"github.com/leveehq/levee/loadtest/ledger"
 	"github.com/leveehq/levee/loadtest/record"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // tick is how often the driver's controller compares the players present
@@ -101,7 +101,7 @@ func (pl *player) life(live context.Context) (context.Context, context.CancelFun
 
 // unresolvedReq is a request to resend.
 type unresolvedReq struct {
-	frame *leveev1.ClientFrame
+	frame *leveev2.ClientFrame
 	a     *act
 	due   time.Time
 	sends int // on the wire so far, for the attempts figures
@@ -260,7 +260,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 		opts := d.options(pl, rnd)
 		opts.Dialer = dialer
 		opts.Ticket = ticket
-		opts.OnQueue = func(q *leveev1.QueueStatus) {
+		opts.OnQueue = func(q *leveev2.QueueStatus) {
 			watch.status(q)
 			now := d.cfg.clock.Now()
 			gaps.status(now)
@@ -477,19 +477,19 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		ctx, cancel := context.WithTimeout(client.WithCallInfo(client.WithCriticality(reqCtx, a.crit), &info), d.p.timeout)
 		switch a.do {
 		case doPurchase:
-			var r *leveev1.BuyItemReply
+			var r *leveev2.BuyItemReply
 			r, err = c.BuyItem(ctx, a.item, sz.qty)
 			if d.ledger != nil {
 				d.ledger.Purchase(pl.id, info.RequestID, a.item, sz.qty, info.Attempts, r, err)
 			}
 		case doBattle:
-			var r *leveev1.BattleReply
+			var r *leveev2.BattleReply
 			r, err = c.StartBattle(ctx, battleID, sz.units, sz.ticks)
 			if d.ledger != nil {
 				d.ledger.Battle(pl.id, info.RequestID, battleID, info.Attempts, r, err)
 			}
 		default:
-			var p *leveev1.Player
+			var p *leveev2.Player
 			p, err = c.GetProfile(ctx, "")
 			if d.ledger != nil && err == nil {
 				d.ledger.Snapshot(pl.id, p)
@@ -682,7 +682,7 @@ func (d *driver) options(pl *player, rnd *mrand.Rand) client.Options {
 // answer without a retry_after: the server must say when to come back.
 func unhinted(err error) bool {
 	e := client.AsError(err)
-	if e == nil || !(e.IsBusy() || e.Code == leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE) {
+	if e == nil || !(e.IsBusy() || e.Code == leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE) {
 		return false
 	}
 	return e.RetryAfter <= 0

@@ -10,7 +10,7 @@ import (
 	"github.com/leveehq/levee/loadtest/arrival"
 	"github.com/leveehq/levee/loadtest/fault"
 	"github.com/leveehq/levee/loadtest/scenario"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // plan is a scenario resolved for one run, in wall time: what the drivers
@@ -52,7 +52,7 @@ type act struct {
 	item   string
 	units  uint32
 	ticks  uint32
-	crit   leveev1.Criticality
+	crit   leveev2.Criticality
 	critNm string
 
 	// The ranges and the overspend share of actsize.go (draw).

@@ -14,7 +14,7 @@ import (
 	"github.com/leveehq/levee/loadtest/record"
 	"github.com/leveehq/levee/loadtest/report"
 	"github.com/leveehq/levee/loadtest/scenario"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // The pool source (a scenario's pool: instead of arrivals): a fixed set of
@@ -371,22 +371,22 @@ func (p *pool) pick() *client.Client {
 // frame builds request i of phase: its action, asking for the class the
 // mix gives it, with the request timeout as the server's budget and a
 // battle id unique in the run.
-func (p *pool) frame(a *act, phase string, i int) *leveev1.ClientFrame {
-	f := &leveev1.ClientFrame{Criticality: a.crit, TimeoutMs: uint32(p.dc.plan.timeout / time.Millisecond)}
+func (p *pool) frame(a *act, phase string, i int) *leveev2.ClientFrame {
+	f := &leveev2.ClientFrame{Criticality: a.crit, TimeoutMs: uint32(p.dc.plan.timeout / time.Millisecond)}
 	switch a.do {
 	case doPurchase:
-		f.Payload = &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: a.item, Quantity: 1}}
+		f.Payload = &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: a.item, Quantity: 1}}
 	case doBattle:
-		f.Payload = &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{
+		f.Payload = &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{
 			BattleId: "pool-" + p.dc.runID + "-" + phase + "-" + strconv.Itoa(i), Units: a.units, Ticks: a.ticks}}
 	default:
-		f.Payload = &leveev1.ClientFrame_GetProfile{GetProfile: &leveev1.GetProfileRequest{}}
+		f.Payload = &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}
 	}
 	return f
 }
 
 // checkReply says whether f is the reply action a wants.
-func checkReply(f *leveev1.ServerFrame, a *act) error {
+func checkReply(f *leveev2.ServerFrame, a *act) error {
 	ok := true
 	switch a.do {
 	case doPurchase:

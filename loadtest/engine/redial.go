@@ -12,7 +12,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/loadtest/record"
 	"github.com/leveehq/levee/loadtest/report"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // redialWatch follows one player's connections for the gate-restart
@@ -84,7 +84,7 @@ func (w *redialWatch) connClosed() {
 
 // status notes a QueueStatus: the player's place in line. The first after
 // a close in line says whether it got its place back.
-func (w *redialWatch) status(q *leveev1.QueueStatus) {
+func (w *redialWatch) status(q *leveev2.QueueStatus) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.inLine, w.pos = true, q.GetPosition()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/loadtest/record"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // totals flushes rec and sums its counters.
@@ -27,7 +27,7 @@ func totals(rec *record.Recorder, now time.Time) map[string]int64 {
 // not closes.
 func TestRedialWatch(t *testing.T) {
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	pos := func(n uint64) *leveev1.QueueStatus { return &leveev1.QueueStatus{Position: n} }
+	pos := func(n uint64) *leveev2.QueueStatus { return &leveev2.QueueStatus{Position: n} }
 	for _, tc := range []struct {
 		name string
 		life func(w *redialWatch, clk *clock.Fake)

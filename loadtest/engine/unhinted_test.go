@@ -8,7 +8,7 @@ import (
 
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/loadtest/fault"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 func TestUnhinted(t *testing.T) {
@@ -18,11 +18,11 @@ func TestUnhinted(t *testing.T) {
 	}{
 		{nil, false},
 		{errors.New("connection closed"), false},
-		{&client.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY}, true},
-		{fmt.Errorf("wrapped: %w", &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE}), true},
-		{&client.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY, RetryAfter: 200 * time.Millisecond}, false},
-		{&client.Error{Code: leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE, RetryAfter: time.Second}, false},
-		{&client.Error{Code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}, false},
+		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY}, true},
+		{fmt.Errorf("wrapped: %w", &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE}), true},
+		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY, RetryAfter: 200 * time.Millisecond}, false},
+		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, RetryAfter: time.Second}, false},
+		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}, false},
 	} {
 		if got := unhinted(c.err); got != c.want {
 			t.Errorf("unhinted(%v) = %v, want %v", c.err, got, c.want)

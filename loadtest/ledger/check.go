@@ -8,7 +8,7 @@ import (
 
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/internal/clock"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Figures are a check's totals, by the names of the run's figures
@@ -72,8 +72,8 @@ func (f *Figures) add(r Result, checked bool) {
 
 // Conn is what the check needs of a player's connection (*client.Client).
 type Conn interface {
-	Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error)
-	GetProfile(ctx context.Context, playerID string) (*leveev1.Player, error)
+	Resend(ctx context.Context, f *leveev2.ClientFrame) (*leveev2.ServerFrame, error)
+	GetProfile(ctx context.Context, playerID string) (*leveev2.Player, error)
 	Close() error
 }
 
@@ -120,7 +120,7 @@ func (l *Ledger) Check(ctx context.Context, cfg CheckConfig) Figures {
 	work := make(chan string)
 	var mu sync.Mutex
 	type got struct {
-		p       *leveev1.Player
+		p       *leveev2.Player
 		checked bool
 	}
 	profiles := map[string]got{}
@@ -163,7 +163,7 @@ func (l *Ledger) Check(ctx context.Context, cfg CheckConfig) Figures {
 
 // settle connects as player, resends its unresolved mutations until none
 // is left or ctx ends, and reads its profile (nil when it could not).
-func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *leveev1.Player {
+func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *leveev2.Player {
 	var c Conn
 	defer func() {
 		if c != nil {
@@ -193,7 +193,7 @@ func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *le
 				}
 			}
 		}
-		var p *leveev1.Player
+		var p *leveev2.Player
 		if !again {
 			cctx, cancel := context.WithTimeout(ctx, cfg.Call)
 			var err error

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Values are the prices and rewards the run's acknowledged replies
@@ -106,7 +106,7 @@ type kind struct {
 
 // Compare reads player pl's profile got against its record (see the
 // package doc); v values mutations the record has no reply for.
-func Compare(pl *Player, got *leveev1.Player, v Values) Result {
+func Compare(pl *Player, got *leveev2.Player, v Values) Result {
 	var res Result
 	why := func(format string, args ...any) {
 		res.Mismatch = true

@@ -85,7 +85,7 @@ import (
 	"sync"
 
 	"github.com/leveehq/levee/client"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Outcome is how a mutation ended.
@@ -133,14 +133,14 @@ type Mutation struct {
 
 	Replayed bool
 	Outcome  Outcome
-	Frame    *leveev1.ClientFrame // Unresolved: the frame to resend
+	Frame    *leveev2.ClientFrame // Unresolved: the frame to resend
 	Err      string               // the last error (Refused, Unresolved)
 }
 
 // Player is one player's part of the ledger.
 type Player struct {
 	ID    string
-	Start *leveev1.Player // nil: no snapshot came before its first mutation
+	Start *leveev2.Player // nil: no snapshot came before its first mutation
 	Muts  []*Mutation     // in the order sent
 	byID  map[uint64]*Mutation
 }
@@ -167,7 +167,7 @@ func (l *Ledger) player(id string) *Player {
 
 // Snapshot notes a profile of player (a Welcome's or a profile reply's):
 // the first one before the player's first mutation is its start.
-func (l *Ledger) Snapshot(player string, p *leveev1.Player) {
+func (l *Ledger) Snapshot(player string, p *leveev2.Player) {
 	if p == nil {
 		return
 	}
@@ -180,12 +180,12 @@ func (l *Ledger) Snapshot(player string, p *leveev1.Player) {
 }
 
 // cloneStart keeps the fields the check compares.
-func cloneStart(p *leveev1.Player) *leveev1.Player {
+func cloneStart(p *leveev2.Player) *leveev2.Player {
 	inv := make(map[string]uint32, len(p.GetInventory()))
 	for k, v := range p.GetInventory() {
 		inv[k] = v
 	}
-	return &leveev1.Player{Id: p.GetId(), Level: p.GetLevel(), Xp: p.GetXp(), Gold: p.GetGold(), Rating: p.GetRating(),
+	return &leveev2.Player{Id: p.GetId(), Level: p.GetLevel(), Xp: p.GetXp(), Gold: p.GetGold(), Rating: p.GetRating(),
 		Wins: p.GetWins(), Losses: p.GetLosses(), Inventory: inv, Version: p.GetVersion()}
 }
 
@@ -193,18 +193,18 @@ func cloneStart(p *leveev1.Player) *leveev1.Player {
 // by its reply r and error err as BuyItem returned them; sends is how many
 // times it went on the wire (client.CallInfo.Attempts): one never sent
 // (0, and not unresolved) is not recorded.
-func (l *Ledger) Purchase(player string, id uint64, item string, quantity int32, sends int, r *leveev1.BuyItemReply, err error) {
+func (l *Ledger) Purchase(player string, id uint64, item string, quantity int32, sends int, r *leveev2.BuyItemReply, err error) {
 	m := &Mutation{RequestID: id, Kind: KindPurchase, Item: item, Quantity: quantity}
 	l.add(player, m, sends, err, func() { m.GoldSpent, m.Replayed = r.GetGoldSpent(), r.GetReplayed() })
 }
 
 // Battle records battle battleID sent with request id id, as Purchase.
-func (l *Ledger) Battle(player string, id uint64, battleID string, sends int, r *leveev1.BattleReply, err error) {
+func (l *Ledger) Battle(player string, id uint64, battleID string, sends int, r *leveev2.BattleReply, err error) {
 	m := &Mutation{RequestID: id, Kind: KindBattle, BattleID: battleID}
 	l.add(player, m, sends, err, func() { fillBattle(m, r) })
 }
 
-func fillBattle(m *Mutation, r *leveev1.BattleReply) {
+func fillBattle(m *Mutation, r *leveev2.BattleReply) {
 	m.Won, m.GoldGained, m.XPGained, m.RatingDelta, m.Replayed = r.GetWon(), r.GetGoldGained(), r.GetXpGained(), r.GetRatingDelta(), r.GetReplayed()
 }
 
@@ -241,7 +241,7 @@ func (l *Ledger) add(player string, m *Mutation, sends int, err error, ok func()
 // Refused (the server looked the id
 // up and did not apply it). It reports the mutation's outcome now (0 when
 // the ledger has no such unresolved mutation).
-func (l *Ledger) Resolve(player string, id uint64, f *leveev1.ServerFrame, err error) Outcome {
+func (l *Ledger) Resolve(player string, id uint64, f *leveev2.ServerFrame, err error) Outcome {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pl := l.players[player]
@@ -281,14 +281,14 @@ func (l *Ledger) Resolve(player string, id uint64, f *leveev1.ServerFrame, err e
 }
 
 // Pending is player's unresolved mutations' frames, to resend.
-func (l *Ledger) Pending(player string) []*leveev1.ClientFrame {
+func (l *Ledger) Pending(player string) []*leveev2.ClientFrame {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	pl := l.players[player]
 	if pl == nil {
 		return nil
 	}
-	var out []*leveev1.ClientFrame
+	var out []*leveev2.ClientFrame
 	for _, m := range pl.Muts {
 		if m.Outcome == Unresolved && m.Frame != nil {
 			out = append(out, m.Frame)

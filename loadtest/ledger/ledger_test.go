@@ -13,44 +13,44 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev1 "github.com/leveehq/levee/proto/leveev1"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 var (
-	errBusy    = &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_BUSY}
-	errGold    = &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}
-	errExpired = &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_REQUEST_EXPIRED}
+	errBusy    = &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY}
+	errGold    = &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}
+	errExpired = &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED}
 )
 
-func unresolvedErr(f *leveev1.ClientFrame) error {
-	return &client.UnresolvedError{Request: f, Err: &client.Error{Code: leveev1.ErrorCode_ERROR_CODE_UNAVAILABLE}}
+func unresolvedErr(f *leveev2.ClientFrame) error {
+	return &client.UnresolvedError{Request: f, Err: &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE}}
 }
 
-func buyFrame(id uint64, item string) *leveev1.ClientFrame {
-	return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_BuyItem{BuyItem: &leveev1.BuyItemRequest{ItemId: item, Quantity: 1}}}
+func buyFrame(id uint64, item string) *leveev2.ClientFrame {
+	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: item, Quantity: 1}}}
 }
 
-func battleFrame(id uint64, battle string) *leveev1.ClientFrame {
-	return &leveev1.ClientFrame{RequestId: id, Payload: &leveev1.ClientFrame_StartBattle{StartBattle: &leveev1.StartBattleRequest{BattleId: battle, Units: 2, Ticks: 10}}}
+func battleFrame(id uint64, battle string) *leveev2.ClientFrame {
+	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: battle, Units: 2, Ticks: 10}}}
 }
 
-func start() *leveev1.Player {
-	return &leveev1.Player{Id: "p", Level: 1, Gold: 1000, Rating: 1000, Inventory: map[string]uint32{}, Version: 1}
+func start() *leveev2.Player {
+	return &leveev2.Player{Id: "p", Level: 1, Gold: 1000, Rating: 1000, Inventory: map[string]uint32{}, Version: 1}
 }
 
 // sim is a stand-in for logic: it applies purchases and battles to a
 // profile exactly as logic/actions.go does.
-type sim struct{ p *leveev1.Player }
+type sim struct{ p *leveev2.Player }
 
-func (s *sim) buy(item string, price int64) *leveev1.BuyItemReply {
+func (s *sim) buy(item string, price int64) *leveev2.BuyItemReply {
 	s.p.Gold -= price
 	s.p.Inventory[item]++
 	s.p.Version++
-	return &leveev1.BuyItemReply{GoldSpent: price}
+	return &leveev2.BuyItemReply{GoldSpent: price}
 }
 
-func (s *sim) battle(id string, won bool) *leveev1.BattleReply {
-	r := &leveev1.BattleReply{BattleId: id, Won: won}
+func (s *sim) battle(id string, won bool) *leveev2.BattleReply {
+	r := &leveev2.BattleReply{BattleId: id, Won: won}
 	if won {
 		r.GoldGained, r.XpGained, r.RatingDelta = 50, 100, 10
 		s.p.Wins++
@@ -80,7 +80,7 @@ func TestCompareMatches(t *testing.T) {
 	s.buy("potion", 10) // applied, but the answer was lost
 	l.Purchase("p", 6, "potion", 1, 1, nil, unresolvedErr(buyFrame(6, "potion")))
 	l.Battle("p", 7, "p-b7", 1, nil, unresolvedErr(battleFrame(7, "p-b7")))
-	l.Snapshot("p", &leveev1.Player{Gold: 1})                    // after a mutation: not the start
+	l.Snapshot("p", &leveev2.Player{Gold: 1})                    // after a mutation: not the start
 	l.Purchase("p", 8, "potion", 1, 0, nil, errors.New("local")) // never sent: not recorded
 	pl := l.Player("p")
 	if len(pl.Muts) != 7 || pl.Start.GetGold() != 1000 {
@@ -101,10 +101,10 @@ func TestCompareFindsEachFailure(t *testing.T) {
 		want  func(r Result) bool
 	}{
 		{"lost purchase", func(l *Ledger, s *sim) {
-			l.Purchase("p", 10, "potion", 1, 1, &leveev1.BuyItemReply{GoldSpent: 10}, nil) // acked, never applied
+			l.Purchase("p", 10, "potion", 1, 1, &leveev2.BuyItemReply{GoldSpent: 10}, nil) // acked, never applied
 		}, func(r Result) bool { return r.Lost == 1 && r.Doubled+r.Phantom == 0 && !r.Mismatch }},
 		{"lost battle", func(l *Ledger, s *sim) {
-			l.Battle("p", 10, "p-b10", 1, &leveev1.BattleReply{Won: true, GoldGained: 50, XpGained: 100, RatingDelta: 10}, nil)
+			l.Battle("p", 10, "p-b10", 1, &leveev2.BattleReply{Won: true, GoldGained: 50, XpGained: 100, RatingDelta: 10}, nil)
 		}, func(r Result) bool { return r.Lost == 1 && r.Doubled+r.Phantom == 0 && !r.Mismatch }},
 		{"doubled purchase", func(l *Ledger, s *sim) {
 			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
@@ -181,12 +181,12 @@ type fakeConn struct {
 type fakeServer struct {
 	mu      sync.Mutex
 	p       map[string]*sim
-	applied map[uint64]*leveev1.ServerFrame
+	applied map[uint64]*leveev2.ServerFrame
 	busy    int // the next resends answered BUSY
 	expired map[uint64]bool
 }
 
-func (c *fakeConn) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1.ServerFrame, error) {
+func (c *fakeConn) Resend(ctx context.Context, f *leveev2.ClientFrame) (*leveev2.ServerFrame, error) {
 	s := c.srv
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,15 +199,15 @@ func (c *fakeConn) Resend(ctx context.Context, f *leveev1.ClientFrame) (*leveev1
 	}
 	if out := s.applied[f.GetRequestId()]; out != nil {
 		r := out.GetBuyItem()
-		return &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_BuyItem{BuyItem: &leveev1.BuyItemReply{GoldSpent: r.GetGoldSpent(), Replayed: true}}}, nil
+		return &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_BuyItem{BuyItem: &leveev2.BuyItemReply{GoldSpent: r.GetGoldSpent(), Replayed: true}}}, nil
 	}
 	r := s.p[c.player].buy(f.GetBuyItem().GetItemId(), 10)
-	out := &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_BuyItem{BuyItem: r}}
+	out := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_BuyItem{BuyItem: r}}
 	s.applied[f.GetRequestId()] = out
 	return out, nil
 }
 
-func (c *fakeConn) GetProfile(ctx context.Context, _ string) (*leveev1.Player, error) {
+func (c *fakeConn) GetProfile(ctx context.Context, _ string) (*leveev2.Player, error) {
 	c.srv.mu.Lock()
 	defer c.srv.mu.Unlock()
 	return cloneStart(c.srv.p[c.player].p), nil
@@ -221,14 +221,14 @@ func (c *fakeConn) Close() error { return nil }
 // apply on another player is found.
 func TestCheck(t *testing.T) {
 	srv := &fakeServer{p: map[string]*sim{"a": {p: start()}, "b": {p: start()}, "c": {p: start()}},
-		applied: map[uint64]*leveev1.ServerFrame{}, busy: 2, expired: map[uint64]bool{3: true}}
+		applied: map[uint64]*leveev2.ServerFrame{}, busy: 2, expired: map[uint64]bool{3: true}}
 	l := New()
 	for _, id := range []string{"a", "b"} {
 		l.Snapshot(id, srv.p[id].p)
 	}
 	// a: one acked, three unresolved.
 	l.Purchase("a", 1, "potion", 1, 1, srv.p["a"].buy("potion", 10), nil)
-	srv.applied[2] = &leveev1.ServerFrame{Payload: &leveev1.ServerFrame_BuyItem{BuyItem: srv.p["a"].buy("potion", 10)}}
+	srv.applied[2] = &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_BuyItem{BuyItem: srv.p["a"].buy("potion", 10)}}
 	for _, id := range []uint64{2, 3, 4} {
 		l.Purchase("a", id, "potion", 1, 1, nil, unresolvedErr(buyFrame(id, "potion")))
 	}

@@ -15,7 +15,7 @@ import { closeMeaning, errorText } from "./format.js";
 import * as session from "./session.js";
 import * as view from "./view.js";
 
-const SUBPROTOCOL = "levee.v1.json";
+const SUBPROTOCOL = "levee.v2.json";
 const SPREAD_MS = 5000; // the first reconnect waits a random 0-5 s...
 const BASE_MS = 100; // ...later ones full jitter over min(100 ms · 2^(n-1), 5 s),
 const CAP_MS = 5000; // as the Go SDK's backoff.Reconnect does.

@@ -4,9 +4,9 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.0
 // - protoc             v3.21.12
-// source: levee/v1/logic.proto
+// source: levee/v2/logic.proto
 
-package leveev1
+package leveev2
 
 import (
 	context "context"
@@ -21,7 +21,7 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Logic_Do_FullMethodName = "/levee.v1.Logic/Do"
+	Logic_Do_FullMethodName = "/levee.v2.Logic/Do"
 )
 
 // LogicClient is the client API for Logic service.
@@ -110,7 +110,7 @@ func _Logic_Do_Handler(srv interface{}, ctx context.Context, dec func(interface{
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Logic_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "levee.v1.Logic",
+	ServiceName: "levee.v2.Logic",
 	HandlerType: (*LogicServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
@@ -119,5 +119,5 @@ var Logic_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "levee/v1/logic.proto",
+	Metadata: "levee/v2/logic.proto",
 }

@@ -4,9 +4,9 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.0
 // - protoc             v3.21.12
-// source: levee/v1/battle.proto
+// source: levee/v2/battle.proto
 
-package leveev1
+package leveev2
 
 import (
 	context "context"
@@ -21,7 +21,7 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Battle_Simulate_FullMethodName = "/levee.v1.Battle/Simulate"
+	Battle_Simulate_FullMethodName = "/levee.v2.Battle/Simulate"
 )
 
 // BattleClient is the client API for Battle service.
@@ -114,7 +114,7 @@ func _Battle_Simulate_Handler(srv interface{}, ctx context.Context, dec func(int
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Battle_ServiceDesc = grpc.ServiceDesc{
-	ServiceName: "levee.v1.Battle",
+	ServiceName: "levee.v2.Battle",
 	HandlerType: (*BattleServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
@@ -123,5 +123,5 @@ var Battle_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "levee/v1/battle.proto",
+	Metadata: "levee/v2/battle.proto",
 }

@@ -4,9 +4,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: levee/v1/logic.proto
+// source: levee/v2/logic.proto
 
-package leveev1
+package leveev2
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -43,7 +43,7 @@ type LogicRequest struct {
 
 func (x *LogicRequest) Reset() {
 	*x = LogicRequest{}
-	mi := &file_levee_v1_logic_proto_msgTypes[0]
+	mi := &file_levee_v2_logic_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +55,7 @@ func (x *LogicRequest) String() string {
 func (*LogicRequest) ProtoMessage() {}
 
 func (x *LogicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_logic_proto_msgTypes[0]
+	mi := &file_levee_v2_logic_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +68,7 @@ func (x *LogicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicRequest.ProtoReflect.Descriptor instead.
 func (*LogicRequest) Descriptor() ([]byte, []int) {
-	return file_levee_v1_logic_proto_rawDescGZIP(), []int{0}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *LogicRequest) GetPlayerId() string {
@@ -182,7 +182,7 @@ type LogicReply struct {
 
 func (x *LogicReply) Reset() {
 	*x = LogicReply{}
-	mi := &file_levee_v1_logic_proto_msgTypes[1]
+	mi := &file_levee_v2_logic_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +194,7 @@ func (x *LogicReply) String() string {
 func (*LogicReply) ProtoMessage() {}
 
 func (x *LogicReply) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_logic_proto_msgTypes[1]
+	mi := &file_levee_v2_logic_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +207,7 @@ func (x *LogicReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicReply.ProtoReflect.Descriptor instead.
 func (*LogicReply) Descriptor() ([]byte, []int) {
-	return file_levee_v1_logic_proto_rawDescGZIP(), []int{1}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *LogicReply) GetBackpressure() *Backpressure {
@@ -318,7 +318,7 @@ type PlayerRecord struct {
 
 func (x *PlayerRecord) Reset() {
 	*x = PlayerRecord{}
-	mi := &file_levee_v1_logic_proto_msgTypes[2]
+	mi := &file_levee_v2_logic_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +330,7 @@ func (x *PlayerRecord) String() string {
 func (*PlayerRecord) ProtoMessage() {}
 
 func (x *PlayerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_logic_proto_msgTypes[2]
+	mi := &file_levee_v2_logic_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,7 +343,7 @@ func (x *PlayerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerRecord.ProtoReflect.Descriptor instead.
 func (*PlayerRecord) Descriptor() ([]byte, []int) {
-	return file_levee_v1_logic_proto_rawDescGZIP(), []int{2}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PlayerRecord) GetPlayer() *Player {
@@ -370,7 +370,7 @@ type AppliedOp struct {
 
 func (x *AppliedOp) Reset() {
 	*x = AppliedOp{}
-	mi := &file_levee_v1_logic_proto_msgTypes[3]
+	mi := &file_levee_v2_logic_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +382,7 @@ func (x *AppliedOp) String() string {
 func (*AppliedOp) ProtoMessage() {}
 
 func (x *AppliedOp) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_logic_proto_msgTypes[3]
+	mi := &file_levee_v2_logic_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +395,7 @@ func (x *AppliedOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppliedOp.ProtoReflect.Descriptor instead.
 func (*AppliedOp) Descriptor() ([]byte, []int) {
-	return file_levee_v1_logic_proto_rawDescGZIP(), []int{3}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AppliedOp) GetKey() string {
@@ -435,7 +435,7 @@ type StoredOutcome struct {
 
 func (x *StoredOutcome) Reset() {
 	*x = StoredOutcome{}
-	mi := &file_levee_v1_logic_proto_msgTypes[4]
+	mi := &file_levee_v2_logic_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +447,7 @@ func (x *StoredOutcome) String() string {
 func (*StoredOutcome) ProtoMessage() {}
 
 func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_logic_proto_msgTypes[4]
+	mi := &file_levee_v2_logic_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +460,7 @@ func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredOutcome.ProtoReflect.Descriptor instead.
 func (*StoredOutcome) Descriptor() ([]byte, []int) {
-	return file_levee_v1_logic_proto_rawDescGZIP(), []int{4}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StoredOutcome) GetAppliedAtMs() int64 {
@@ -518,11 +518,11 @@ func (*StoredOutcome_BuyItem) isStoredOutcome_Request() {}
 
 func (*StoredOutcome_StartBattle) isStoredOutcome_Request() {}
 
-var File_levee_v1_logic_proto protoreflect.FileDescriptor
+var File_levee_v2_logic_proto protoreflect.FileDescriptor
 
-const file_levee_v1_logic_proto_rawDesc = "" +
+const file_levee_v2_logic_proto_rawDesc = "" +
 	"\n" +
-	"\x14levee/v1/logic.proto\x12\blevee.v1\x1a\x13levee/v1/game.proto\"\xe0\x02\n" +
+	"\x14levee/v2/logic.proto\x12\blevee.v2\x1a\x13levee/v2/game.proto\"\xe0\x02\n" +
 	"\fLogicRequest\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x1d\n" +
 	"\n" +
@@ -530,87 +530,87 @@ const file_levee_v1_logic_proto_rawDesc = "" +
 	"\fissued_at_ms\x18\x03 \x01(\x04R\n" +
 	"issuedAtMs\x12.\n" +
 	"\x05login\x18\n" +
-	" \x01(\v2\x16.levee.v1.LoginRequestH\x00R\x05login\x12>\n" +
-	"\vget_profile\x18\v \x01(\v2\x1b.levee.v1.GetProfileRequestH\x00R\n" +
+	" \x01(\v2\x16.levee.v2.LoginRequestH\x00R\x05login\x12>\n" +
+	"\vget_profile\x18\v \x01(\v2\x1b.levee.v2.GetProfileRequestH\x00R\n" +
 	"getProfile\x125\n" +
-	"\bbuy_item\x18\f \x01(\v2\x18.levee.v1.BuyItemRequestH\x00R\abuyItem\x12A\n" +
-	"\fstart_battle\x18\r \x01(\v2\x1c.levee.v1.StartBattleRequestH\x00R\vstartBattleB\b\n" +
+	"\bbuy_item\x18\f \x01(\v2\x18.levee.v2.BuyItemRequestH\x00R\abuyItem\x12A\n" +
+	"\fstart_battle\x18\r \x01(\v2\x1c.levee.v2.StartBattleRequestH\x00R\vstartBattleB\b\n" +
 	"\x06action\"\xc4\x02\n" +
 	"\n" +
 	"LogicReply\x12:\n" +
-	"\fbackpressure\x18\x01 \x01(\v2\x16.levee.v1.BackpressureR\fbackpressure\x12'\n" +
+	"\fbackpressure\x18\x01 \x01(\v2\x16.levee.v2.BackpressureR\fbackpressure\x12'\n" +
 	"\x05error\x18\n" +
-	" \x01(\v2\x0f.levee.v1.ErrorH\x00R\x05error\x12-\n" +
-	"\awelcome\x18\v \x01(\v2\x11.levee.v1.WelcomeH\x00R\awelcome\x122\n" +
-	"\aprofile\x18\f \x01(\v2\x16.levee.v1.ProfileReplyH\x00R\aprofile\x123\n" +
-	"\bbuy_item\x18\r \x01(\v2\x16.levee.v1.BuyItemReplyH\x00R\abuyItem\x12/\n" +
-	"\x06battle\x18\x0e \x01(\v2\x15.levee.v1.BattleReplyH\x00R\x06battleB\b\n" +
+	" \x01(\v2\x0f.levee.v2.ErrorH\x00R\x05error\x12-\n" +
+	"\awelcome\x18\v \x01(\v2\x11.levee.v2.WelcomeH\x00R\awelcome\x122\n" +
+	"\aprofile\x18\f \x01(\v2\x16.levee.v2.ProfileReplyH\x00R\aprofile\x123\n" +
+	"\bbuy_item\x18\r \x01(\v2\x16.levee.v2.BuyItemReplyH\x00R\abuyItem\x12/\n" +
+	"\x06battle\x18\x0e \x01(\v2\x15.levee.v2.BattleReplyH\x00R\x06battleB\b\n" +
 	"\x06result\"g\n" +
 	"\fPlayerRecord\x12(\n" +
-	"\x06player\x18\x01 \x01(\v2\x10.levee.v1.PlayerR\x06player\x12-\n" +
-	"\aapplied\x18\x02 \x03(\v2\x13.levee.v1.AppliedOpR\aapplied\"I\n" +
+	"\x06player\x18\x01 \x01(\v2\x10.levee.v2.PlayerR\x06player\x12-\n" +
+	"\aapplied\x18\x02 \x03(\v2\x13.levee.v2.AppliedOpR\aapplied\"I\n" +
 	"\tAppliedOp\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05reply\x18\x02 \x01(\v2\x14.levee.v1.LogicReplyR\x05reply\"\xe4\x01\n" +
+	"\x05reply\x18\x02 \x01(\v2\x14.levee.v2.LogicReplyR\x05reply\"\xe4\x01\n" +
 	"\rStoredOutcome\x12\"\n" +
 	"\rapplied_at_ms\x18\x01 \x01(\x03R\vappliedAtMs\x12*\n" +
-	"\x05reply\x18\x02 \x01(\v2\x14.levee.v1.LogicReplyR\x05reply\x125\n" +
-	"\bbuy_item\x18\x03 \x01(\v2\x18.levee.v1.BuyItemRequestH\x00R\abuyItem\x12A\n" +
-	"\fstart_battle\x18\x04 \x01(\v2\x1c.levee.v1.StartBattleRequestH\x00R\vstartBattleB\t\n" +
+	"\x05reply\x18\x02 \x01(\v2\x14.levee.v2.LogicReplyR\x05reply\x125\n" +
+	"\bbuy_item\x18\x03 \x01(\v2\x18.levee.v2.BuyItemRequestH\x00R\abuyItem\x12A\n" +
+	"\fstart_battle\x18\x04 \x01(\v2\x1c.levee.v2.StartBattleRequestH\x00R\vstartBattleB\t\n" +
 	"\arequest2;\n" +
 	"\x05Logic\x122\n" +
-	"\x02Do\x12\x16.levee.v1.LogicRequest\x1a\x14.levee.v1.LogicReplyB0Z.github.com/leveehq/levee/proto/leveev1;leveev1b\x06proto3"
+	"\x02Do\x12\x16.levee.v2.LogicRequest\x1a\x14.levee.v2.LogicReplyB0Z.github.com/leveehq/levee/proto/leveev2;leveev2b\x06proto3"
 
 var (
-	file_levee_v1_logic_proto_rawDescOnce sync.Once
-	file_levee_v1_logic_proto_rawDescData []byte
+	file_levee_v2_logic_proto_rawDescOnce sync.Once
+	file_levee_v2_logic_proto_rawDescData []byte
 )
 
-func file_levee_v1_logic_proto_rawDescGZIP() []byte {
-	file_levee_v1_logic_proto_rawDescOnce.Do(func() {
-		file_levee_v1_logic_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_levee_v1_logic_proto_rawDesc), len(file_levee_v1_logic_proto_rawDesc)))
+func file_levee_v2_logic_proto_rawDescGZIP() []byte {
+	file_levee_v2_logic_proto_rawDescOnce.Do(func() {
+		file_levee_v2_logic_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_levee_v2_logic_proto_rawDesc), len(file_levee_v2_logic_proto_rawDesc)))
 	})
-	return file_levee_v1_logic_proto_rawDescData
+	return file_levee_v2_logic_proto_rawDescData
 }
 
-var file_levee_v1_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
-var file_levee_v1_logic_proto_goTypes = []any{
-	(*LogicRequest)(nil),       // 0: levee.v1.LogicRequest
-	(*LogicReply)(nil),         // 1: levee.v1.LogicReply
-	(*PlayerRecord)(nil),       // 2: levee.v1.PlayerRecord
-	(*AppliedOp)(nil),          // 3: levee.v1.AppliedOp
-	(*StoredOutcome)(nil),      // 4: levee.v1.StoredOutcome
-	(*LoginRequest)(nil),       // 5: levee.v1.LoginRequest
-	(*GetProfileRequest)(nil),  // 6: levee.v1.GetProfileRequest
-	(*BuyItemRequest)(nil),     // 7: levee.v1.BuyItemRequest
-	(*StartBattleRequest)(nil), // 8: levee.v1.StartBattleRequest
-	(*Backpressure)(nil),       // 9: levee.v1.Backpressure
-	(*Error)(nil),              // 10: levee.v1.Error
-	(*Welcome)(nil),            // 11: levee.v1.Welcome
-	(*ProfileReply)(nil),       // 12: levee.v1.ProfileReply
-	(*BuyItemReply)(nil),       // 13: levee.v1.BuyItemReply
-	(*BattleReply)(nil),        // 14: levee.v1.BattleReply
-	(*Player)(nil),             // 15: levee.v1.Player
+var file_levee_v2_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_levee_v2_logic_proto_goTypes = []any{
+	(*LogicRequest)(nil),       // 0: levee.v2.LogicRequest
+	(*LogicReply)(nil),         // 1: levee.v2.LogicReply
+	(*PlayerRecord)(nil),       // 2: levee.v2.PlayerRecord
+	(*AppliedOp)(nil),          // 3: levee.v2.AppliedOp
+	(*StoredOutcome)(nil),      // 4: levee.v2.StoredOutcome
+	(*LoginRequest)(nil),       // 5: levee.v2.LoginRequest
+	(*GetProfileRequest)(nil),  // 6: levee.v2.GetProfileRequest
+	(*BuyItemRequest)(nil),     // 7: levee.v2.BuyItemRequest
+	(*StartBattleRequest)(nil), // 8: levee.v2.StartBattleRequest
+	(*Backpressure)(nil),       // 9: levee.v2.Backpressure
+	(*Error)(nil),              // 10: levee.v2.Error
+	(*Welcome)(nil),            // 11: levee.v2.Welcome
+	(*ProfileReply)(nil),       // 12: levee.v2.ProfileReply
+	(*BuyItemReply)(nil),       // 13: levee.v2.BuyItemReply
+	(*BattleReply)(nil),        // 14: levee.v2.BattleReply
+	(*Player)(nil),             // 15: levee.v2.Player
 }
-var file_levee_v1_logic_proto_depIdxs = []int32{
-	5,  // 0: levee.v1.LogicRequest.login:type_name -> levee.v1.LoginRequest
-	6,  // 1: levee.v1.LogicRequest.get_profile:type_name -> levee.v1.GetProfileRequest
-	7,  // 2: levee.v1.LogicRequest.buy_item:type_name -> levee.v1.BuyItemRequest
-	8,  // 3: levee.v1.LogicRequest.start_battle:type_name -> levee.v1.StartBattleRequest
-	9,  // 4: levee.v1.LogicReply.backpressure:type_name -> levee.v1.Backpressure
-	10, // 5: levee.v1.LogicReply.error:type_name -> levee.v1.Error
-	11, // 6: levee.v1.LogicReply.welcome:type_name -> levee.v1.Welcome
-	12, // 7: levee.v1.LogicReply.profile:type_name -> levee.v1.ProfileReply
-	13, // 8: levee.v1.LogicReply.buy_item:type_name -> levee.v1.BuyItemReply
-	14, // 9: levee.v1.LogicReply.battle:type_name -> levee.v1.BattleReply
-	15, // 10: levee.v1.PlayerRecord.player:type_name -> levee.v1.Player
-	3,  // 11: levee.v1.PlayerRecord.applied:type_name -> levee.v1.AppliedOp
-	1,  // 12: levee.v1.AppliedOp.reply:type_name -> levee.v1.LogicReply
-	1,  // 13: levee.v1.StoredOutcome.reply:type_name -> levee.v1.LogicReply
-	7,  // 14: levee.v1.StoredOutcome.buy_item:type_name -> levee.v1.BuyItemRequest
-	8,  // 15: levee.v1.StoredOutcome.start_battle:type_name -> levee.v1.StartBattleRequest
-	0,  // 16: levee.v1.Logic.Do:input_type -> levee.v1.LogicRequest
-	1,  // 17: levee.v1.Logic.Do:output_type -> levee.v1.LogicReply
+var file_levee_v2_logic_proto_depIdxs = []int32{
+	5,  // 0: levee.v2.LogicRequest.login:type_name -> levee.v2.LoginRequest
+	6,  // 1: levee.v2.LogicRequest.get_profile:type_name -> levee.v2.GetProfileRequest
+	7,  // 2: levee.v2.LogicRequest.buy_item:type_name -> levee.v2.BuyItemRequest
+	8,  // 3: levee.v2.LogicRequest.start_battle:type_name -> levee.v2.StartBattleRequest
+	9,  // 4: levee.v2.LogicReply.backpressure:type_name -> levee.v2.Backpressure
+	10, // 5: levee.v2.LogicReply.error:type_name -> levee.v2.Error
+	11, // 6: levee.v2.LogicReply.welcome:type_name -> levee.v2.Welcome
+	12, // 7: levee.v2.LogicReply.profile:type_name -> levee.v2.ProfileReply
+	13, // 8: levee.v2.LogicReply.buy_item:type_name -> levee.v2.BuyItemReply
+	14, // 9: levee.v2.LogicReply.battle:type_name -> levee.v2.BattleReply
+	15, // 10: levee.v2.PlayerRecord.player:type_name -> levee.v2.Player
+	3,  // 11: levee.v2.PlayerRecord.applied:type_name -> levee.v2.AppliedOp
+	1,  // 12: levee.v2.AppliedOp.reply:type_name -> levee.v2.LogicReply
+	1,  // 13: levee.v2.StoredOutcome.reply:type_name -> levee.v2.LogicReply
+	7,  // 14: levee.v2.StoredOutcome.buy_item:type_name -> levee.v2.BuyItemRequest
+	8,  // 15: levee.v2.StoredOutcome.start_battle:type_name -> levee.v2.StartBattleRequest
+	0,  // 16: levee.v2.Logic.Do:input_type -> levee.v2.LogicRequest
+	1,  // 17: levee.v2.Logic.Do:output_type -> levee.v2.LogicReply
 	17, // [17:18] is the sub-list for method output_type
 	16, // [16:17] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
@@ -618,26 +618,26 @@ var file_levee_v1_logic_proto_depIdxs = []int32{
 	0,  // [0:16] is the sub-list for field type_name
 }
 
-func init() { file_levee_v1_logic_proto_init() }
-func file_levee_v1_logic_proto_init() {
-	if File_levee_v1_logic_proto != nil {
+func init() { file_levee_v2_logic_proto_init() }
+func file_levee_v2_logic_proto_init() {
+	if File_levee_v2_logic_proto != nil {
 		return
 	}
-	file_levee_v1_game_proto_init()
-	file_levee_v1_logic_proto_msgTypes[0].OneofWrappers = []any{
+	file_levee_v2_game_proto_init()
+	file_levee_v2_logic_proto_msgTypes[0].OneofWrappers = []any{
 		(*LogicRequest_Login)(nil),
 		(*LogicRequest_GetProfile)(nil),
 		(*LogicRequest_BuyItem)(nil),
 		(*LogicRequest_StartBattle)(nil),
 	}
-	file_levee_v1_logic_proto_msgTypes[1].OneofWrappers = []any{
+	file_levee_v2_logic_proto_msgTypes[1].OneofWrappers = []any{
 		(*LogicReply_Error)(nil),
 		(*LogicReply_Welcome)(nil),
 		(*LogicReply_Profile)(nil),
 		(*LogicReply_BuyItem)(nil),
 		(*LogicReply_Battle)(nil),
 	}
-	file_levee_v1_logic_proto_msgTypes[4].OneofWrappers = []any{
+	file_levee_v2_logic_proto_msgTypes[4].OneofWrappers = []any{
 		(*StoredOutcome_BuyItem)(nil),
 		(*StoredOutcome_StartBattle)(nil),
 	}
@@ -645,17 +645,17 @@ func file_levee_v1_logic_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v1_logic_proto_rawDesc), len(file_levee_v1_logic_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v2_logic_proto_rawDesc), len(file_levee_v2_logic_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_levee_v1_logic_proto_goTypes,
-		DependencyIndexes: file_levee_v1_logic_proto_depIdxs,
-		MessageInfos:      file_levee_v1_logic_proto_msgTypes,
+		GoTypes:           file_levee_v2_logic_proto_goTypes,
+		DependencyIndexes: file_levee_v2_logic_proto_depIdxs,
+		MessageInfos:      file_levee_v2_logic_proto_msgTypes,
 	}.Build()
-	File_levee_v1_logic_proto = out.File
-	file_levee_v1_logic_proto_goTypes = nil
-	file_levee_v1_logic_proto_depIdxs = nil
+	File_levee_v2_logic_proto = out.File
+	file_levee_v2_logic_proto_goTypes = nil
+	file_levee_v2_logic_proto_depIdxs = nil
 }

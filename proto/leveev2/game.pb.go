@@ -4,9 +4,9 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: levee/v1/game.proto
+// source: levee/v2/game.proto
 
-package leveev1
+package leveev2
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -61,11 +61,11 @@ func (x Criticality) String() string {
 }
 
 func (Criticality) Descriptor() protoreflect.EnumDescriptor {
-	return file_levee_v1_game_proto_enumTypes[0].Descriptor()
+	return file_levee_v2_game_proto_enumTypes[0].Descriptor()
 }
 
 func (Criticality) Type() protoreflect.EnumType {
-	return &file_levee_v1_game_proto_enumTypes[0]
+	return &file_levee_v2_game_proto_enumTypes[0]
 }
 
 func (x Criticality) Number() protoreflect.EnumNumber {
@@ -74,7 +74,7 @@ func (x Criticality) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Criticality.Descriptor instead.
 func (Criticality) EnumDescriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{0}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{0}
 }
 
 // ErrorCode is the typed reason a request failed.
@@ -153,11 +153,11 @@ func (x ErrorCode) String() string {
 }
 
 func (ErrorCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_levee_v1_game_proto_enumTypes[1].Descriptor()
+	return file_levee_v2_game_proto_enumTypes[1].Descriptor()
 }
 
 func (ErrorCode) Type() protoreflect.EnumType {
-	return &file_levee_v1_game_proto_enumTypes[1]
+	return &file_levee_v2_game_proto_enumTypes[1]
 }
 
 func (x ErrorCode) Number() protoreflect.EnumNumber {
@@ -166,7 +166,7 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{1}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{1}
 }
 
 // Backpressure is the seed-000 trio, attached to replies so that clients slow
@@ -182,7 +182,7 @@ type Backpressure struct {
 
 func (x *Backpressure) Reset() {
 	*x = Backpressure{}
-	mi := &file_levee_v1_game_proto_msgTypes[0]
+	mi := &file_levee_v2_game_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +194,7 @@ func (x *Backpressure) String() string {
 func (*Backpressure) ProtoMessage() {}
 
 func (x *Backpressure) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[0]
+	mi := &file_levee_v2_game_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +207,7 @@ func (x *Backpressure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backpressure.ProtoReflect.Descriptor instead.
 func (*Backpressure) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{0}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Backpressure) GetQueueDepth() uint32 {
@@ -234,7 +234,7 @@ func (x *Backpressure) GetRetryAfterMs() uint32 {
 // Error is a typed failure reply.
 type Error struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=levee.v1.ErrorCode" json:"code,omitempty"`
+	Code          ErrorCode              `protobuf:"varint,1,opt,name=code,proto3,enum=levee.v2.ErrorCode" json:"code,omitempty"`
 	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`                                  // human readable, safe to show to a player
 	RetryAfterMs  uint32                 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"` // when retrying makes sense, not before this
 	unknownFields protoimpl.UnknownFields
@@ -243,7 +243,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_levee_v1_game_proto_msgTypes[1]
+	mi := &file_levee_v2_game_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +255,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[1]
+	mi := &file_levee_v2_game_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +268,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{1}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Error) GetCode() ErrorCode {
@@ -310,7 +310,7 @@ type Player struct {
 
 func (x *Player) Reset() {
 	*x = Player{}
-	mi := &file_levee_v1_game_proto_msgTypes[2]
+	mi := &file_levee_v2_game_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +322,7 @@ func (x *Player) String() string {
 func (*Player) ProtoMessage() {}
 
 func (x *Player) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[2]
+	mi := &file_levee_v2_game_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +335,7 @@ func (x *Player) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Player.ProtoReflect.Descriptor instead.
 func (*Player) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{2}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Player) GetId() string {
@@ -409,7 +409,7 @@ type LoginRequest struct {
 
 func (x *LoginRequest) Reset() {
 	*x = LoginRequest{}
-	mi := &file_levee_v1_game_proto_msgTypes[3]
+	mi := &file_levee_v2_game_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -421,7 +421,7 @@ func (x *LoginRequest) String() string {
 func (*LoginRequest) ProtoMessage() {}
 
 func (x *LoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[3]
+	mi := &file_levee_v2_game_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -434,7 +434,7 @@ func (x *LoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
 func (*LoginRequest) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{3}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{3}
 }
 
 type Welcome struct {
@@ -447,7 +447,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_levee_v1_game_proto_msgTypes[4]
+	mi := &file_levee_v2_game_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +459,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[4]
+	mi := &file_levee_v2_game_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +472,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{4}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Welcome) GetPlayer() *Player {
@@ -498,7 +498,7 @@ type GetProfileRequest struct {
 
 func (x *GetProfileRequest) Reset() {
 	*x = GetProfileRequest{}
-	mi := &file_levee_v1_game_proto_msgTypes[5]
+	mi := &file_levee_v2_game_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +510,7 @@ func (x *GetProfileRequest) String() string {
 func (*GetProfileRequest) ProtoMessage() {}
 
 func (x *GetProfileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[5]
+	mi := &file_levee_v2_game_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +523,7 @@ func (x *GetProfileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProfileRequest.ProtoReflect.Descriptor instead.
 func (*GetProfileRequest) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{5}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetProfileRequest) GetPlayerId() string {
@@ -542,7 +542,7 @@ type ProfileReply struct {
 
 func (x *ProfileReply) Reset() {
 	*x = ProfileReply{}
-	mi := &file_levee_v1_game_proto_msgTypes[6]
+	mi := &file_levee_v2_game_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +554,7 @@ func (x *ProfileReply) String() string {
 func (*ProfileReply) ProtoMessage() {}
 
 func (x *ProfileReply) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[6]
+	mi := &file_levee_v2_game_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +567,7 @@ func (x *ProfileReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProfileReply.ProtoReflect.Descriptor instead.
 func (*ProfileReply) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{6}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProfileReply) GetPlayer() *Player {
@@ -587,7 +587,7 @@ type BuyItemRequest struct {
 
 func (x *BuyItemRequest) Reset() {
 	*x = BuyItemRequest{}
-	mi := &file_levee_v1_game_proto_msgTypes[7]
+	mi := &file_levee_v2_game_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +599,7 @@ func (x *BuyItemRequest) String() string {
 func (*BuyItemRequest) ProtoMessage() {}
 
 func (x *BuyItemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[7]
+	mi := &file_levee_v2_game_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +612,7 @@ func (x *BuyItemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuyItemRequest.ProtoReflect.Descriptor instead.
 func (*BuyItemRequest) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{7}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *BuyItemRequest) GetItemId() string {
@@ -640,7 +640,7 @@ type BuyItemReply struct {
 
 func (x *BuyItemReply) Reset() {
 	*x = BuyItemReply{}
-	mi := &file_levee_v1_game_proto_msgTypes[8]
+	mi := &file_levee_v2_game_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +652,7 @@ func (x *BuyItemReply) String() string {
 func (*BuyItemReply) ProtoMessage() {}
 
 func (x *BuyItemReply) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[8]
+	mi := &file_levee_v2_game_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +665,7 @@ func (x *BuyItemReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuyItemReply.ProtoReflect.Descriptor instead.
 func (*BuyItemReply) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{8}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BuyItemReply) GetPlayer() *Player {
@@ -700,7 +700,7 @@ type StartBattleRequest struct {
 
 func (x *StartBattleRequest) Reset() {
 	*x = StartBattleRequest{}
-	mi := &file_levee_v1_game_proto_msgTypes[9]
+	mi := &file_levee_v2_game_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +712,7 @@ func (x *StartBattleRequest) String() string {
 func (*StartBattleRequest) ProtoMessage() {}
 
 func (x *StartBattleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[9]
+	mi := &file_levee_v2_game_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +725,7 @@ func (x *StartBattleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartBattleRequest.ProtoReflect.Descriptor instead.
 func (*StartBattleRequest) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{9}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StartBattleRequest) GetBattleId() string {
@@ -765,7 +765,7 @@ type BattleReply struct {
 
 func (x *BattleReply) Reset() {
 	*x = BattleReply{}
-	mi := &file_levee_v1_game_proto_msgTypes[10]
+	mi := &file_levee_v2_game_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +777,7 @@ func (x *BattleReply) String() string {
 func (*BattleReply) ProtoMessage() {}
 
 func (x *BattleReply) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[10]
+	mi := &file_levee_v2_game_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +790,7 @@ func (x *BattleReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BattleReply.ProtoReflect.Descriptor instead.
 func (*BattleReply) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{10}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BattleReply) GetBattleId() string {
@@ -862,7 +862,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_levee_v1_game_proto_msgTypes[11]
+	mi := &file_levee_v2_game_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +874,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[11]
+	mi := &file_levee_v2_game_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +887,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{11}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Unit) GetHp() uint32 {
@@ -931,7 +931,7 @@ type SimulateRequest struct {
 
 func (x *SimulateRequest) Reset() {
 	*x = SimulateRequest{}
-	mi := &file_levee_v1_game_proto_msgTypes[12]
+	mi := &file_levee_v2_game_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +943,7 @@ func (x *SimulateRequest) String() string {
 func (*SimulateRequest) ProtoMessage() {}
 
 func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[12]
+	mi := &file_levee_v2_game_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +956,7 @@ func (x *SimulateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateRequest.ProtoReflect.Descriptor instead.
 func (*SimulateRequest) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{12}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SimulateRequest) GetBattleId() string {
@@ -1010,7 +1010,7 @@ type SimulateReply struct {
 
 func (x *SimulateReply) Reset() {
 	*x = SimulateReply{}
-	mi := &file_levee_v1_game_proto_msgTypes[13]
+	mi := &file_levee_v2_game_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1022,7 @@ func (x *SimulateReply) String() string {
 func (*SimulateReply) ProtoMessage() {}
 
 func (x *SimulateReply) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[13]
+	mi := &file_levee_v2_game_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1035,7 @@ func (x *SimulateReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimulateReply.ProtoReflect.Descriptor instead.
 func (*SimulateReply) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{13}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SimulateReply) GetBattleId() string {
@@ -1120,7 +1120,7 @@ type QueueStatus struct {
 
 func (x *QueueStatus) Reset() {
 	*x = QueueStatus{}
-	mi := &file_levee_v1_game_proto_msgTypes[14]
+	mi := &file_levee_v2_game_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1132,7 @@ func (x *QueueStatus) String() string {
 func (*QueueStatus) ProtoMessage() {}
 
 func (x *QueueStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[14]
+	mi := &file_levee_v2_game_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1145,7 @@ func (x *QueueStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatus.ProtoReflect.Descriptor instead.
 func (*QueueStatus) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{14}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueueStatus) GetPosition() uint64 {
@@ -1218,7 +1218,7 @@ type Admitted struct {
 
 func (x *Admitted) Reset() {
 	*x = Admitted{}
-	mi := &file_levee_v1_game_proto_msgTypes[15]
+	mi := &file_levee_v2_game_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1230,7 @@ func (x *Admitted) String() string {
 func (*Admitted) ProtoMessage() {}
 
 func (x *Admitted) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v1_game_proto_msgTypes[15]
+	mi := &file_levee_v2_game_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1243,7 @@ func (x *Admitted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Admitted.ProtoReflect.Descriptor instead.
 func (*Admitted) Descriptor() ([]byte, []int) {
-	return file_levee_v1_game_proto_rawDescGZIP(), []int{15}
+	return file_levee_v2_game_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Admitted) GetWaitedMs() uint64 {
@@ -1260,18 +1260,18 @@ func (x *Admitted) GetTicket() string {
 	return ""
 }
 
-var File_levee_v1_game_proto protoreflect.FileDescriptor
+var File_levee_v2_game_proto protoreflect.FileDescriptor
 
-const file_levee_v1_game_proto_rawDesc = "" +
+const file_levee_v2_game_proto_rawDesc = "" +
 	"\n" +
-	"\x13levee/v1/game.proto\x12\blevee.v1\"k\n" +
+	"\x13levee/v2/game.proto\x12\blevee.v2\"k\n" +
 	"\fBackpressure\x12\x1f\n" +
 	"\vqueue_depth\x18\x01 \x01(\rR\n" +
 	"queueDepth\x12\x14\n" +
 	"\x05ratio\x18\x02 \x01(\x01R\x05ratio\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\"p\n" +
 	"\x05Error\x12'\n" +
-	"\x04code\x18\x01 \x01(\x0e2\x13.levee.v1.ErrorCodeR\x04code\x12\x18\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x13.levee.v2.ErrorCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\"\xad\x02\n" +
 	"\x06Player\x12\x0e\n" +
@@ -1282,24 +1282,24 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\x06rating\x18\x05 \x01(\x05R\x06rating\x12\x12\n" +
 	"\x04wins\x18\x06 \x01(\rR\x04wins\x12\x16\n" +
 	"\x06losses\x18\a \x01(\rR\x06losses\x12=\n" +
-	"\tinventory\x18\b \x03(\v2\x1f.levee.v1.Player.InventoryEntryR\tinventory\x12\x18\n" +
+	"\tinventory\x18\b \x03(\v2\x1f.levee.v2.Player.InventoryEntryR\tinventory\x12\x18\n" +
 	"\aversion\x18\t \x01(\x04R\aversion\x1a<\n" +
 	"\x0eInventoryEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x0e\n" +
 	"\fLoginRequest\"I\n" +
 	"\aWelcome\x12(\n" +
-	"\x06player\x18\x01 \x01(\v2\x10.levee.v1.PlayerR\x06player\x12\x14\n" +
+	"\x06player\x18\x01 \x01(\v2\x10.levee.v2.PlayerR\x06player\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\rR\x05shard\"0\n" +
 	"\x11GetProfileRequest\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\"8\n" +
 	"\fProfileReply\x12(\n" +
-	"\x06player\x18\x01 \x01(\v2\x10.levee.v1.PlayerR\x06player\"E\n" +
+	"\x06player\x18\x01 \x01(\v2\x10.levee.v2.PlayerR\x06player\"E\n" +
 	"\x0eBuyItemRequest\x12\x17\n" +
 	"\aitem_id\x18\x01 \x01(\tR\x06itemId\x12\x1a\n" +
 	"\bquantity\x18\x02 \x01(\x05R\bquantity\"s\n" +
 	"\fBuyItemReply\x12(\n" +
-	"\x06player\x18\x01 \x01(\v2\x10.levee.v1.PlayerR\x06player\x12\x1d\n" +
+	"\x06player\x18\x01 \x01(\v2\x10.levee.v2.PlayerR\x06player\x12\x1d\n" +
 	"\n" +
 	"gold_spent\x18\x02 \x01(\x03R\tgoldSpent\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\"]\n" +
@@ -1314,8 +1314,8 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\vgold_gained\x18\x04 \x01(\x03R\n" +
 	"goldGained\x12!\n" +
 	"\frating_delta\x18\x05 \x01(\x05R\vratingDelta\x12/\n" +
-	"\x06result\x18\x06 \x01(\v2\x17.levee.v1.SimulateReplyR\x06result\x12(\n" +
-	"\x06player\x18\a \x01(\v2\x10.levee.v1.PlayerR\x06player\x12\x1a\n" +
+	"\x06result\x18\x06 \x01(\v2\x17.levee.v2.SimulateReplyR\x06result\x12(\n" +
+	"\x06player\x18\a \x01(\v2\x10.levee.v2.PlayerR\x06player\x12\x1a\n" +
 	"\breplayed\x18\b \x01(\bR\breplayed\"^\n" +
 	"\x04Unit\x12\x0e\n" +
 	"\x02hp\x18\x01 \x01(\rR\x02hp\x12\x16\n" +
@@ -1325,8 +1325,8 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\x0fSimulateRequest\x12\x1b\n" +
 	"\tbattle_id\x18\x01 \x01(\tR\bbattleId\x12\x12\n" +
 	"\x04seed\x18\x02 \x01(\x04R\x04seed\x12%\n" +
-	"\x06team_a\x18\x03 \x03(\v2\x0e.levee.v1.UnitR\x05teamA\x12%\n" +
-	"\x06team_b\x18\x04 \x03(\v2\x0e.levee.v1.UnitR\x05teamB\x12\x1b\n" +
+	"\x06team_a\x18\x03 \x03(\v2\x0e.levee.v2.UnitR\x05teamA\x12%\n" +
+	"\x06team_b\x18\x04 \x03(\v2\x0e.levee.v2.UnitR\x05teamB\x12\x1b\n" +
 	"\tmax_ticks\x18\x05 \x01(\rR\bmaxTicks\"\xf3\x01\n" +
 	"\rSimulateReply\x12\x1b\n" +
 	"\tbattle_id\x18\x01 \x01(\tR\bbattleId\x12\x16\n" +
@@ -1375,53 +1375,53 @@ const file_levee_v1_game_proto_rawDesc = "" +
 	"\x17ERROR_CODE_RATE_LIMITED\x10\r\x12\x1c\n" +
 	"\x18ERROR_CODE_SHUTTING_DOWN\x10\x0e\x12\x1e\n" +
 	"\x1aERROR_CODE_REQUEST_EXPIRED\x10\x0f\x12\x1c\n" +
-	"\x18ERROR_CODE_TICKET_IN_USE\x10\x10B0Z.github.com/leveehq/levee/proto/leveev1;leveev1b\x06proto3"
+	"\x18ERROR_CODE_TICKET_IN_USE\x10\x10B0Z.github.com/leveehq/levee/proto/leveev2;leveev2b\x06proto3"
 
 var (
-	file_levee_v1_game_proto_rawDescOnce sync.Once
-	file_levee_v1_game_proto_rawDescData []byte
+	file_levee_v2_game_proto_rawDescOnce sync.Once
+	file_levee_v2_game_proto_rawDescData []byte
 )
 
-func file_levee_v1_game_proto_rawDescGZIP() []byte {
-	file_levee_v1_game_proto_rawDescOnce.Do(func() {
-		file_levee_v1_game_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_levee_v1_game_proto_rawDesc), len(file_levee_v1_game_proto_rawDesc)))
+func file_levee_v2_game_proto_rawDescGZIP() []byte {
+	file_levee_v2_game_proto_rawDescOnce.Do(func() {
+		file_levee_v2_game_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_levee_v2_game_proto_rawDesc), len(file_levee_v2_game_proto_rawDesc)))
 	})
-	return file_levee_v1_game_proto_rawDescData
+	return file_levee_v2_game_proto_rawDescData
 }
 
-var file_levee_v1_game_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_levee_v1_game_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
-var file_levee_v1_game_proto_goTypes = []any{
-	(Criticality)(0),           // 0: levee.v1.Criticality
-	(ErrorCode)(0),             // 1: levee.v1.ErrorCode
-	(*Backpressure)(nil),       // 2: levee.v1.Backpressure
-	(*Error)(nil),              // 3: levee.v1.Error
-	(*Player)(nil),             // 4: levee.v1.Player
-	(*LoginRequest)(nil),       // 5: levee.v1.LoginRequest
-	(*Welcome)(nil),            // 6: levee.v1.Welcome
-	(*GetProfileRequest)(nil),  // 7: levee.v1.GetProfileRequest
-	(*ProfileReply)(nil),       // 8: levee.v1.ProfileReply
-	(*BuyItemRequest)(nil),     // 9: levee.v1.BuyItemRequest
-	(*BuyItemReply)(nil),       // 10: levee.v1.BuyItemReply
-	(*StartBattleRequest)(nil), // 11: levee.v1.StartBattleRequest
-	(*BattleReply)(nil),        // 12: levee.v1.BattleReply
-	(*Unit)(nil),               // 13: levee.v1.Unit
-	(*SimulateRequest)(nil),    // 14: levee.v1.SimulateRequest
-	(*SimulateReply)(nil),      // 15: levee.v1.SimulateReply
-	(*QueueStatus)(nil),        // 16: levee.v1.QueueStatus
-	(*Admitted)(nil),           // 17: levee.v1.Admitted
-	nil,                        // 18: levee.v1.Player.InventoryEntry
+var file_levee_v2_game_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_levee_v2_game_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_levee_v2_game_proto_goTypes = []any{
+	(Criticality)(0),           // 0: levee.v2.Criticality
+	(ErrorCode)(0),             // 1: levee.v2.ErrorCode
+	(*Backpressure)(nil),       // 2: levee.v2.Backpressure
+	(*Error)(nil),              // 3: levee.v2.Error
+	(*Player)(nil),             // 4: levee.v2.Player
+	(*LoginRequest)(nil),       // 5: levee.v2.LoginRequest
+	(*Welcome)(nil),            // 6: levee.v2.Welcome
+	(*GetProfileRequest)(nil),  // 7: levee.v2.GetProfileRequest
+	(*ProfileReply)(nil),       // 8: levee.v2.ProfileReply
+	(*BuyItemRequest)(nil),     // 9: levee.v2.BuyItemRequest
+	(*BuyItemReply)(nil),       // 10: levee.v2.BuyItemReply
+	(*StartBattleRequest)(nil), // 11: levee.v2.StartBattleRequest
+	(*BattleReply)(nil),        // 12: levee.v2.BattleReply
+	(*Unit)(nil),               // 13: levee.v2.Unit
+	(*SimulateRequest)(nil),    // 14: levee.v2.SimulateRequest
+	(*SimulateReply)(nil),      // 15: levee.v2.SimulateReply
+	(*QueueStatus)(nil),        // 16: levee.v2.QueueStatus
+	(*Admitted)(nil),           // 17: levee.v2.Admitted
+	nil,                        // 18: levee.v2.Player.InventoryEntry
 }
-var file_levee_v1_game_proto_depIdxs = []int32{
-	1,  // 0: levee.v1.Error.code:type_name -> levee.v1.ErrorCode
-	18, // 1: levee.v1.Player.inventory:type_name -> levee.v1.Player.InventoryEntry
-	4,  // 2: levee.v1.Welcome.player:type_name -> levee.v1.Player
-	4,  // 3: levee.v1.ProfileReply.player:type_name -> levee.v1.Player
-	4,  // 4: levee.v1.BuyItemReply.player:type_name -> levee.v1.Player
-	15, // 5: levee.v1.BattleReply.result:type_name -> levee.v1.SimulateReply
-	4,  // 6: levee.v1.BattleReply.player:type_name -> levee.v1.Player
-	13, // 7: levee.v1.SimulateRequest.team_a:type_name -> levee.v1.Unit
-	13, // 8: levee.v1.SimulateRequest.team_b:type_name -> levee.v1.Unit
+var file_levee_v2_game_proto_depIdxs = []int32{
+	1,  // 0: levee.v2.Error.code:type_name -> levee.v2.ErrorCode
+	18, // 1: levee.v2.Player.inventory:type_name -> levee.v2.Player.InventoryEntry
+	4,  // 2: levee.v2.Welcome.player:type_name -> levee.v2.Player
+	4,  // 3: levee.v2.ProfileReply.player:type_name -> levee.v2.Player
+	4,  // 4: levee.v2.BuyItemReply.player:type_name -> levee.v2.Player
+	15, // 5: levee.v2.BattleReply.result:type_name -> levee.v2.SimulateReply
+	4,  // 6: levee.v2.BattleReply.player:type_name -> levee.v2.Player
+	13, // 7: levee.v2.SimulateRequest.team_a:type_name -> levee.v2.Unit
+	13, // 8: levee.v2.SimulateRequest.team_b:type_name -> levee.v2.Unit
 	9,  // [9:9] is the sub-list for method output_type
 	9,  // [9:9] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
@@ -1429,27 +1429,27 @@ var file_levee_v1_game_proto_depIdxs = []int32{
 	0,  // [0:9] is the sub-list for field type_name
 }
 
-func init() { file_levee_v1_game_proto_init() }
-func file_levee_v1_game_proto_init() {
-	if File_levee_v1_game_proto != nil {
+func init() { file_levee_v2_game_proto_init() }
+func file_levee_v2_game_proto_init() {
+	if File_levee_v2_game_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v1_game_proto_rawDesc), len(file_levee_v1_game_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v2_game_proto_rawDesc), len(file_levee_v2_game_proto_rawDesc)),
 			NumEnums:      2,
 			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_levee_v1_game_proto_goTypes,
-		DependencyIndexes: file_levee_v1_game_proto_depIdxs,
-		EnumInfos:         file_levee_v1_game_proto_enumTypes,
-		MessageInfos:      file_levee_v1_game_proto_msgTypes,
+		GoTypes:           file_levee_v2_game_proto_goTypes,
+		DependencyIndexes: file_levee_v2_game_proto_depIdxs,
+		EnumInfos:         file_levee_v2_game_proto_enumTypes,
+		MessageInfos:      file_levee_v2_game_proto_msgTypes,
 	}.Build()
-	File_levee_v1_game_proto = out.File
-	file_levee_v1_game_proto_goTypes = nil
-	file_levee_v1_game_proto_depIdxs = nil
+	File_levee_v2_game_proto = out.File
+	file_levee_v2_game_proto_goTypes = nil
+	file_levee_v2_game_proto_depIdxs = nil
 }
