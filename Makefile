@@ -16,6 +16,8 @@ K8S_TOOLS := $(addprefix $(TOOLS)/,kube-apiserver kube-controller-manager kube-s
 METRICS_ADAPTER := $(TOOLS)/levee-metrics-adapter
 CMDS := gate logic battle loadtest
 PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
+# The example game arena's own messages (examples/arena/arenapb).
+ARENA_PROTO_FILES := $(wildcard examples/arena/proto/arena/v1/*.proto)
 
 .PHONY: all build images up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
@@ -184,11 +186,14 @@ proto: tools
 	  --go_out=$(PROTO_OUT) --go_opt=module=$(MODULE) \
 	  --go-grpc_out=$(PROTO_OUT) --go-grpc_opt=module=$(MODULE) \
 	  $(PROTO_FILES)
+	PATH=$(TOOLS):$$PATH protoc -I examples/arena/proto \
+	  --go_out=$(PROTO_OUT) --go_opt=module=$(MODULE) \
+	  $(ARENA_PROTO_FILES)
 
 proto-check: tools
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(MAKE) --no-print-directory proto PROTO_OUT=$$tmp >/dev/null && \
-	diff -r $$tmp/proto/leveev2 proto/leveev2 && echo "generated code is up to date"
+	diff -r $$tmp/proto/leveev2 proto/leveev2 && diff -r $$tmp/examples/arena/arenapb examples/arena/arenapb && echo "generated code is up to date"
 
 clean:
 	rm -rf $(BIN) $(TOOLS)

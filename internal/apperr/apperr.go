@@ -53,7 +53,7 @@ var (
 	ErrForbidden        = errors.New("forbidden")
 	ErrTicketInUse      = errors.New("ticket in use by another connection")
 	ErrNotFound         = errors.New("not found")
-	ErrInsufficientGold = errors.New("insufficient gold")
+	ErrRejected         = errors.New("rejected by the game")
 	ErrRequestExpired   = errors.New("request expired: resent after the idempotency window; not applied again")
 	ErrBusy             = errors.New("busy, try again later")
 	ErrServerFull       = errors.New("server full")
@@ -151,7 +151,7 @@ var table = []row{
 		class: Final, permanent: true, close: ClosePolicyViolation},
 	{err: ErrNotFound, code: leveev2.ErrorCode_ERROR_CODE_NOT_FOUND, grpc: codes.NotFound,
 		bare: []codes.Code{codes.NotFound}, class: Final, business: true, close: CloseInternalError},
-	{err: ErrInsufficientGold, code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, grpc: codes.FailedPrecondition,
+	{err: ErrRejected, code: leveev2.ErrorCode_ERROR_CODE_REJECTED, grpc: codes.FailedPrecondition,
 		class: Final, business: true, close: CloseInternalError},
 	{err: ErrRequestExpired, code: leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED, grpc: codes.FailedPrecondition,
 		class: Final, close: CloseInternalError},
@@ -493,7 +493,30 @@ func (e *Error) GetBackpressure() *leveev2.Backpressure {
 	return e.Backpressure
 }
 
-// Reply builds the typed error reply for a domain error.
+// Reply builds the typed error reply for a domain error; a game's error
+// (GameError) carries its reason.
 func Reply(err error, retryAfter time.Duration) *leveev2.Error {
-	return &leveev2.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: millis(retryAfter)}
+	e := &leveev2.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: millis(retryAfter)}
+	var ge *GameError
+	if errors.As(err, &ge) {
+		e.Reason = ge.Reason
+		e.Message = ge.Message
+	}
+	return e
 }
+
+// GameError is a game's own validation or business error: one of
+// ErrBadRequest, ErrNotFound, ErrForbidden and ErrRejected (Kind), the
+// game's reason code and a message safe to show to a player. Package game
+// makes them (game.Invalid, game.Reject, ...).
+type GameError struct {
+	Kind    error
+	Reason  string
+	Message string
+}
+
+func (e *GameError) Error() string { return e.Message }
+
+// Unwrap is e's Kind, so that Code and the table see a game's error as
+// its row.
+func (e *GameError) Unwrap() error { return e.Kind }

@@ -23,27 +23,117 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LoginRequest logs a player in: a new player gets the game's initial state.
+type LoginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LoginRequest) Reset() {
+	*x = LoginRequest{}
+	mi := &file_levee_v2_logic_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoginRequest) ProtoMessage() {}
+
+func (x *LoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_levee_v2_logic_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoginRequest.ProtoReflect.Descriptor instead.
+func (*LoginRequest) Descriptor() ([]byte, []int) {
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{0}
+}
+
+// Call is one of the game's actions: its name and its request message,
+// protobuf-encoded.
+type Call struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	Request       []byte                 `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Call) Reset() {
+	*x = Call{}
+	mi := &file_levee_v2_logic_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Call) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Call) ProtoMessage() {}
+
+func (x *Call) ProtoReflect() protoreflect.Message {
+	mi := &file_levee_v2_logic_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Call.ProtoReflect.Descriptor instead.
+func (*Call) Descriptor() ([]byte, []int) {
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Call) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *Call) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
 // LogicRequest is one player action, routed by the gate to the shard that
-// owns player_id.
+// owns player_id (or, for an action that reads another player's state and
+// is declared to, the shard that owns that player).
 type LogicRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	PlayerId   string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`          // authenticated by the gate
 	RequestId  uint64                 `protobuf:"varint,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`      // the player's request id; mutations are idempotent by it
 	IssuedAtMs uint64                 `protobuf:"varint,3,opt,name=issued_at_ms,json=issuedAtMs,proto3" json:"issued_at_ms,omitempty"` // ClientFrame.issued_at_ms: when the request was first created (unix ms; 0: now)
-	// Types that are valid to be assigned to Action:
+	// Types that are valid to be assigned to Kind:
 	//
 	//	*LogicRequest_Login
-	//	*LogicRequest_GetProfile
-	//	*LogicRequest_BuyItem
-	//	*LogicRequest_StartBattle
-	Action        isLogicRequest_Action `protobuf_oneof:"action"`
+	//	*LogicRequest_Call
+	Kind          isLogicRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LogicRequest) Reset() {
 	*x = LogicRequest{}
-	mi := &file_levee_v2_logic_proto_msgTypes[0]
+	mi := &file_levee_v2_logic_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -55,7 +145,7 @@ func (x *LogicRequest) String() string {
 func (*LogicRequest) ProtoMessage() {}
 
 func (x *LogicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v2_logic_proto_msgTypes[0]
+	mi := &file_levee_v2_logic_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -68,7 +158,7 @@ func (x *LogicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicRequest.ProtoReflect.Descriptor instead.
 func (*LogicRequest) Descriptor() ([]byte, []int) {
-	return file_levee_v2_logic_proto_rawDescGZIP(), []int{0}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *LogicRequest) GetPlayerId() string {
@@ -92,89 +182,59 @@ func (x *LogicRequest) GetIssuedAtMs() uint64 {
 	return 0
 }
 
-func (x *LogicRequest) GetAction() isLogicRequest_Action {
+func (x *LogicRequest) GetKind() isLogicRequest_Kind {
 	if x != nil {
-		return x.Action
+		return x.Kind
 	}
 	return nil
 }
 
 func (x *LogicRequest) GetLogin() *LoginRequest {
 	if x != nil {
-		if x, ok := x.Action.(*LogicRequest_Login); ok {
+		if x, ok := x.Kind.(*LogicRequest_Login); ok {
 			return x.Login
 		}
 	}
 	return nil
 }
 
-func (x *LogicRequest) GetGetProfile() *GetProfileRequest {
+func (x *LogicRequest) GetCall() *Call {
 	if x != nil {
-		if x, ok := x.Action.(*LogicRequest_GetProfile); ok {
-			return x.GetProfile
+		if x, ok := x.Kind.(*LogicRequest_Call); ok {
+			return x.Call
 		}
 	}
 	return nil
 }
 
-func (x *LogicRequest) GetBuyItem() *BuyItemRequest {
-	if x != nil {
-		if x, ok := x.Action.(*LogicRequest_BuyItem); ok {
-			return x.BuyItem
-		}
-	}
-	return nil
-}
-
-func (x *LogicRequest) GetStartBattle() *StartBattleRequest {
-	if x != nil {
-		if x, ok := x.Action.(*LogicRequest_StartBattle); ok {
-			return x.StartBattle
-		}
-	}
-	return nil
-}
-
-type isLogicRequest_Action interface {
-	isLogicRequest_Action()
+type isLogicRequest_Kind interface {
+	isLogicRequest_Kind()
 }
 
 type LogicRequest_Login struct {
 	Login *LoginRequest `protobuf:"bytes,10,opt,name=login,proto3,oneof"`
 }
 
-type LogicRequest_GetProfile struct {
-	GetProfile *GetProfileRequest `protobuf:"bytes,11,opt,name=get_profile,json=getProfile,proto3,oneof"`
+type LogicRequest_Call struct {
+	Call *Call `protobuf:"bytes,11,opt,name=call,proto3,oneof"`
 }
 
-type LogicRequest_BuyItem struct {
-	BuyItem *BuyItemRequest `protobuf:"bytes,12,opt,name=buy_item,json=buyItem,proto3,oneof"`
-}
+func (*LogicRequest_Login) isLogicRequest_Kind() {}
 
-type LogicRequest_StartBattle struct {
-	StartBattle *StartBattleRequest `protobuf:"bytes,13,opt,name=start_battle,json=startBattle,proto3,oneof"`
-}
-
-func (*LogicRequest_Login) isLogicRequest_Action() {}
-
-func (*LogicRequest_GetProfile) isLogicRequest_Action() {}
-
-func (*LogicRequest_BuyItem) isLogicRequest_Action() {}
-
-func (*LogicRequest_StartBattle) isLogicRequest_Action() {}
+func (*LogicRequest_Call) isLogicRequest_Kind() {}
 
 // LogicReply carries a result or a typed business error. Overload and
 // infrastructure failures are gRPC status errors instead.
 type LogicReply struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Backpressure *Backpressure          `protobuf:"bytes,1,opt,name=backpressure,proto3" json:"backpressure,omitempty"`
+	Replayed     bool                   `protobuf:"varint,2,opt,name=replayed,proto3" json:"replayed,omitempty"` // the stored first outcome of a mutation, answered to a resend
+	Version      uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`   // the version of the state the action read or wrote (after it); 0 on errors
 	// Types that are valid to be assigned to Result:
 	//
 	//	*LogicReply_Error
 	//	*LogicReply_Welcome
-	//	*LogicReply_Profile
-	//	*LogicReply_BuyItem
-	//	*LogicReply_Battle
+	//	*LogicReply_Reply
 	Result        isLogicReply_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -182,7 +242,7 @@ type LogicReply struct {
 
 func (x *LogicReply) Reset() {
 	*x = LogicReply{}
-	mi := &file_levee_v2_logic_proto_msgTypes[1]
+	mi := &file_levee_v2_logic_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +254,7 @@ func (x *LogicReply) String() string {
 func (*LogicReply) ProtoMessage() {}
 
 func (x *LogicReply) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v2_logic_proto_msgTypes[1]
+	mi := &file_levee_v2_logic_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +267,7 @@ func (x *LogicReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogicReply.ProtoReflect.Descriptor instead.
 func (*LogicReply) Descriptor() ([]byte, []int) {
-	return file_levee_v2_logic_proto_rawDescGZIP(), []int{1}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LogicReply) GetBackpressure() *Backpressure {
@@ -215,6 +275,20 @@ func (x *LogicReply) GetBackpressure() *Backpressure {
 		return x.Backpressure
 	}
 	return nil
+}
+
+func (x *LogicReply) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+func (x *LogicReply) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 func (x *LogicReply) GetResult() isLogicReply_Result {
@@ -242,28 +316,10 @@ func (x *LogicReply) GetWelcome() *Welcome {
 	return nil
 }
 
-func (x *LogicReply) GetProfile() *ProfileReply {
+func (x *LogicReply) GetReply() []byte {
 	if x != nil {
-		if x, ok := x.Result.(*LogicReply_Profile); ok {
-			return x.Profile
-		}
-	}
-	return nil
-}
-
-func (x *LogicReply) GetBuyItem() *BuyItemReply {
-	if x != nil {
-		if x, ok := x.Result.(*LogicReply_BuyItem); ok {
-			return x.BuyItem
-		}
-	}
-	return nil
-}
-
-func (x *LogicReply) GetBattle() *BattleReply {
-	if x != nil {
-		if x, ok := x.Result.(*LogicReply_Battle); ok {
-			return x.Battle
+		if x, ok := x.Result.(*LogicReply_Reply); ok {
+			return x.Reply
 		}
 	}
 	return nil
@@ -281,44 +337,29 @@ type LogicReply_Welcome struct {
 	Welcome *Welcome `protobuf:"bytes,11,opt,name=welcome,proto3,oneof"`
 }
 
-type LogicReply_Profile struct {
-	Profile *ProfileReply `protobuf:"bytes,12,opt,name=profile,proto3,oneof"`
-}
-
-type LogicReply_BuyItem struct {
-	BuyItem *BuyItemReply `protobuf:"bytes,13,opt,name=buy_item,json=buyItem,proto3,oneof"`
-}
-
-type LogicReply_Battle struct {
-	Battle *BattleReply `protobuf:"bytes,14,opt,name=battle,proto3,oneof"`
+type LogicReply_Reply struct {
+	Reply []byte `protobuf:"bytes,12,opt,name=reply,proto3,oneof"` // the action's reply message, protobuf-encoded
 }
 
 func (*LogicReply_Error) isLogicReply_Result() {}
 
 func (*LogicReply_Welcome) isLogicReply_Result() {}
 
-func (*LogicReply_Profile) isLogicReply_Result() {}
-
-func (*LogicReply_BuyItem) isLogicReply_Result() {}
-
-func (*LogicReply_Battle) isLogicReply_Result() {}
+func (*LogicReply_Reply) isLogicReply_Result() {}
 
 // PlayerRecord is how logic stores a player, in its shard's bucket
 // "players" under the player id.
 type PlayerRecord struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Player *Player                `protobuf:"bytes,1,opt,name=player,proto3" json:"player,omitempty"`
-	// Outcomes as releases before the idempotency window kept them, inside
-	// the record (the last 256). Opening a shard moves them to the bucket
-	// "outcomes" once; logic never writes this field.
-	Applied       []*AppliedOp `protobuf:"bytes,2,rep,name=applied,proto3" json:"applied,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         []byte                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`      // the game's player state message
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"` // bumped on every committed mutation
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlayerRecord) Reset() {
 	*x = PlayerRecord{}
-	mi := &file_levee_v2_logic_proto_msgTypes[2]
+	mi := &file_levee_v2_logic_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -330,7 +371,7 @@ func (x *PlayerRecord) String() string {
 func (*PlayerRecord) ProtoMessage() {}
 
 func (x *PlayerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v2_logic_proto_msgTypes[2]
+	mi := &file_levee_v2_logic_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -343,99 +384,42 @@ func (x *PlayerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerRecord.ProtoReflect.Descriptor instead.
 func (*PlayerRecord) Descriptor() ([]byte, []int) {
-	return file_levee_v2_logic_proto_rawDescGZIP(), []int{2}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *PlayerRecord) GetPlayer() *Player {
+func (x *PlayerRecord) GetState() []byte {
 	if x != nil {
-		return x.Player
+		return x.State
 	}
 	return nil
 }
 
-func (x *PlayerRecord) GetApplied() []*AppliedOp {
+func (x *PlayerRecord) GetVersion() uint64 {
 	if x != nil {
-		return x.Applied
+		return x.Version
 	}
-	return nil
-}
-
-type AppliedOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"` // "buy/<request id>" or "battle/<battle id>"
-	Reply         *LogicReply            `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *AppliedOp) Reset() {
-	*x = AppliedOp{}
-	mi := &file_levee_v2_logic_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *AppliedOp) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*AppliedOp) ProtoMessage() {}
-
-func (x *AppliedOp) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v2_logic_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use AppliedOp.ProtoReflect.Descriptor instead.
-func (*AppliedOp) Descriptor() ([]byte, []int) {
-	return file_levee_v2_logic_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *AppliedOp) GetKey() string {
-	if x != nil {
-		return x.Key
-	}
-	return ""
-}
-
-func (x *AppliedOp) GetReply() *LogicReply {
-	if x != nil {
-		return x.Reply
-	}
-	return nil
+	return 0
 }
 
 // StoredOutcome is the first outcome of one mutation (a result or a
 // business error), kept in the shard's bucket "outcomes" for the
-// idempotency window under "<player id>/req/<request id>" and, for a
-// battle, "<player id>/battle/<battle id>", so that a resend is answered
-// from it instead of being applied again.
+// idempotency window under "<player id>/req/<request id>" and, for an
+// action that runs a job, "<player id>/job/<job>/<key>", so that a resend
+// is answered from it instead of being applied again.
 type StoredOutcome struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	AppliedAtMs int64                  `protobuf:"varint,1,opt,name=applied_at_ms,json=appliedAtMs,proto3" json:"applied_at_ms,omitempty"` // the shard's clock when it was applied (unix ms)
 	Reply       *LogicReply            `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
 	// The request it answered: a resend under the same key with another
-	// request is refused. Unset for outcomes moved from a PlayerRecord.
-	//
-	// Types that are valid to be assigned to Request:
-	//
-	//	*StoredOutcome_BuyItem
-	//	*StoredOutcome_StartBattle
-	Request       isStoredOutcome_Request `protobuf_oneof:"request"`
+	// request is refused.
+	Request       *Call `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredOutcome) Reset() {
 	*x = StoredOutcome{}
-	mi := &file_levee_v2_logic_proto_msgTypes[4]
+	mi := &file_levee_v2_logic_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -447,7 +431,7 @@ func (x *StoredOutcome) String() string {
 func (*StoredOutcome) ProtoMessage() {}
 
 func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v2_logic_proto_msgTypes[4]
+	mi := &file_levee_v2_logic_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -460,7 +444,7 @@ func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredOutcome.ProtoReflect.Descriptor instead.
 func (*StoredOutcome) Descriptor() ([]byte, []int) {
-	return file_levee_v2_logic_proto_rawDescGZIP(), []int{4}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StoredOutcome) GetAppliedAtMs() int64 {
@@ -477,52 +461,22 @@ func (x *StoredOutcome) GetReply() *LogicReply {
 	return nil
 }
 
-func (x *StoredOutcome) GetRequest() isStoredOutcome_Request {
+func (x *StoredOutcome) GetRequest() *Call {
 	if x != nil {
 		return x.Request
 	}
 	return nil
 }
 
-func (x *StoredOutcome) GetBuyItem() *BuyItemRequest {
-	if x != nil {
-		if x, ok := x.Request.(*StoredOutcome_BuyItem); ok {
-			return x.BuyItem
-		}
-	}
-	return nil
-}
-
-func (x *StoredOutcome) GetStartBattle() *StartBattleRequest {
-	if x != nil {
-		if x, ok := x.Request.(*StoredOutcome_StartBattle); ok {
-			return x.StartBattle
-		}
-	}
-	return nil
-}
-
-type isStoredOutcome_Request interface {
-	isStoredOutcome_Request()
-}
-
-type StoredOutcome_BuyItem struct {
-	BuyItem *BuyItemRequest `protobuf:"bytes,3,opt,name=buy_item,json=buyItem,proto3,oneof"`
-}
-
-type StoredOutcome_StartBattle struct {
-	StartBattle *StartBattleRequest `protobuf:"bytes,4,opt,name=start_battle,json=startBattle,proto3,oneof"`
-}
-
-func (*StoredOutcome_BuyItem) isStoredOutcome_Request() {}
-
-func (*StoredOutcome_StartBattle) isStoredOutcome_Request() {}
-
 var File_levee_v2_logic_proto protoreflect.FileDescriptor
 
 const file_levee_v2_logic_proto_rawDesc = "" +
 	"\n" +
-	"\x14levee/v2/logic.proto\x12\blevee.v2\x1a\x13levee/v2/game.proto\"\xe0\x02\n" +
+	"\x14levee/v2/logic.proto\x12\blevee.v2\x1a\x15levee/v2/common.proto\"\x0e\n" +
+	"\fLoginRequest\"8\n" +
+	"\x04Call\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\fR\arequest\"\xca\x01\n" +
 	"\fLogicRequest\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x1d\n" +
 	"\n" +
@@ -530,34 +484,26 @@ const file_levee_v2_logic_proto_rawDesc = "" +
 	"\fissued_at_ms\x18\x03 \x01(\x04R\n" +
 	"issuedAtMs\x12.\n" +
 	"\x05login\x18\n" +
-	" \x01(\v2\x16.levee.v2.LoginRequestH\x00R\x05login\x12>\n" +
-	"\vget_profile\x18\v \x01(\v2\x1b.levee.v2.GetProfileRequestH\x00R\n" +
-	"getProfile\x125\n" +
-	"\bbuy_item\x18\f \x01(\v2\x18.levee.v2.BuyItemRequestH\x00R\abuyItem\x12A\n" +
-	"\fstart_battle\x18\r \x01(\v2\x1c.levee.v2.StartBattleRequestH\x00R\vstartBattleB\b\n" +
-	"\x06action\"\xc4\x02\n" +
+	" \x01(\v2\x16.levee.v2.LoginRequestH\x00R\x05login\x12$\n" +
+	"\x04call\x18\v \x01(\v2\x0e.levee.v2.CallH\x00R\x04callB\x06\n" +
+	"\x04kind\"\xf8\x01\n" +
 	"\n" +
 	"LogicReply\x12:\n" +
-	"\fbackpressure\x18\x01 \x01(\v2\x16.levee.v2.BackpressureR\fbackpressure\x12'\n" +
+	"\fbackpressure\x18\x01 \x01(\v2\x16.levee.v2.BackpressureR\fbackpressure\x12\x1a\n" +
+	"\breplayed\x18\x02 \x01(\bR\breplayed\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12'\n" +
 	"\x05error\x18\n" +
 	" \x01(\v2\x0f.levee.v2.ErrorH\x00R\x05error\x12-\n" +
-	"\awelcome\x18\v \x01(\v2\x11.levee.v2.WelcomeH\x00R\awelcome\x122\n" +
-	"\aprofile\x18\f \x01(\v2\x16.levee.v2.ProfileReplyH\x00R\aprofile\x123\n" +
-	"\bbuy_item\x18\r \x01(\v2\x16.levee.v2.BuyItemReplyH\x00R\abuyItem\x12/\n" +
-	"\x06battle\x18\x0e \x01(\v2\x15.levee.v2.BattleReplyH\x00R\x06battleB\b\n" +
-	"\x06result\"g\n" +
-	"\fPlayerRecord\x12(\n" +
-	"\x06player\x18\x01 \x01(\v2\x10.levee.v2.PlayerR\x06player\x12-\n" +
-	"\aapplied\x18\x02 \x03(\v2\x13.levee.v2.AppliedOpR\aapplied\"I\n" +
-	"\tAppliedOp\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
-	"\x05reply\x18\x02 \x01(\v2\x14.levee.v2.LogicReplyR\x05reply\"\xe4\x01\n" +
+	"\awelcome\x18\v \x01(\v2\x11.levee.v2.WelcomeH\x00R\awelcome\x12\x16\n" +
+	"\x05reply\x18\f \x01(\fH\x00R\x05replyB\b\n" +
+	"\x06result\">\n" +
+	"\fPlayerRecord\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\fR\x05state\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\x89\x01\n" +
 	"\rStoredOutcome\x12\"\n" +
 	"\rapplied_at_ms\x18\x01 \x01(\x03R\vappliedAtMs\x12*\n" +
-	"\x05reply\x18\x02 \x01(\v2\x14.levee.v2.LogicReplyR\x05reply\x125\n" +
-	"\bbuy_item\x18\x03 \x01(\v2\x18.levee.v2.BuyItemRequestH\x00R\abuyItem\x12A\n" +
-	"\fstart_battle\x18\x04 \x01(\v2\x1c.levee.v2.StartBattleRequestH\x00R\vstartBattleB\t\n" +
-	"\arequest2;\n" +
+	"\x05reply\x18\x02 \x01(\v2\x14.levee.v2.LogicReplyR\x05reply\x12(\n" +
+	"\arequest\x18\x03 \x01(\v2\x0e.levee.v2.CallR\arequest2;\n" +
 	"\x05Logic\x122\n" +
 	"\x02Do\x12\x16.levee.v2.LogicRequest\x1a\x14.levee.v2.LogicReplyB0Z.github.com/leveehq/levee/proto/leveev2;leveev2b\x06proto3"
 
@@ -573,49 +519,33 @@ func file_levee_v2_logic_proto_rawDescGZIP() []byte {
 	return file_levee_v2_logic_proto_rawDescData
 }
 
-var file_levee_v2_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_levee_v2_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_levee_v2_logic_proto_goTypes = []any{
-	(*LogicRequest)(nil),       // 0: levee.v2.LogicRequest
-	(*LogicReply)(nil),         // 1: levee.v2.LogicReply
-	(*PlayerRecord)(nil),       // 2: levee.v2.PlayerRecord
-	(*AppliedOp)(nil),          // 3: levee.v2.AppliedOp
-	(*StoredOutcome)(nil),      // 4: levee.v2.StoredOutcome
-	(*LoginRequest)(nil),       // 5: levee.v2.LoginRequest
-	(*GetProfileRequest)(nil),  // 6: levee.v2.GetProfileRequest
-	(*BuyItemRequest)(nil),     // 7: levee.v2.BuyItemRequest
-	(*StartBattleRequest)(nil), // 8: levee.v2.StartBattleRequest
-	(*Backpressure)(nil),       // 9: levee.v2.Backpressure
-	(*Error)(nil),              // 10: levee.v2.Error
-	(*Welcome)(nil),            // 11: levee.v2.Welcome
-	(*ProfileReply)(nil),       // 12: levee.v2.ProfileReply
-	(*BuyItemReply)(nil),       // 13: levee.v2.BuyItemReply
-	(*BattleReply)(nil),        // 14: levee.v2.BattleReply
-	(*Player)(nil),             // 15: levee.v2.Player
+	(*LoginRequest)(nil),  // 0: levee.v2.LoginRequest
+	(*Call)(nil),          // 1: levee.v2.Call
+	(*LogicRequest)(nil),  // 2: levee.v2.LogicRequest
+	(*LogicReply)(nil),    // 3: levee.v2.LogicReply
+	(*PlayerRecord)(nil),  // 4: levee.v2.PlayerRecord
+	(*StoredOutcome)(nil), // 5: levee.v2.StoredOutcome
+	(*Backpressure)(nil),  // 6: levee.v2.Backpressure
+	(*Error)(nil),         // 7: levee.v2.Error
+	(*Welcome)(nil),       // 8: levee.v2.Welcome
 }
 var file_levee_v2_logic_proto_depIdxs = []int32{
-	5,  // 0: levee.v2.LogicRequest.login:type_name -> levee.v2.LoginRequest
-	6,  // 1: levee.v2.LogicRequest.get_profile:type_name -> levee.v2.GetProfileRequest
-	7,  // 2: levee.v2.LogicRequest.buy_item:type_name -> levee.v2.BuyItemRequest
-	8,  // 3: levee.v2.LogicRequest.start_battle:type_name -> levee.v2.StartBattleRequest
-	9,  // 4: levee.v2.LogicReply.backpressure:type_name -> levee.v2.Backpressure
-	10, // 5: levee.v2.LogicReply.error:type_name -> levee.v2.Error
-	11, // 6: levee.v2.LogicReply.welcome:type_name -> levee.v2.Welcome
-	12, // 7: levee.v2.LogicReply.profile:type_name -> levee.v2.ProfileReply
-	13, // 8: levee.v2.LogicReply.buy_item:type_name -> levee.v2.BuyItemReply
-	14, // 9: levee.v2.LogicReply.battle:type_name -> levee.v2.BattleReply
-	15, // 10: levee.v2.PlayerRecord.player:type_name -> levee.v2.Player
-	3,  // 11: levee.v2.PlayerRecord.applied:type_name -> levee.v2.AppliedOp
-	1,  // 12: levee.v2.AppliedOp.reply:type_name -> levee.v2.LogicReply
-	1,  // 13: levee.v2.StoredOutcome.reply:type_name -> levee.v2.LogicReply
-	7,  // 14: levee.v2.StoredOutcome.buy_item:type_name -> levee.v2.BuyItemRequest
-	8,  // 15: levee.v2.StoredOutcome.start_battle:type_name -> levee.v2.StartBattleRequest
-	0,  // 16: levee.v2.Logic.Do:input_type -> levee.v2.LogicRequest
-	1,  // 17: levee.v2.Logic.Do:output_type -> levee.v2.LogicReply
-	17, // [17:18] is the sub-list for method output_type
-	16, // [16:17] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0, // 0: levee.v2.LogicRequest.login:type_name -> levee.v2.LoginRequest
+	1, // 1: levee.v2.LogicRequest.call:type_name -> levee.v2.Call
+	6, // 2: levee.v2.LogicReply.backpressure:type_name -> levee.v2.Backpressure
+	7, // 3: levee.v2.LogicReply.error:type_name -> levee.v2.Error
+	8, // 4: levee.v2.LogicReply.welcome:type_name -> levee.v2.Welcome
+	3, // 5: levee.v2.StoredOutcome.reply:type_name -> levee.v2.LogicReply
+	1, // 6: levee.v2.StoredOutcome.request:type_name -> levee.v2.Call
+	2, // 7: levee.v2.Logic.Do:input_type -> levee.v2.LogicRequest
+	3, // 8: levee.v2.Logic.Do:output_type -> levee.v2.LogicReply
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_levee_v2_logic_proto_init() }
@@ -623,23 +553,15 @@ func file_levee_v2_logic_proto_init() {
 	if File_levee_v2_logic_proto != nil {
 		return
 	}
-	file_levee_v2_game_proto_init()
-	file_levee_v2_logic_proto_msgTypes[0].OneofWrappers = []any{
+	file_levee_v2_common_proto_init()
+	file_levee_v2_logic_proto_msgTypes[2].OneofWrappers = []any{
 		(*LogicRequest_Login)(nil),
-		(*LogicRequest_GetProfile)(nil),
-		(*LogicRequest_BuyItem)(nil),
-		(*LogicRequest_StartBattle)(nil),
+		(*LogicRequest_Call)(nil),
 	}
-	file_levee_v2_logic_proto_msgTypes[1].OneofWrappers = []any{
+	file_levee_v2_logic_proto_msgTypes[3].OneofWrappers = []any{
 		(*LogicReply_Error)(nil),
 		(*LogicReply_Welcome)(nil),
-		(*LogicReply_Profile)(nil),
-		(*LogicReply_BuyItem)(nil),
-		(*LogicReply_Battle)(nil),
-	}
-	file_levee_v2_logic_proto_msgTypes[4].OneofWrappers = []any{
-		(*StoredOutcome_BuyItem)(nil),
-		(*StoredOutcome_StartBattle)(nil),
+		(*LogicReply_Reply)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -647,7 +569,7 @@ func file_levee_v2_logic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v2_logic_proto_rawDesc), len(file_levee_v2_logic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,11 +1,11 @@
-package battle
+package sim
 
 import (
 	"cmp"
 	"context"
 	"slices"
 
-	leveev2 "github.com/leveehq/levee/proto/leveev2"
+	arenapb "github.com/leveehq/levee/examples/arena/arenapb"
 )
 
 const (
@@ -45,7 +45,7 @@ type stats struct {
 // The same request always gives the same reply, result_hash included. It
 // validates req first (errors wrap apperr.ErrBadRequest) and returns ctx's
 // error if ctx ends before the fight does.
-func Simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
+func Simulate(ctx context.Context, req *arenapb.SimulateRequest) (*arenapb.SimulateReply, error) {
 	if err := Validate(req); err != nil {
 		return nil, err
 	}
@@ -62,11 +62,11 @@ func Simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.Simul
 // ends when a team is wiped out (the other wins) or after max_ticks (a draw).
 // result_hash is FNV-1a over the seed, the team sizes, every hit (tick,
 // attacker, target, damage, planned path) and the outcome.
-func simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, stats, error) {
+func simulate(ctx context.Context, req *arenapb.SimulateRequest) (*arenapb.SimulateReply, stats, error) {
 	var st stats
 	na, nb := len(req.GetTeamA()), len(req.GetTeamB())
 	fs := make([]fighter, 0, na+nb)
-	for team, units := range [2][]*leveev2.Unit{req.GetTeamA(), req.GetTeamB()} {
+	for team, units := range [2][]*arenapb.Unit{req.GetTeamA(), req.GetTeamB()} {
 		for i, u := range units {
 			fs = append(fs, fighter{
 				hp:      int64(u.GetHp()),
@@ -134,7 +134,7 @@ func simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.Simul
 			break
 		}
 	}
-	rep := &leveev2.SimulateReply{
+	rep := &arenapb.SimulateReply{
 		BattleId:   req.GetBattleId(),
 		Ticks:      min(tick, req.GetMaxTicks()),
 		SurvivorsA: uint32(len(alive[0])),

@@ -1,4 +1,4 @@
-package battle
+package sim
 
 // FNV-1a 64-bit parameters.
 const (

@@ -1,4 +1,4 @@
-package battle
+package sim
 
 // rng is splitmix64: small, fast, and fully determined by its seed, so a
 // battle replays exactly. It is not safe for concurrent use; every simulation

@@ -1,4 +1,4 @@
-package battle
+package sim
 
 import (
 	"context"
@@ -8,26 +8,26 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	arenapb "github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
-	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-func unit(hp, atk, def, spd uint32) *leveev2.Unit {
-	return &leveev2.Unit{Hp: hp, Attack: atk, Defense: def, Speed: spd}
+func unit(hp, atk, def, spd uint32) *arenapb.Unit {
+	return &arenapb.Unit{Hp: hp, Attack: atk, Defense: def, Speed: spd}
 }
 
 // skirmish is a small battle that ends before max_ticks.
-func skirmish(seed uint64) *leveev2.SimulateRequest {
-	return &leveev2.SimulateRequest{
+func skirmish(seed uint64) *arenapb.SimulateRequest {
+	return &arenapb.SimulateRequest{
 		BattleId: "skirmish-1",
 		Seed:     seed,
-		TeamA:    []*leveev2.Unit{unit(300, 40, 10, 5), unit(250, 55, 5, 9), unit(400, 30, 20, 3)},
-		TeamB:    []*leveev2.Unit{unit(350, 45, 12, 7), unit(200, 60, 0, 9), unit(300, 35, 15, 4)},
+		TeamA:    []*arenapb.Unit{unit(300, 40, 10, 5), unit(250, 55, 5, 9), unit(400, 30, 20, 3)},
+		TeamB:    []*arenapb.Unit{unit(350, 45, 12, 7), unit(200, 60, 0, 9), unit(300, 35, 15, 4)},
 		MaxTicks: 500,
 	}
 }
 
-func mustSimulate(t *testing.T, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, stats) {
+func mustSimulate(t *testing.T, req *arenapb.SimulateRequest) (*arenapb.SimulateReply, stats) {
 	t.Helper()
 	if err := Validate(req); err != nil {
 		t.Fatalf("Validate: %v", err)
@@ -40,12 +40,12 @@ func mustSimulate(t *testing.T, req *leveev2.SimulateRequest) (*leveev2.Simulate
 }
 
 func TestSimulateIsDeterministic(t *testing.T) {
-	for _, req := range []*leveev2.SimulateRequest{skirmish(7), sturdyRequest(5, 40, 7)} {
+	for _, req := range []*arenapb.SimulateRequest{skirmish(7), sturdyRequest(5, 40, 7)} {
 		a, err := Simulate(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Simulate(context.Background(), proto.Clone(req).(*leveev2.SimulateRequest))
+		b, err := Simulate(context.Background(), proto.Clone(req).(*arenapb.SimulateRequest))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestSimulateIsDeterministic(t *testing.T) {
 // versions disagree) is noticed. Update the values only on purpose.
 func TestSimulateGolden(t *testing.T) {
 	rep, _ := mustSimulate(t, skirmish(42))
-	want := &leveev2.SimulateReply{
+	want := &arenapb.SimulateReply{
 		BattleId: "skirmish-1", Winner: TeamA, Ticks: 8, SurvivorsA: 1, SurvivorsB: 0,
 		DamageA: 850, DamageB: 858, ResultHash: 4651429318384305941,
 	}
@@ -73,13 +73,13 @@ func TestSimulateGolden(t *testing.T) {
 }
 
 func TestDifferentSeedsGiveDifferentHashes(t *testing.T) {
-	for name, mk := range map[string]func(uint64) *leveev2.SimulateRequest{
+	for name, mk := range map[string]func(uint64) *arenapb.SimulateRequest{
 		"skirmish": skirmish,
 		// One unit each that always hits for 1: the hits are the same for
 		// every seed, the planned paths are not.
-		"duel": func(seed uint64) *leveev2.SimulateRequest {
-			return &leveev2.SimulateRequest{BattleId: "duel", Seed: seed,
-				TeamA: []*leveev2.Unit{unit(3, 0, 0, 1)}, TeamB: []*leveev2.Unit{unit(3, 0, 0, 1)}, MaxTicks: 10}
+		"duel": func(seed uint64) *arenapb.SimulateRequest {
+			return &arenapb.SimulateRequest{BattleId: "duel", Seed: seed,
+				TeamA: []*arenapb.Unit{unit(3, 0, 0, 1)}, TeamB: []*arenapb.Unit{unit(3, 0, 0, 1)}, MaxTicks: 10}
 		},
 	} {
 		seen := map[uint64]uint64{}
@@ -111,9 +111,9 @@ func TestBiggerBattlesCostMore(t *testing.T) {
 }
 
 func TestSimulateOutcome(t *testing.T) {
-	strong := []*leveev2.Unit{unit(1000, 500, 100, 10), unit(1000, 500, 100, 10)}
-	weak := []*leveev2.Unit{unit(100, 10, 0, 1), unit(150, 10, 0, 1), unit(120, 10, 0, 1)}
-	rep, st := mustSimulate(t, &leveev2.SimulateRequest{BattleId: "rout", Seed: 3, TeamA: weak, TeamB: strong, MaxTicks: 100})
+	strong := []*arenapb.Unit{unit(1000, 500, 100, 10), unit(1000, 500, 100, 10)}
+	weak := []*arenapb.Unit{unit(100, 10, 0, 1), unit(150, 10, 0, 1), unit(120, 10, 0, 1)}
+	rep, st := mustSimulate(t, &arenapb.SimulateRequest{BattleId: "rout", Seed: 3, TeamA: weak, TeamB: strong, MaxTicks: 100})
 	if rep.GetWinner() != TeamB || rep.GetSurvivorsA() != 0 || rep.GetSurvivorsB() != 2 {
 		t.Fatalf("reply %v: want team B to win with both units standing", rep)
 	}
@@ -164,9 +164,9 @@ func TestSimulateStopsWhenCallerIsGone(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	valid := func() *leveev2.SimulateRequest {
-		return &leveev2.SimulateRequest{BattleId: "b", Seed: 1, MaxTicks: 1,
-			TeamA: []*leveev2.Unit{unit(1, 0, 0, 0)}, TeamB: []*leveev2.Unit{unit(MaxHP, MaxStat, MaxStat, MaxStat)}}
+	valid := func() *arenapb.SimulateRequest {
+		return &arenapb.SimulateRequest{BattleId: "b", Seed: 1, MaxTicks: 1,
+			TeamA: []*arenapb.Unit{unit(1, 0, 0, 0)}, TeamB: []*arenapb.Unit{unit(MaxHP, MaxStat, MaxStat, MaxStat)}}
 	}
 	if err := Validate(valid()); err != nil {
 		t.Fatalf("valid request: %v", err)
@@ -174,7 +174,7 @@ func TestValidate(t *testing.T) {
 	edge := valid()
 	edge.BattleId = strings.Repeat("x", MaxBattleIDLen)
 	edge.MaxTicks = MaxTicks
-	edge.TeamA = make([]*leveev2.Unit, MaxTeamSize)
+	edge.TeamA = make([]*arenapb.Unit, MaxTeamSize)
 	for i := range edge.TeamA {
 		edge.TeamA[i] = unit(1, 1, 1, 1)
 	}
@@ -199,36 +199,36 @@ func TestValidate(t *testing.T) {
 
 type badCase struct {
 	name, field string
-	mutate      func(*leveev2.SimulateRequest) *leveev2.SimulateRequest
+	mutate      func(*arenapb.SimulateRequest) *arenapb.SimulateRequest
 }
 
 // badRequests is every class of bad input, each one field off its limit.
 func badRequests() []badCase {
-	units := func(n int) []*leveev2.Unit {
-		us := make([]*leveev2.Unit, n)
+	units := func(n int) []*arenapb.Unit {
+		us := make([]*arenapb.Unit, n)
 		for i := range us {
 			us[i] = unit(10, 1, 1, 1)
 		}
 		return us
 	}
 	return []badCase{
-		{"empty battle id", "battle_id", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.BattleId = ""; return r }},
-		{"long battle id", "battle_id", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest {
+		{"empty battle id", "battle_id", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.BattleId = ""; return r }},
+		{"long battle id", "battle_id", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest {
 			r.BattleId = strings.Repeat("x", MaxBattleIDLen+1)
 			return r
 		}},
-		{"no ticks", "max_ticks", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.MaxTicks = 0; return r }},
-		{"too many ticks", "max_ticks", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.MaxTicks = MaxTicks + 1; return r }},
-		{"empty team a", "team_a", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.TeamA = nil; return r }},
-		{"empty team b", "team_b", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.TeamB = nil; return r }},
-		{"team too big", "team_b", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.TeamB = units(MaxTeamSize + 1); return r }},
-		{"zero hp", "team_a[0].hp", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.TeamA[0].Hp = 0; return r }},
-		{"too much hp", "team_b[0].hp", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.TeamB[0].Hp = MaxHP + 1; return r }},
-		{"attack", "team_a[0].attack", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.TeamA[0].Attack = MaxStat + 1; return r }},
-		{"defense", "team_b[0].defense", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest {
+		{"no ticks", "max_ticks", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.MaxTicks = 0; return r }},
+		{"too many ticks", "max_ticks", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.MaxTicks = MaxTicks + 1; return r }},
+		{"empty team a", "team_a", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.TeamA = nil; return r }},
+		{"empty team b", "team_b", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.TeamB = nil; return r }},
+		{"team too big", "team_b", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.TeamB = units(MaxTeamSize + 1); return r }},
+		{"zero hp", "team_a[0].hp", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.TeamA[0].Hp = 0; return r }},
+		{"too much hp", "team_b[0].hp", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.TeamB[0].Hp = MaxHP + 1; return r }},
+		{"attack", "team_a[0].attack", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.TeamA[0].Attack = MaxStat + 1; return r }},
+		{"defense", "team_b[0].defense", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest {
 			r.TeamB[0].Defense = MaxStat + 1
 			return r
 		}},
-		{"speed", "team_a[0].speed", func(r *leveev2.SimulateRequest) *leveev2.SimulateRequest { r.TeamA[0].Speed = 1 << 31; return r }},
+		{"speed", "team_a[0].speed", func(r *arenapb.SimulateRequest) *arenapb.SimulateRequest { r.TeamA[0].Speed = 1 << 31; return r }},
 	}
 }
