@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"github.com/leveehq/levee/examples/arena"
 	"math"
 	"strings"
 	"testing"
@@ -109,6 +110,7 @@ func TestNewWarnsAboutTheDevSecret(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.LogicAddrs = []string{"127.0.0.1:1"}
+	cfg.Game = arena.Game()
 	var logs strings.Builder
 	s, err := New(cfg, newTextLogger(&logs))
 	if err != nil {
