@@ -3,11 +3,12 @@ package gate
 import (
 	"context"
 	"errors"
-	"github.com/leveehq/levee/examples/arena"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leveehq/levee/examples/arena"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {

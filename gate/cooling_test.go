@@ -3,8 +3,6 @@ package gate
 import (
 	"context"
 	"fmt"
-	"github.com/leveehq/levee/examples/arena"
-	"github.com/leveehq/levee/examples/arena/arenapb"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"

@@ -11,7 +11,6 @@ import (
 
 	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/examples/arena/arenapb"
-
 	"github.com/leveehq/levee/internal/priority"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )

@@ -1,13 +1,13 @@
 package gate
 
 import (
-	"github.com/leveehq/levee/examples/arena"
 	"strings"
 	"testing"
 
 	"github.com/gorilla/websocket"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/internal/wire/wiretest"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"

@@ -3,9 +3,6 @@ package gate
 import (
 	"context"
 	"encoding/json"
-	"github.com/leveehq/levee/examples/arena"
-	"github.com/leveehq/levee/examples/arena/arenapb"
-	"google.golang.org/protobuf/proto"
 	"io"
 	"net/http"
 	"strings"
@@ -16,7 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/gate/waitpage"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"

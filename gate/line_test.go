@@ -2,8 +2,6 @@ package gate
 
 import (
 	"fmt"
-	"github.com/leveehq/levee/examples/arena"
-	"github.com/leveehq/levee/examples/arena/arenapb"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +9,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"

@@ -2,14 +2,15 @@ package gatecmd
 
 import (
 	"bytes"
-	"github.com/leveehq/levee/examples/arena"
-	"github.com/leveehq/levee/game"
-	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/token"
 )
