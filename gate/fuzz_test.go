@@ -28,7 +28,7 @@ var refusedFrames = []struct {
 	{true, `{"requestId":"5","bogus":{}}`, 5, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `"bogus"`},
 	{true, `{"requestId":"4","action":"trade","request":{}}`, 4, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE, `unknown action "trade"`},
 	{true, `{"requestId":"6","action":"buy_item","request":{"itemId":"sword","quantity":1,"colour":"red"}}`, 6, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `unknown field "colour"`},
-	{true, `{"requestId":"7","action":"buy_item","request":"CgVzd29yZBAB"}`, 7, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `JSON object`},
+	{true, `{"requestId":"7","action":"buy_item","request":"CgVzd29yZBAB"}`, 7, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `protojson object`},
 	{true, `{"requestId":"8","action":"buy_item","request":{"itemId":"sword","quantity":4611686018427387904}}`, 8, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `quantity`},
 	{true, `{"requestId":"9","action":"buy_item","request":{"itemId":"sword","quantity":1.5}}`, 9, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `quantity`},
 	{true, `{"requestId":"10","criticality":"CRITICALITY_URGENT","action":"get_profile"}`, 10, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, `CRITICALITY_URGENT`},

@@ -269,11 +269,14 @@ func (c Codec) decodeClientJSON(data []byte) (*leveev2.ClientFrame, proto.Messag
 	}
 	m := typ.New().Interface()
 	if req != nil && string(req.raw) != "null" {
-		if req.raw[0] != '{' {
-			return f, nil, &FrameError{Err: ErrBadRequest, RequestID: id, Detail: "request: must be the action's request message as a JSON object"}
-		}
+		// The message's protojson: an object, except for the well-known
+		// types that have their own JSON (a wrapper is its value).
 		if err := jsonIn.Unmarshal(req.raw, m); err != nil {
-			return f, nil, &FrameError{Err: ErrBadRequest, RequestID: id, Detail: "request: " + cleanDetail(err)}
+			detail := "request: " + cleanDetail(err)
+			if req.raw[0] != '{' {
+				detail = "request: must be the action's request message as its protojson object: " + cleanDetail(err)
+			}
+			return f, nil, &FrameError{Err: ErrBadRequest, RequestID: id, Detail: clip(detail)}
 		}
 	}
 	b, err := proto.Marshal(m)

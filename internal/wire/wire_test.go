@@ -147,7 +147,7 @@ var jsonCases = []struct {
 	{`{"requestId":"5","action":"buy_item","request":{"itemId":"x","quantity":4611686018427387904}}`, ErrBadRequest, 5, `quantity: 4611686018427387904`},
 	{`{"requestId":"5","action":"buy_item","request":{"itemId":"x","quantity":1.5}}`, ErrBadRequest, 5, `quantity: 1.5`},
 	{`{"requestId":"5","action":"buy_item","request":{"itemId":"x","quantity":"lots"}}`, ErrBadRequest, 5, `quantity`},
-	{`{"requestId":"5","action":"buy_item","request":"CgF4"}`, ErrBadRequest, 5, `JSON object`},
+	{`{"requestId":"5","action":"buy_item","request":"CgF4"}`, ErrBadRequest, 5, `protojson object`},
 	{`{"requestId":"5","action":"buy_item","request":{"itemId":"` + strings.Repeat("x", 300) + `"}}`, ErrBadRequest, 5, `at most 256`},
 	{`{"requestId":"5","criticality":"CRITICALITY_SUPER","action":"get_profile"}`, ErrMalformed, 5, `criticality: "CRITICALITY_SUPER"`},
 	{`{"requestId":"5","timeoutMs":-1,"action":"get_profile"}`, ErrMalformed, 5, `timeoutMs: -1`},
