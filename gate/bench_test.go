@@ -13,24 +13,73 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
 
 // BenchmarkRequestRoundTrip measures one player's request through the gate
-// to an in-process fake logic and back, one at a time. The rate limit is
-// off: the fake clock never refills the bucket.
+// to an in-process fake logic and back, one at a time, on each
+// subprotocol: a purchase (arena's buy_item, whose reply carries the
+// player's state). The rate limit is off: the fake clock never refills the
+// bucket. cpu-ns/op is the whole test process's CPU (gate, fake logic and
+// the player) per request.
 func BenchmarkRequestRoundTrip(b *testing.B) {
-	g := startGate(b, func(c *Config) { c.ConnRateLimit = false }, startFakeLogic(b))
-	c, _ := g.connect(b, "bench", wire.ProtoSubprotocol)
+	for _, sp := range []string{wire.ProtoSubprotocol, wire.JSONSubprotocol} {
+		b.Run(sp, func(b *testing.B) {
+			g := startGate(b, func(c *Config) { c.ConnRateLimit = false }, startFakeLogic(b))
+			c, _ := g.connect(b, "bench", sp)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := processCPU()
+			for i := range b.N {
+				id := uint64(i + 1)
+				c.send(buyFrame(id, "potion", 1))
+				if f := c.recv(); f.GetRequestId() != id || f.GetError() != nil {
+					b.Fatalf("reply %v", f)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkDecodeFrame is the gate's work on one frame before it is sent
+// to logic: decoding and checking it against the action's request type,
+// and building logic's request. On JSON that includes converting the
+// request's protojson object to the protobuf bytes logic takes.
+func BenchmarkDecodeFrame(b *testing.B) {
+	g := startGate(b, nil, startFakeLogic(b))
+	for i, sp := range []string{wire.ProtoSubprotocol, wire.JSONSubprotocol} {
+		b.Run(sp, func(b *testing.B) {
+			codec := &g.codecs[i]
+			data, err := (&wire.Codec{JSON: codec.JSON, Game: testTypes}).EncodeClient(buyFrame(7, "potion", 1))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				f, _, refusal := g.decodeFrame(codec, data)
+				if refusal != nil || logicRequest("bench", f).GetCall() == nil {
+					b.Fatalf("refused %v", refusal)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClassify is the admission decision on a request's class: the
+// declared class, lowered if the client asks, a refused upgrade counted.
+func BenchmarkClassify(b *testing.B) {
+	g := startGate(b, nil, startFakeLogic(b))
+	a := g.actions[arena.ActionBuyItem]
 	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		id := uint64(i + 1)
-		c.send(profileFrame(id))
-		if f := c.recv(); f.GetRequestId() != id {
-			b.Fatalf("reply %v", f)
+	for b.Loop() {
+		if g.classify(a, leveev2.Criticality_CRITICALITY_SHEDDABLE) != priority.Sheddable {
+			b.Fatal("wrong class")
 		}
 	}
 }

@@ -271,10 +271,12 @@ func TestCoolingTable(t *testing.T) {
 func BenchmarkLogicCoolingCheck(b *testing.B) {
 	tab := newCoolingTable(8)
 	clk := clock.Real{}
-	tab.cool(1, kindOther, priority.Default, clk.Now(), time.Hour)
-	tab.cool(2, kindOther, priority.Default, clk.Now().Add(-time.Hour), time.Second)
 	for name, s := range map[string]int{"idle": 0, "cooling": 1, "ended": 2} {
 		b.Run(name, func(b *testing.B) {
+			// Cooled afresh for each run: a cooling lasts at most
+			// maxLogicCooling, less than -count runs take.
+			tab.cool(1, kindOther, priority.Default, clk.Now(), time.Hour)
+			tab.cool(2, kindOther, priority.Default, clk.Now().Add(-time.Hour), time.Second)
 			want := s == 1
 			b.ReportAllocs()
 			for b.Loop() {
