@@ -12,6 +12,7 @@ import (
 	"time"
 
 	sdk "github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
