@@ -51,13 +51,23 @@ func serverFrameField(name protoreflect.Name) protoreflect.FieldDescriptor {
 	return (&leveev2.ServerFrame{}).ProtoReflect().Descriptor().Fields().ByName(name)
 }
 
-// jsonMember is one top-level member of a JSON object: its key, unescaped,
-// its value as written, and where it stands in the object (from its key's
-// opening quote to the end of its value).
+// jsonMember is one top-level member of a JSON object: its key, unescaped
+// (the frame's own bytes unless it had escapes), its value as written, and
+// where it stands in the object (from its key's opening quote to the end
+// of its value).
 type jsonMember struct {
-	key        string
+	key        []byte
 	raw        []byte
 	start, end int
+}
+
+// is says whether the member's key is k.
+func (m *jsonMember) is(k string) bool { return string(m.key) == k }
+
+// field is the ClientFrame field the member's key names.
+func (m *jsonMember) field() (protoreflect.FieldDescriptor, bool) {
+	fd, ok := clientFields[string(m.key)]
+	return fd, ok
 }
 
 // jsonRefusal explains why data is no frame: it is not JSON or not an
@@ -70,13 +80,12 @@ func jsonRefusal(data []byte) *FrameError {
 	return &FrameError{Err: ErrMalformed, Detail: "a frame is a JSON object"}
 }
 
-// validObject lists the top-level members of data; false when data is not
-// a valid JSON object.
-func validObject(data []byte) ([]jsonMember, bool) {
-	if !json.Valid(data) {
-		return nil, false
-	}
-	return scanObject(data)
+// validObject appends the top-level members of data to dst; false when
+// data is not a JSON object. The members' values are not checked: every
+// one of them goes through protojson afterwards (the caller's part of the
+// contract), so that json.Valid need not read the frame once more.
+func validObject(dst []jsonMember, data []byte) ([]jsonMember, bool) {
+	return scanObject(dst, data)
 }
 
 // without is data, an object, with member m of members taken out (and
@@ -125,7 +134,7 @@ func jsonRequestID(members []jsonMember) uint64 {
 	var id uint64
 	found := false
 	for _, m := range members {
-		fd, ok := clientFields[m.key]
+		fd, ok := m.field()
 		if !ok || fd.Number() != requestIDField {
 			continue
 		}
@@ -143,27 +152,28 @@ func jsonRequestID(members []jsonMember) uint64 {
 	return id
 }
 
-// scanObject lists the top-level members of data, which json.Valid has
-// accepted; false when data is not an object. It is a minimal scanner: it
-// skips values without decoding them, relying on data being valid JSON,
-// but checks its bounds so that it cannot fail on anything else.
-func scanObject(data []byte) ([]jsonMember, bool) {
+// scanObject appends the top-level members of data to members; false
+// when data is not an object. It checks the object's own syntax (keys,
+// colons, commas, braces, nothing after the end) and skips the values
+// without checking them, within data's bounds whatever they hold: a
+// caller passes every value on to a parser that does.
+func scanObject(members []jsonMember, data []byte) ([]jsonMember, bool) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return nil, false
 	}
-	var members []jsonMember
-	for i = skipSpace(data, i+1); i < len(data); {
-		if data[i] == '}' {
-			return members, true
-		}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return members, skipSpace(data, i+1) == len(data)
+	}
+	for i < len(data) {
 		if data[i] != '"' {
 			return nil, false
 		}
 		start := i
 		end := skipString(data, i)
 		key, ok := unquote(data[i:end])
-		if !ok {
+		if !ok || !validKey(key) {
 			return nil, false
 		}
 		i = skipSpace(data, end)
@@ -177,11 +187,29 @@ func scanObject(data []byte) ([]jsonMember, bool) {
 		}
 		members = append(members, jsonMember{key: key, raw: data[i:vend], start: start, end: vend})
 		i = skipSpace(data, vend)
-		if i < len(data) && data[i] == ',' {
+		switch {
+		case i < len(data) && data[i] == ',':
 			i = skipSpace(data, i+1)
+		case i < len(data) && data[i] == '}':
+			return members, skipSpace(data, i+1) == len(data)
+		default:
+			return nil, false
 		}
 	}
 	return nil, false
+}
+
+// validKey says a key unquote read without escapes is a JSON string's
+// content as encoding/json takes it: no control characters (invalid
+// UTF-8 is allowed, as json.Valid allows it; an escaped key was checked by
+// encoding/json).
+func validKey(k []byte) bool {
+	for _, c := range k {
+		if c < 0x20 {
+			return false
+		}
+	}
+	return true
 }
 
 func skipSpace(data []byte, i int) int {
@@ -238,19 +266,20 @@ func skipValue(data []byte, i int) int {
 	return j
 }
 
-// unquote decodes a JSON string literal, escapes included.
-func unquote(lit []byte) (string, bool) {
+// unquote decodes a JSON string literal, escapes included: lit's own
+// bytes when it has none.
+func unquote(lit []byte) ([]byte, bool) {
 	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
-		return "", false
+		return nil, false
 	}
-	if !strings.ContainsRune(string(lit), '\\') {
-		return string(lit[1 : len(lit)-1]), true
+	if bytes.IndexByte(lit, '\\') < 0 {
+		return lit[1 : len(lit)-1], true
 	}
 	var s string
 	if json.Unmarshal(lit, &s) != nil {
-		return "", false
+		return nil, false
 	}
-	return s, true
+	return []byte(s), true
 }
 
 // binaryRequestID reads field 1 of a binary frame protobuf refused: the

@@ -227,25 +227,27 @@ func tooLarge(f *leveev2.ClientFrame, limit int) *FrameError {
 // as a ClientFrame; request, the action's request message as a protojson
 // object, through protojson as that message.
 func (c Codec) decodeClientJSON(data []byte) (*leveev2.ClientFrame, proto.Message, error) {
-	members, ok := validObject(data)
+	var buf [8]jsonMember // a frame has at most 6 members: no allocation
+	members, ok := validObject(buf[:0], data)
 	if !ok {
 		fe := jsonRefusal(data)
 		return idFrame(fe.RequestID), nil, fe
 	}
 	var req *jsonMember
-	seen := make(map[protoreflect.FieldNumber]bool, len(members))
+	var seen uint64 // by field number (ClientFrame's are all below 64)
 	for i := range members {
 		m := &members[i]
-		fd, known := clientFields[m.key]
+		fd, known := m.field()
 		if !known {
-			fe := &FrameError{Err: ErrUnknownPayload, RequestID: jsonRequestID(members), Detail: fmt.Sprintf("unknown field %q", clip(m.key))}
+			fe := &FrameError{Err: ErrUnknownPayload, RequestID: jsonRequestID(members), Detail: fmt.Sprintf("unknown field %q", clip(string(m.key)))}
 			return idFrame(fe.RequestID), nil, fe
 		}
-		if seen[fd.Number()] {
-			fe := &FrameError{Err: ErrMalformed, RequestID: jsonRequestID(members), Detail: fmt.Sprintf("field %q given twice", clip(m.key))}
+		bit := uint64(1) << (uint(fd.Number()) % 64)
+		if seen&bit != 0 {
+			fe := &FrameError{Err: ErrMalformed, RequestID: jsonRequestID(members), Detail: fmt.Sprintf("field %q given twice", clip(string(m.key)))}
 			return idFrame(fe.RequestID), nil, fe
 		}
-		seen[fd.Number()] = true
+		seen |= bit
 		if fd.Number() == requestField {
 			req = m
 		}
@@ -425,16 +427,17 @@ func (c Codec) DecodeServer(data []byte, actionOf func(requestID uint64) string)
 		}
 		return f, nil
 	}
-	members, ok := validObject(data)
+	var buf [8]jsonMember
+	members, ok := validObject(buf[:0], data)
 	if !ok {
 		return nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
 	}
 	var reply, welcome *jsonMember
 	for i := range members {
-		switch members[i].key {
-		case replyKey:
+		switch {
+		case members[i].is(replyKey):
 			reply = &members[i]
-		case welcomeKey:
+		case members[i].is(welcomeKey):
 			welcome = &members[i]
 		}
 	}
@@ -474,13 +477,14 @@ func (c Codec) DecodeServer(data []byte, actionOf func(requestID uint64) string)
 
 func (c Codec) decodeWelcome(raw []byte) (*leveev2.Welcome, error) {
 	w := &leveev2.Welcome{}
-	members, ok := validObject(raw)
+	var buf [8]jsonMember
+	members, ok := validObject(buf[:0], raw)
 	if !ok {
 		return nil, fmt.Errorf("%w: welcome is not a JSON object", ErrMalformed)
 	}
 	var state *jsonMember
 	for i := range members {
-		if members[i].key == stateKey {
+		if members[i].is(stateKey) {
 			state = &members[i]
 		}
 	}

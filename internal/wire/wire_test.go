@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	stdjson "encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -320,6 +321,9 @@ func FuzzDecodeClientFrame(f *testing.F) {
 				t.Fatalf("detail %q", fe.Detail)
 			}
 			return
+		}
+		if json && !stdjson.Valid(data) {
+			t.Fatalf("accepted a frame that is not JSON: %q", data)
 		}
 		typ, _, ok := arenaTypes.Request(fr.GetAction())
 		if fr.GetRequestId() == 0 || !ok || req == nil || req.ProtoReflect().Type() != typ {
