@@ -40,6 +40,7 @@ var (
 	requestKey = clientFrameField("request").JSONName()
 	replyKey   = serverFrameField("reply").JSONName()
 	welcomeKey = serverFrameField("welcome").JSONName()
+	jsonReply  = memberName(serverFrameField("reply"))
 	stateKey   = (&leveev2.Welcome{}).ProtoReflect().Descriptor().Fields().ByName("state").JSONName()
 )
 

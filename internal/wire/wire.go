@@ -335,16 +335,37 @@ func (c Codec) EncodeServer(f *leveev2.ServerFrame, action string) ([]byte, erro
 	}
 	switch p := f.GetPayload().(type) {
 	case *leveev2.ServerFrame_Reply:
-		obj, err := c.messageJSON(p.Reply, func() (protoreflect.MessageType, bool) {
-			if c.Game == nil {
-				return nil, false
+		var t protoreflect.MessageType
+		ok := false
+		if c.Game != nil {
+			t, ok = c.Game.Reply(action)
+		}
+		if !ok {
+			return nil, fmt.Errorf("wire: no message type for the reply of action %q", action)
+		}
+		m := t.New().Interface()
+		if err := proto.Unmarshal(p.Reply, m); err != nil {
+			return nil, fmt.Errorf("wire: the reply of action %q does not decode as %s: %w", action, t.Descriptor().FullName(), err)
+		}
+		dst := make([]byte, 0, 96+2*len(p.Reply))
+		dst = append(dst, '{')
+		dst, n, ok := appendHead(dst, f)
+		if !ok {
+			obj, err := jsonOut.Marshal(m)
+			if err != nil {
+				return nil, err
 			}
-			return c.Game.Reply(action)
-		}, "reply of action "+action)
+			return spliceFrame(serverHead(f), replyKey, obj)
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, jsonReply...)
+		dst, err := jsonOut.MarshalAppend(dst, m)
 		if err != nil {
 			return nil, err
 		}
-		return spliceFrame(serverHead(f), replyKey, obj)
+		return append(dst, '}'), nil
 	case *leveev2.ServerFrame_Welcome:
 		w := p.Welcome
 		wj, err := jsonOut.Marshal(&leveev2.Welcome{Shard: w.GetShard(), Version: w.GetVersion(), PlayerId: w.GetPlayerId()})
