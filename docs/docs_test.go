@@ -18,15 +18,23 @@ import (
 )
 
 // pending names things the manual describes that other branches of issue
-// 21 are adding: they are allowed to be missing while they are. Once one
-// exists the test says so, so that the entry goes and the name is checked
-// like every other.
+// 21 are adding: a reference whose kind and name start with one of these
+// may be missing while it is. Once one exists the test says so, so that
+// the entry goes and the name is checked like every other.
 // TODO(integrator): empty this list as the branches land.
-var pending = map[string]bool{
-	"link examples/craft":                            true,
-	"path examples/craft/proto/craft/v1/craft.proto": true,
-	"path examples/craft/launch.yaml":                true,
-	"path examples/arena/arenaledger":                true,
+var pending = []string{
+	"link examples/craft",
+	"path examples/craft/",
+	"path examples/arena/arenaledger",
+}
+
+func isPending(key string) bool {
+	for _, p := range pending {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // goToolFlags are flags of tools other than Levee's binaries that the
@@ -74,13 +82,12 @@ func TestManualCommandsExist(t *testing.T) {
 			}
 			key := r.kind + " " + r.name
 			switch {
-			case err != nil && pending[key]:
+			case err != nil && isPending(key):
 				t.Logf("%s: pending (another branch adds it): %v", r.where(), err)
 			case err != nil:
 				t.Errorf("%s: %v", r.where(), err)
-			case pending[key]:
-				t.Errorf("%s: %s exists now: remove it from pending in docs/docs_test.go", r.where(), key)
-				delete(pending, key) // once is enough
+			case isPending(key):
+				t.Errorf("%s: %s exists now: remove its entry from pending in docs/docs_test.go", r.where(), key)
 			}
 		}
 	}
@@ -247,7 +254,7 @@ func extract(file, text string) []ref {
 			}
 			continue
 		}
-		for _, m := range linkRE.FindAllStringSubmatch(l, -1) {
+		for _, m := range linkRE.FindAllStringSubmatch(spanRE.ReplaceAllString(l, ""), -1) {
 			t := m[1]
 			if strings.Contains(t, "://") || strings.HasPrefix(t, "mailto:") {
 				continue
