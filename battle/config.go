@@ -6,14 +6,19 @@ import (
 	"math"
 	"time"
 
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/cpu"
 	"github.com/leveehq/levee/internal/shed"
 )
 
-// Config is the battle tier's configuration; cmd/battle binds every field to
-// a flag (and a BATTLE_* variable).
+// Config is the battle tier's configuration; battlecmd binds every field but
+// Game to a flag (and a BATTLE_* variable).
 type Config struct {
-	// GRPCAddr is where the Battle and health services listen.
+	// Game is the declaration whose jobs the tier runs; New refuses a nil
+	// one and one that does not Validate.
+	Game *game.Game
+
+	// GRPCAddr is where the Jobs and health services listen.
 	GRPCAddr string
 	// OpsAddr serves /metrics, /healthz and /readyz.
 	OpsAddr string
@@ -98,7 +103,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate returns every problem with c; each names its flag.
+// Validate returns every problem with c's flags; each names its flag. The
+// game is checked by New (and by battlecmd before it), with ValidateGame.
 func (c Config) Validate() error {
 	var errs []error
 	if c.GRPCAddr == "" {
@@ -140,6 +146,18 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-shed-cooloff: must be >= 0, got %v", c.ShedCoolOff))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateGame reports why c's game cannot run: none was given, or its
+// declaration does not Validate (the error names the action or job).
+func (c Config) ValidateGame() error {
+	if c.Game == nil {
+		return errors.New("battle: no game: Config.Game is nil")
+	}
+	if err := c.Game.Validate(); err != nil {
+		return fmt.Errorf("battle: %w", err)
+	}
+	return nil
 }
 
 // throttleOn, adaptiveShedOn and inFlightCapOn say whether each mechanism is
