@@ -22,7 +22,7 @@ type Config struct {
 	GRPCAddr string
 	// OpsAddr serves /metrics, /healthz and /readyz.
 	OpsAddr string
-	// ShutdownGrace bounds how long in-flight simulations may finish after
+	// ShutdownGrace bounds how long in-flight jobs may finish after
 	// shutdown begins (after Drain) before they are cut off.
 	ShutdownGrace time.Duration
 	// Drain is how long the tier keeps serving after it reports NOT_SERVING,
@@ -32,7 +32,7 @@ type Config struct {
 
 	// Protection turns all of the tier's overload mechanisms on or off at
 	// once: a mechanism is active when Protection and its own switch are
-	// both true. With Protection off the tier simulates every valid request
+	// both true. With Protection off the tier runs every valid request
 	// it gets, to the end, even one whose caller has gone (the "before"
 	// picture of the load test).
 	Protection bool
@@ -41,17 +41,17 @@ type Config struct {
 	// AdaptiveShed switches adaptive shedding (seed 001). Off, the shedder
 	// still measures the limit (battle_adaptive_limit) but sheds nothing.
 	AdaptiveShed bool
-	// InFlightCap switches the hard cap on simulations in flight.
+	// InFlightCap switches the hard cap on jobs in flight.
 	InFlightCap bool
 
-	// MaxInFlight is the hard cap on simulations running at once, whatever
+	// MaxInFlight is the hard cap on jobs running at once, whatever
 	// their criticality; requests beyond it are refused at once with
 	// RESOURCE_EXHAUSTED.
 	MaxInFlight int
 	// CPUInterval is how often the CPU utilisation is sampled.
 	CPUInterval time.Duration
 	// ThrottleCPU is the CPU utilisation (0..1) above which each battle is
-	// delayed by a random 0..ThrottleMaxDelay before it is simulated.
+	// delayed by a random 0..ThrottleMaxDelay before it runs.
 	ThrottleCPU float64
 	// ThrottleMaxDelay bounds the throttle's random delay; 0 disables it.
 	ThrottleMaxDelay time.Duration
@@ -68,7 +68,7 @@ type Config struct {
 	ShedCoolOff time.Duration
 }
 
-// defaultMaxInFlight is one simulation per CPU the process may use,
+// defaultMaxInFlight is one job per CPU the process may use,
 // rounded up (a limit of 1.5 CPUs allows 2), at least 1.
 func defaultMaxInFlight(cpus float64) int {
 	return max(int(math.Ceil(cpus)), 1)
@@ -87,7 +87,7 @@ func DefaultConfig() Config {
 		Throttle:      true,
 		AdaptiveShed:  true,
 		InFlightCap:   true,
-		// Battles are CPU-bound: more at once than the CPUs the process
+		// Jobs are CPU-bound: more at once than the CPUs the process
 		// may use only makes each slower and starves the gRPC server's
 		// own goroutines, so refusals come back late. One per CPU is
 		// enough to keep them busy because logic keeps a short line of

@@ -1,10 +1,9 @@
 // Package battlecmd is the battle tier's command: flags, BATTLE_*
 // variables, signals and logging around package battle, for a game's own
-// binary. Levee's default binary (cmd/battle) is
+// binary. A game's battle binary is one line (Levee's default one,
+// cmd/battle, is this with its example game):
 //
-//	func main() { os.Exit(battlecmd.Main(arena.Game(), os.Args[1:])) }
-//
-// and a studio's is the same line with its own game.
+//	func main() { os.Exit(battlecmd.Main(mygame.Game(), os.Args[1:])) }
 package battlecmd
 
 import (
