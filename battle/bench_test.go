@@ -1,10 +1,16 @@
 package battle
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/internal/priority"
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // benchAdmission returns an admission (cap 16) whose shedder has learned a
@@ -77,6 +83,52 @@ func BenchmarkAdmit(b *testing.B) {
 					} else {
 						s.cancel()
 					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHandle measures one request through the tier's handler, as the
+// gRPC server would run it, without the transport: the JobRequest decoded
+// from its bytes, the job looked up and its request decoded, the throttle's
+// check, admission, a battle of arena's simulate job, and the reply encoded
+// into the JobReply's bytes. tiny_1x1 (one unit a side, one tick) is almost
+// all the tier's own work; small_4x50 is a small real battle. The CPU
+// reading is low, so nothing is throttled or shed. Compare with the old
+// tree's Simulate handler over the same battles (the report of issue 21).
+func BenchmarkHandle(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Game = arena.Game()
+	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	s, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.grpcLis.Close(); s.opsLis.Close() })
+	s.cpu = func() float64 { return 0.1 }
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(priority.Key, priority.Default.String()))
+	for _, c := range []struct {
+		name         string
+		units, ticks int
+	}{{"tiny_1x1", 1, 1}, {"small_4x50", 4, 50}} {
+		b.Run(c.name, func(b *testing.B) {
+			wire, err := proto.Marshal(jobRequest(b, sturdyRequest(c.units, c.ticks, 42)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				var in leveev2.JobRequest
+				if err := proto.Unmarshal(wire, &in); err != nil {
+					b.Fatal(err)
+				}
+				rep, err := s.handle(ctx, &in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := proto.Marshal(rep); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
