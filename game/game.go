@@ -17,9 +17,8 @@
 //
 // A handler must be quick (the shard's other players wait for it: budget
 // 1 ms, see logic_handler_duration_seconds and the alert LeveeHandlerSlow),
-// deterministic given its inputs and
-// Ctx.Now, and must not keep the state or request it is given after it
-// returns. A handler that panics fails only its own request, with INTERNAL.
+// deterministic given its inputs and Ctx.Now, and must not keep the state
+// or request it is given after it returns. A handler that panics fails only its own request, with INTERNAL.
 //
 // The tiers run a declaration: gate.New, logic.New and battle.New take the
 // *Game; package gametest runs a game's handlers in a test without a

@@ -52,12 +52,16 @@ func TestValidateRefuses(t *testing.T) {
 			game.Job(g, "tally", func(ctx context.Context, r *counter) (*counter, error) { return r, nil })
 			game.JobAction(g, "tally", game.Default, "tally", nil,
 				func(c *game.Ctx, s *counter, r *counter) (*counter, error) { return r, nil },
-				func(c *game.Ctx, s *counter, r *counter, res *counter) (*counter, *counter, error) { return res, s, nil })
+				func(c *game.Ctx, s *counter, r *counter, res *counter) (*counter, *counter, error) {
+					return res, s, nil
+				})
 		}, `action "tally" is a mutation without a request id for its job "tally"`},
 		{"continuation for an unknown job", func(g *game.Game) {
 			game.JobAction(g, "tally", game.Default, "nope", func(r *counter) string { return "k" },
 				func(c *game.Ctx, s *counter, r *counter) (*counter, error) { return r, nil },
-				func(c *game.Ctx, s *counter, r *counter, res *counter) (*counter, *counter, error) { return res, s, nil })
+				func(c *game.Ctx, s *counter, r *counter, res *counter) (*counter, *counter, error) {
+					return res, s, nil
+				})
 		}, `action "tally": continuation for unknown job "nope"`},
 		{"a reply type that does not match", func(g *game.Game) {
 			game.Job(g, "tally", func(ctx context.Context, r *counter) (*counter, error) { return r, nil })
@@ -69,7 +73,9 @@ func TestValidateRefuses(t *testing.T) {
 			game.Job(g, "tally", func(ctx context.Context, r *counter) (*counter, error) { return r, nil })
 			game.JobAction(g, "tally", game.Default, "tally", func(r *counter) string { return "k" },
 				func(c *game.Ctx, s *counter, r *counter) (*text, error) { return nil, nil },
-				func(c *game.Ctx, s *counter, r *counter, res *counter) (*counter, *counter, error) { return res, s, nil })
+				func(c *game.Ctx, s *counter, r *counter, res *counter) (*counter, *counter, error) {
+					return res, s, nil
+				})
 		}, `action "tally" starts job "tally" with google.protobuf.StringValue, but the job takes google.protobuf.Int64Value`},
 		{"ReadsPlayer on a mutation", func(g *game.Game) {
 			game.Mutation(g, "add", game.Critical, add, game.ReadsPlayer(func(r *counter) string { return "" }))
