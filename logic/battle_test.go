@@ -279,4 +279,3 @@ func TestBattleRoundRobin(t *testing.T) {
 		e.call(battleReq("alice", "rr-"+string(rune('a'+i%26))+string(rune('a'+i/26)), 1, 1))
 	}
 }
-

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkBuy measures purchases through gRPC into an in-process server

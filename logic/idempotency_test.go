@@ -12,10 +12,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	"github.com/leveehq/levee/examples/arena/arenapb"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 

@@ -10,12 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	"github.com/leveehq/levee/examples/arena"
-	"github.com/leveehq/levee/examples/arena/arenapb"
 )
 
 // epoch is where the fake clocks of these tests start.
