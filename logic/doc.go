@@ -36,8 +36,8 @@
 // error and never executed, and a non-critical one that has waited more
 // than 2 × -queue-max-wait is answered busy, unexecuted. The class
 // (levee/internal/priority) arrives in the levee-criticality gRPC metadata,
-// set by the gate from its policy table (logic is internal and trusts it;
-// none means default), and travels on to battle with the remaining
+// set by the gate from the action's declared class (logic is internal and
+// trusts it; none means default), and travels on to battle with the remaining
 // deadline. -protection=false (or the switch of each mechanism) turns this
 // off, for comparison.
 //
@@ -46,11 +46,15 @@
 // (group commit) before it answers any of them, so an acknowledged mutation
 // survives a crash. Mutations are idempotent by request id, and actions
 // that run a job also by their job key (the game's, e.g. a battle id): the
-// first outcome of each, game errors included, is stored in the shard's bucket "outcomes" in the same commit as
-// the change it answers, and a resend is answered from it for
-// -idempotency-window (24 h) after the request was issued; the shard purges
-// older outcomes itself, and a resend older than the window whose outcome
-// is gone is answered REQUEST_EXPIRED, never applied again.
+// first outcome of each, game errors included, is stored in the shard's
+// bucket "outcomes" in the same commit as the change it answers, and a
+// resend is answered from it for -idempotency-window (24 h) after the
+// request was issued; the shard purges older outcomes itself, and a resend
+// older than the window whose outcome is gone is answered REQUEST_EXPIRED,
+// never applied again. A request Levee refuses before the game's code runs
+// (not decodable, too big, no request id, busy, expired, shutting down, a
+// failure of the game's code or of the store) stores nothing: its id stays
+// open for a resend.
 //
 // Jobs run on the battle tier, called outside the shard goroutine; the
 // result comes back to the shard as an internal message (which bypasses

@@ -135,16 +135,14 @@ func (s *Server) decode(req *leveev2.LogicRequest) (a *gamedef.Action, msg proto
 			return nil, nil, route, a.Name, fmt.Errorf("%w: action %q mutates and needs a non-zero request_id", apperr.ErrBadRequest, a.Name)
 		}
 		if a.Target != nil {
-			var target string
-			if err := s.guard(a.Name, route, func() error { target = a.Target(msg); return nil }); err != nil {
+			sender, target := route, route
+			if err := s.guard(a.Name, sender, func() error { target = a.Route(sender, msg); return nil }); err != nil {
 				return nil, nil, route, a.Name, fmt.Errorf("%w: %w", apperr.ErrInternal, err)
 			}
-			if target != "" {
-				if !token.ValidPlayerID(target) {
-					return nil, nil, route, a.Name, fmt.Errorf("%w: action %q reads player %q, which is no valid player id", apperr.ErrBadRequest, a.Name, clip(target))
-				}
-				route = target
+			if !token.ValidPlayerID(target) {
+				return nil, nil, route, a.Name, fmt.Errorf("%w: action %q reads player %q, which is no valid player id", apperr.ErrBadRequest, a.Name, clip(target))
 			}
+			route = target
 		}
 		return a, msg, route, a.Name, nil
 	default:
