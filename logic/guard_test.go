@@ -243,3 +243,21 @@ func TestNilNextStateAndClock(t *testing.T) {
 		t.Fatalf("the handler's Ctx.Now was unix %d, want the fake clock's %d", got, clk.Now().Unix())
 	}
 }
+
+// New refuses to start without a game, or with one Validate refuses, with
+// its message naming the action.
+func TestNewRefusesBadGame(t *testing.T) {
+	cfg := testConfig(t.TempDir(), "127.0.0.1:1")
+	cfg.Game = nil
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "Config.Game is nil") {
+		t.Fatalf("no game: %v", err)
+	}
+	g := guardGame()
+	game.Query(g, "peek", game.Default, func(*game.Ctx, *arenapb.Player, *arenapb.GetProfileRequest) (*arenapb.ProfileReply, error) {
+		return nil, nil
+	})
+	cfg.Game = g
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), `action "peek" is declared twice`) {
+		t.Fatalf("bad game: %v", err)
+	}
+}
