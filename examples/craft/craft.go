@@ -9,7 +9,7 @@
 //	action   class      mutates  what
 //	gather   default    yes      adds 1-3 of a material; one gather per GatherCooldown
 //	craft    default    yes      job "forge": spends a recipe's materials, the item is ready RecipeTime later
-//	collect  default    yes      moves a ready item into the player's items; "not_ready" before
+//	collect  default    yes      moves a ready item (by craft id, or the soonest) into the items; "not_ready" before
 //	trade    critical   yes      sells items for coins
 //	emote    sheddable  no       a wave or a cheer, shed first when the cluster is full
 //	inspect  default    no       another player's public workshop (game.ReadsPlayer)
@@ -200,22 +200,43 @@ func applyCraft(c *game.Ctx, p *craftpb.Crafter, req *craftpb.CraftRequest, res 
 }
 
 func collect(c *game.Ctx, p *craftpb.Crafter, req *craftpb.CollectRequest) (*craftpb.CollectReply, *craftpb.Crafter, error) {
-	for i, pend := range p.GetPending() {
-		if pend.GetCraftId() != req.GetCraftId() {
+	now := c.Now().UnixMilli()
+	i := pick(p.GetPending(), req.GetCraftId(), now)
+	if i < 0 {
+		if req.GetCraftId() == "" {
+			return nil, nil, game.NotFound(ReasonNoSuchCraft, "nothing waits in your workshop")
+		}
+		return nil, nil, game.NotFound(ReasonNoSuchCraft, fmt.Sprintf("no craft %q waits in your workshop", clip(req.GetCraftId())))
+	}
+	pend := p.Pending[i]
+	if wait := pend.GetReadyAtMs() - now; wait > 0 {
+		return nil, nil, game.Rejectf(ReasonNotReady, "your %s is ready in %d ms", pend.GetRecipe(), wait)
+	}
+	p.Pending = append(p.Pending[:i], p.Pending[i+1:]...)
+	if p.Items == nil {
+		p.Items = map[string]uint32{}
+	}
+	p.Items[pend.GetRecipe()]++
+	p.Collected++
+	return &craftpb.CollectReply{Item: pend.GetRecipe(), Quality: pend.GetQuality(), Count: p.Items[pend.GetRecipe()]}, p, nil
+}
+
+// pick is the index of the pending craft to collect: the one named id, or
+// for "" the first ready one (else the one ready soonest); -1 for none.
+func pick(pending []*craftpb.Pending, id string, now int64) int {
+	best := -1
+	for i, pend := range pending {
+		if id != "" {
+			if pend.GetCraftId() == id {
+				return i
+			}
 			continue
 		}
-		if wait := pend.GetReadyAtMs() - c.Now().UnixMilli(); wait > 0 {
-			return nil, nil, game.Rejectf(ReasonNotReady, "your %s is ready in %d ms", pend.GetRecipe(), wait)
+		if best < 0 || pend.GetReadyAtMs() < pending[best].GetReadyAtMs() {
+			best = i
 		}
-		p.Pending = append(p.Pending[:i], p.Pending[i+1:]...)
-		if p.Items == nil {
-			p.Items = map[string]uint32{}
-		}
-		p.Items[pend.GetRecipe()]++
-		p.Collected++
-		return &craftpb.CollectReply{Item: pend.GetRecipe(), Quality: pend.GetQuality(), Count: p.Items[pend.GetRecipe()]}, p, nil
 	}
-	return nil, nil, game.NotFound(ReasonNoSuchCraft, fmt.Sprintf("no craft %q waits in your workshop", clip(req.GetCraftId())))
+	return best
 }
 
 func trade(c *game.Ctx, p *craftpb.Crafter, req *craftpb.TradeRequest) (*craftpb.TradeReply, *craftpb.Crafter, error) {

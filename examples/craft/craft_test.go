@@ -169,7 +169,7 @@ func TestTradeIsCriticalAndExactlyOnce(t *testing.T) {
 	craftOne(t, p, "c2", "plank")
 	s.Advance(craft.Recipes["plank"].Time)
 	p.Do(craft.ActionCollect, &craftpb.CollectRequest{CraftId: "c1"})
-	p.Do(craft.ActionCollect, &craftpb.CollectRequest{CraftId: "c2"})
+	p.Do(craft.ActionCollect, &craftpb.CollectRequest{}) // the soonest ready: c2
 
 	sell := p.Do(craft.ActionTrade, &craftpb.TradeRequest{Item: "plank", Quantity: 2})
 	rep := gametest.Decode[*craftpb.TradeReply](sell)

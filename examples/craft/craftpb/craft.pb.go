@@ -416,7 +416,7 @@ func (x *CraftReply) GetMaterials() map[string]uint32 {
 
 type CollectRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	CraftId       string                 `protobuf:"bytes,1,opt,name=craft_id,json=craftId,proto3" json:"craft_id,omitempty"`
+	CraftId       string                 `protobuf:"bytes,1,opt,name=craft_id,json=craftId,proto3" json:"craft_id,omitempty"` // "": the craft ready soonest
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
