@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -62,10 +61,19 @@ func Window(d time.Duration) Option { return func(o *options) { o.window = d } }
 // Logger gives the shard a logger (none otherwise).
 func Logger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
+// TB is what the kit needs of a test: *testing.T and *testing.B have it.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
+
 // Shard is a game's logic tier in a test: every shard of it in this
 // process, on a fake clock and a temporary store.
 type Shard struct {
-	t    testing.TB
+	t    TB
 	g    *game.Game
 	clk  *clock.Fake
 	srv  *logic.Server
@@ -77,7 +85,7 @@ type Shard struct {
 
 // New starts the logic tier on g, which must validate, and stops it when
 // the test ends.
-func New(t testing.TB, g *game.Game, opts ...Option) *Shard {
+func New(t TB, g *game.Game, opts ...Option) *Shard {
 	t.Helper()
 	o := options{start: Epoch}
 	for _, opt := range opts {
