@@ -28,9 +28,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/leveehq/levee/game"
+	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/logic"
 	"github.com/leveehq/levee/proto/leveev2"
@@ -257,7 +260,12 @@ func (pd *Pending) Wait() *Result {
 		t.Fatalf("gametest: %s #%d: no answer within %v", pd.action, pd.id, waitFor)
 	}
 	if pd.err != nil {
-		t.Fatalf("gametest: %s #%d: %v", pd.action, pd.id, pd.err)
+		// Levee's own refusals (INTERNAL, BUSY, ...) come as a status.
+		if st, ok := status.FromError(pd.err); !ok || st.Code() == codes.Unknown {
+			t.Fatalf("gametest: %s #%d: %v", pd.action, pd.id, pd.err)
+		}
+		e := apperr.FromStatus(pd.err).Player()
+		return &Result{p: pd.p, issued: pd.issued, req: pd.req, ID: pd.id, Action: pd.action, Err: toError(e)}
 	}
 	r := &Result{p: pd.p, issued: pd.issued, req: pd.req, ID: pd.id, Action: pd.action,
 		Replayed: pd.rep.GetReplayed(), Version: pd.rep.GetVersion(), Reply: pd.rep.GetReply()}

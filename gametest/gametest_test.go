@@ -146,16 +146,17 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	panic(f)
 }
 
-func fails(t *testing.T, tb *fakeTB, check func()) string {
+func fails(t *testing.T, tb *fakeTB, check func()) (msg string) {
 	t.Helper()
 	defer func() {
 		if v := recover(); v != nil && v != tb {
 			panic(v)
 		}
+		msg = tb.fatal
 	}()
 	tb.fatal = ""
 	check()
-	return tb.fatal
+	return ""
 }
 
 func TestChecksFail(t *testing.T) {

@@ -246,15 +246,19 @@ func TestForgeIsDeterministicAndBounded(t *testing.T) {
 func ExampleGame() {
 	g := craft.Game()
 	for _, a := range g.Def().Actions() {
-		fmt.Println(a.Name, a.Class, a.Mutates, a.Job)
+		line := fmt.Sprintf("%-8s %-9s mutates=%v", a.Name, a.Class, a.Mutates)
+		if a.Job != "" {
+			line += " job=" + a.Job
+		}
+		fmt.Println(line)
 	}
 	fmt.Println(g.Validate())
 	// Output:
-	// gather default true
-	// craft default true forge
-	// collect default true
-	// trade critical true
-	// emote sheddable false
-	// inspect default false
+	// gather   default   mutates=true
+	// craft    default   mutates=true job=forge
+	// collect  default   mutates=true
+	// trade    critical  mutates=true
+	// emote    sheddable mutates=false
+	// inspect  default   mutates=false
 	// <nil>
 }
