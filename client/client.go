@@ -15,9 +15,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/internal/codec"
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/clock"
-	"github.com/leveehq/levee/client/internal/codec"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/client/internal/codec"
+	"github.com/leveehq/levee/internal/apperr"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
