@@ -12,6 +12,8 @@ import (
 
 	"github.com/leveehq/levee/battle"
 	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenaclient"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/logic"
@@ -136,7 +138,7 @@ func dial(t *testing.T, c *cluster, player string, json bool) *client.Client {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.gateURL, tok, client.Options{JSON: json})
+	cl, err := client.Dial(ctx, c.gateURL, tok, arenaclient.Options(client.Options{JSON: json}))
 	if err != nil {
 		t.Fatalf("dial as %s: %v", player, err)
 	}
@@ -169,39 +171,45 @@ func TestGameLoop(t *testing.T) {
 		}
 		cl := dial(t, c, player, json)
 		ctx := ctxT(t)
-		w := cl.Welcome().GetPlayer()
+		w, err := arenaclient.Profile(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if w.GetId() != player || w.GetGold() != 1000 || w.GetLevel() != 1 {
 			t.Fatalf("welcome player = %v", w)
 		}
 
-		buy, err := cl.BuyItem(ctx, "sword", 1)
+		buy, _, err := arenaclient.BuyItem(ctx, cl, "sword", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if buy.GetPlayer().GetGold() != 900 || buy.GetPlayer().GetInventory()["sword"] != 1 {
 			t.Fatalf("after buying a sword: %v", buy.GetPlayer())
 		}
-		_, err = cl.BuyItem(ctx, "dragon_skin", 100)
-		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
-		_, err = cl.BuyItem(ctx, "sword", -1)
+		_, _, err = arenaclient.BuyItem(ctx, cl, "dragon_skin", 100)
+		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_REJECTED)
+		if r := client.Reason(err); r != arena.ReasonInsufficientGold {
+			t.Fatalf("reason %q, want %q", r, arena.ReasonInsufficientGold)
+		}
+		_, _, err = arenaclient.BuyItem(ctx, cl, "sword", -1)
 		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
-		_, err = cl.BuyItem(ctx, "no-such-item", 1)
+		_, _, err = arenaclient.BuyItem(ctx, cl, "no-such-item", 1)
 		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
-		_, err = cl.GetProfile(ctx, "someone-else")
+		_, err = arenaclient.GetProfile(ctx, cl, "someone-else")
 		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_FORBIDDEN)
 
-		first, err := cl.StartBattle(ctx, "battle-1", 4, 100)
+		first, replayed, err := arenaclient.StartBattle(ctx, cl, "battle-1", 4, 100)
+		if err != nil || replayed {
+			t.Fatal(err, replayed)
+		}
+		again, replayed, err := arenaclient.StartBattle(ctx, cl, "battle-1", 4, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := cl.StartBattle(ctx, "battle-1", 4, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !again.GetReplayed() || again.GetResult().GetResultHash() != first.GetResult().GetResultHash() {
+		if !replayed || again.GetResult().GetResultHash() != first.GetResult().GetResultHash() {
 			t.Fatalf("same battle id twice: first %v, again %v", first, again)
 		}
-		p, err := cl.GetProfile(ctx, "")
+		p, err := arenaclient.GetProfile(ctx, cl, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +229,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	c := startCluster(t, dir)
 	cl := dial(t, c, "carol", false)
-	if _, err := cl.BuyItem(ctxT(t), "potion", 3); err != nil {
+	if _, _, err := arenaclient.BuyItem(ctxT(t), cl, "potion", 3); err != nil {
 		t.Fatal(err)
 	}
 	for name, stop := range map[string]func() error{"gate": c.stop["gate"], "logic": c.stop["logic"]} {
@@ -241,7 +249,10 @@ func TestStateSurvivesRestart(t *testing.T) {
 	}
 
 	c2 := startCluster(t, dir)
-	p := dial(t, c2, "carol", false).Welcome().GetPlayer()
+	p, err := arenaclient.Profile(dial(t, c2, "carol", false))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if p.GetGold() != 970 || p.GetInventory()["potion"] != 3 {
 		t.Fatalf("after restart: %v", p)
 	}
