@@ -108,7 +108,7 @@ type Template struct {
 // request {}); path names n in errors ("players.actions[1].request").
 func Compile(n *yaml.Node, path string) (*Template, error) {
 	if n == nil {
-		return &Template{root: &node{kind: kMap, path: path}, fixed: true}, nil
+		return &Template{root: &node{kind: kMap, path: path}, fixed: true, fixJS: []byte("{}")}, nil
 	}
 	root, err := compile(n, path, 0)
 	if err != nil {
