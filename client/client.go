@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/internal/codec"
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/clock"
-	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -28,7 +29,7 @@ const maxAbandoned = 1 << 16
 // concurrent use.
 type Client struct {
 	conn    *websocket.Conn
-	codec   wire.Codec
+	codec   codec.Codec
 	msgType int
 	opts    Options
 	log     *slog.Logger
@@ -53,7 +54,7 @@ type Client struct {
 	wmu sync.Mutex // serialises frame writes
 
 	mu        sync.Mutex
-	pending   map[uint64]chan *leveev2.ServerFrame
+	pending   map[uint64]pendingCall
 	abandoned map[uint64]struct{}
 	closing   bool  // Close was called
 	err       error // why the connection ended; set before done is closed
@@ -88,19 +89,35 @@ type Stats struct {
 	DialAttempts uint64 // dials it took to get this connection (1 for Dial)
 }
 
+// pendingCall is a call waiting for its reply: where to hand it, and the
+// message type of its action's reply (nil when unknown; the JSON codec
+// needs it).
+type pendingCall struct {
+	ch    chan *leveev2.ServerFrame
+	reply protoreflect.MessageType
+}
+
+// replyType is the reply message type of the pending call with request id
+// id, for the JSON codec; nil when none waits.
+func (c *Client) replyType(id uint64) protoreflect.MessageType {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[id].reply
+}
+
 // newClient wraps conn; opts has its defaults and is valid.
 func newClient(conn *websocket.Conn, opts Options) *Client {
 	c := &Client{
 		clk:          opts.Clock,
 		dialAttempts: 1,
 		conn:         conn,
-		codec:        wire.Codec{JSON: opts.JSON},
+		codec:        codec.Codec{JSON: opts.JSON, Def: opts.def()},
 		msgType:      websocket.BinaryMessage,
 		opts:         opts,
 		log:          opts.Logger,
 		pre:          make(chan *leveev2.ServerFrame, preBuffer),
 		dialQuit:     make(chan struct{}),
-		pending:      map[uint64]chan *leveev2.ServerFrame{},
+		pending:      map[uint64]pendingCall{},
 		abandoned:    map[uint64]struct{}{},
 		done:         make(chan struct{}),
 	}
@@ -142,7 +159,9 @@ func (c *Client) answerPing(data string) error {
 // of Dial.
 const preBuffer = 16
 
-// Welcome is what the gate said when the player was let in.
+// Welcome is what the gate said when the player was let in: the player's
+// id, shard, state (the game's state message, encoded: decode it with
+// State) and its version. Treat it as read-only.
 func (c *Client) Welcome() *leveev2.Welcome { return c.welcome }
 
 // Queue is the last QueueStatus the gate pushed (the player's place in its
@@ -181,7 +200,7 @@ func (c *Client) Waited() time.Duration {
 }
 
 // PlayerID is the authenticated player's id.
-func (c *Client) PlayerID() string { return c.welcome.GetPlayer().GetId() }
+func (c *Client) PlayerID() string { return c.welcome.GetPlayerId() }
 
 // Backpressure returns the last backpressure hints the gate attached to a
 // frame, or nil if none came yet. Treat it as read-only.
@@ -267,8 +286,8 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev2.ClientFrame, id uint6
 	if err != nil {
 		return nil, false, fmt.Errorf("client: encode: %w", err)
 	}
-	if len(data) > wire.MaxFrame {
-		return nil, false, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), wire.MaxFrame)
+	if len(data) > codec.MaxFrame {
+		return nil, false, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), codec.MaxFrame)
 	}
 
 	ch := make(chan *leveev2.ServerFrame, 1)
@@ -283,7 +302,7 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev2.ClientFrame, id uint6
 		if _, dup := c.pending[id]; dup {
 			err = fmt.Errorf("client: request id %d already in flight", id)
 		} else {
-			c.pending[id] = ch
+			c.pending[id] = pendingCall{ch: ch, reply: c.codec.ReplyType(f.GetAction())}
 		}
 	}
 	c.mu.Unlock()
@@ -402,7 +421,7 @@ func (c *Client) readLoop() {
 			cause = err
 			break
 		}
-		f, err := c.codec.DecodeServer(data)
+		f, err := c.codec.DecodeServer(data, c.replyType)
 		if err != nil {
 			cause = fmt.Errorf("%w: %w", ErrProtocol, err)
 			msg := websocket.FormatCloseMessage(websocket.CloseProtocolError, "malformed frame")
@@ -447,7 +466,8 @@ func (c *Client) keepTicket(q *leveev2.QueueStatus) {
 func (c *Client) deliver(f *leveev2.ServerFrame) {
 	id := f.GetRequestId()
 	c.mu.Lock()
-	ch, ok := c.pending[id]
+	pc, ok := c.pending[id]
+	ch := pc.ch
 	if ok {
 		delete(c.pending, id)
 	} else if _, gone := c.abandoned[id]; gone {
