@@ -1,4 +1,5 @@
-// Package ledger is the load tool's own record of the mutations its
+// Package arenaledger is arena's auditor for the load tool (package
+// loadtest/audit): the load tool's own record of the mutations its
 // players sent, checked after a run against what the cluster says the
 // players have: every acknowledged purchase and battle reward present
 // once, nothing applied twice, nothing applied that was refused.
@@ -34,7 +35,7 @@
 // outcome leaves it Unresolved and it is tried again until the check's
 // time is up), and the profile is read and compared with the record.
 //
-// What logic changes (logic/actions.go, logic/battle.go): a purchase takes
+// What arena changes (examples/arena): a purchase takes
 // gold_spent gold, adds quantity to inventory[item] and bumps version by
 // one; a battle adds xp_gained xp and gold_gained gold, one win or one
 // loss, rating_delta to the rating (clamped at 0, which rating_delta
@@ -79,12 +80,15 @@
 // prices and rewards the run's replies showed (a field is not compared
 // when a value needed for it was never seen, and the rating only when no
 // battle is missing or extra, since its clamping depends on order).
-package ledger
+package arenaledger
 
 import (
 	"sync"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -140,8 +144,8 @@ type Mutation struct {
 // Player is one player's part of the ledger.
 type Player struct {
 	ID    string
-	Start *leveev2.Player // nil: no snapshot came before its first mutation
-	Muts  []*Mutation     // in the order sent
+	Start *Profile    // nil: no snapshot came before its first mutation
+	Muts  []*Mutation // in the order sent
 	byID  map[uint64]*Mutation
 }
 
@@ -152,8 +156,8 @@ type Ledger struct {
 	order   []string
 }
 
-// New returns an empty ledger.
-func New() *Ledger { return &Ledger{players: map[string]*Player{}} }
+// NewLedger returns an empty ledger.
+func NewLedger() *Ledger { return &Ledger{players: map[string]*Player{}} }
 
 func (l *Ledger) player(id string) *Player {
 	p := l.players[id]
@@ -165,9 +169,10 @@ func (l *Ledger) player(id string) *Player {
 	return p
 }
 
-// Snapshot notes a profile of player (a Welcome's or a profile reply's):
-// the first one before the player's first mutation is its start.
-func (l *Ledger) Snapshot(player string, p *leveev2.Player) {
+// Snapshot notes a profile of player at version (a Welcome's or a
+// profile reply's): the first one before the player's first mutation is
+// its start.
+func (l *Ledger) Snapshot(player string, p *arenapb.Player, version uint64) {
 	if p == nil {
 		return
 	}
@@ -175,37 +180,38 @@ func (l *Ledger) Snapshot(player string, p *leveev2.Player) {
 	defer l.mu.Unlock()
 	pl := l.player(player)
 	if pl.Start == nil && len(pl.Muts) == 0 {
-		pl.Start = cloneStart(p)
+		pl.Start = cloneStart(p, version)
 	}
 }
 
 // cloneStart keeps the fields the check compares.
-func cloneStart(p *leveev2.Player) *leveev2.Player {
+func cloneStart(p *arenapb.Player, version uint64) *Profile {
 	inv := make(map[string]uint32, len(p.GetInventory()))
 	for k, v := range p.GetInventory() {
 		inv[k] = v
 	}
-	return &leveev2.Player{Id: p.GetId(), Level: p.GetLevel(), Xp: p.GetXp(), Gold: p.GetGold(), Rating: p.GetRating(),
-		Wins: p.GetWins(), Losses: p.GetLosses(), Inventory: inv, Version: p.GetVersion()}
+	return &Profile{Player: &arenapb.Player{Id: p.GetId(), Level: p.GetLevel(), Xp: p.GetXp(), Gold: p.GetGold(), Rating: p.GetRating(),
+		Wins: p.GetWins(), Losses: p.GetLosses(), Inventory: inv}, Version: version}
 }
 
 // Purchase records a purchase of quantity item sent with request id id,
-// by its reply r and error err as BuyItem returned them; sends is how many
-// times it went on the wire (client.CallInfo.Attempts): one never sent
-// (0, and not unresolved) is not recorded.
-func (l *Ledger) Purchase(player string, id uint64, item string, quantity int32, sends int, r *leveev2.BuyItemReply, err error) {
+// by its reply r (replayed: the frame said so) and error err as the SDK
+// returned them; sends is how many times it went on the wire
+// (client.CallInfo.Attempts): one never sent (0, and not unresolved) is
+// not recorded.
+func (l *Ledger) Purchase(player string, id uint64, item string, quantity int32, sends int, r *arenapb.BuyItemReply, replayed bool, err error) {
 	m := &Mutation{RequestID: id, Kind: KindPurchase, Item: item, Quantity: quantity}
-	l.add(player, m, sends, err, func() { m.GoldSpent, m.Replayed = r.GetGoldSpent(), r.GetReplayed() })
+	l.add(player, m, sends, err, func() { m.GoldSpent, m.Replayed = r.GetGoldSpent(), replayed })
 }
 
 // Battle records battle battleID sent with request id id, as Purchase.
-func (l *Ledger) Battle(player string, id uint64, battleID string, sends int, r *leveev2.BattleReply, err error) {
+func (l *Ledger) Battle(player string, id uint64, battleID string, sends int, r *arenapb.BattleReply, replayed bool, err error) {
 	m := &Mutation{RequestID: id, Kind: KindBattle, BattleID: battleID}
-	l.add(player, m, sends, err, func() { fillBattle(m, r) })
+	l.add(player, m, sends, err, func() { fillBattle(m, r, replayed) })
 }
 
-func fillBattle(m *Mutation, r *leveev2.BattleReply) {
-	m.Won, m.GoldGained, m.XPGained, m.RatingDelta, m.Replayed = r.GetWon(), r.GetGoldGained(), r.GetXpGained(), r.GetRatingDelta(), r.GetReplayed()
+func fillBattle(m *Mutation, r *arenapb.BattleReply, replayed bool) {
+	m.Won, m.GoldGained, m.XPGained, m.RatingDelta, m.Replayed = r.GetWon(), r.GetGoldGained(), r.GetXpGained(), r.GetRatingDelta(), replayed
 }
 
 func (l *Ledger) add(player string, m *Mutation, sends int, err error, ok func()) {
@@ -267,11 +273,20 @@ func (l *Ledger) Resolve(player string, id uint64, f *leveev2.ServerFrame, err e
 		return Refused
 	}
 	switch {
-	case m.Kind == KindPurchase && f.GetBuyItem() != nil:
-		r := f.GetBuyItem()
-		m.GoldSpent, m.Replayed = r.GetGoldSpent(), r.GetReplayed()
-	case m.Kind == KindBattle && f.GetBattle() != nil:
-		fillBattle(m, f.GetBattle())
+	case m.Kind == KindPurchase && f.GetPayload() != nil && f.GetError() == nil && f.GetReply() != nil:
+		r := &arenapb.BuyItemReply{}
+		if proto.Unmarshal(f.GetReply(), r) != nil {
+			m.Err = "undecodable reply to a resend"
+			return Unresolved
+		}
+		m.GoldSpent, m.Replayed = r.GetGoldSpent(), f.GetReplayed()
+	case m.Kind == KindBattle && f.GetPayload() != nil && f.GetError() == nil && f.GetReply() != nil:
+		r := &arenapb.BattleReply{}
+		if proto.Unmarshal(f.GetReply(), r) != nil {
+			m.Err = "undecodable reply to a resend"
+			return Unresolved
+		}
+		fillBattle(m, r, f.GetReplayed())
 	default:
 		m.Err = "unexpected reply to a resend"
 		return Unresolved

@@ -1,12 +1,17 @@
-package ledger
+package arenaledger
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -73,7 +78,7 @@ func (f *Figures) add(r Result, checked bool) {
 // Conn is what the check needs of a player's connection (*client.Client).
 type Conn interface {
 	Resend(ctx context.Context, f *leveev2.ClientFrame) (*leveev2.ServerFrame, error)
-	GetProfile(ctx context.Context, playerID string) (*leveev2.Player, error)
+	Send(ctx context.Context, action string, request []byte) (*leveev2.ServerFrame, error)
 	Close() error
 }
 
@@ -120,7 +125,7 @@ func (l *Ledger) Check(ctx context.Context, cfg CheckConfig) Figures {
 	work := make(chan string)
 	var mu sync.Mutex
 	type got struct {
-		p       *leveev2.Player
+		p       *Profile
 		checked bool
 	}
 	profiles := map[string]got{}
@@ -163,7 +168,7 @@ func (l *Ledger) Check(ctx context.Context, cfg CheckConfig) Figures {
 
 // settle connects as player, resends its unresolved mutations until none
 // is left or ctx ends, and reads its profile (nil when it could not).
-func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *leveev2.Player {
+func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *Profile {
 	var c Conn
 	defer func() {
 		if c != nil {
@@ -193,11 +198,11 @@ func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *le
 				}
 			}
 		}
-		var p *leveev2.Player
+		var p *Profile
 		if !again {
 			cctx, cancel := context.WithTimeout(ctx, cfg.Call)
 			var err error
-			p, err = c.GetProfile(cctx, "")
+			p, err = readProfile(cctx, c)
 			cancel()
 			if err == nil {
 				return p
@@ -221,4 +226,18 @@ func (l *Ledger) settle(ctx context.Context, cfg CheckConfig, player string) *le
 // pause waits cfg.Pause on cfg.Clock; false when ctx ended first.
 func pause(ctx context.Context, cfg CheckConfig) bool {
 	return clock.Sleep(ctx, cfg.Clock, cfg.Pause) == nil
+}
+
+// readProfile reads the player's own profile (get_profile) and the
+// version of its state the reply says.
+func readProfile(ctx context.Context, c Conn) (*Profile, error) {
+	f, err := c.Send(ctx, arena.ActionGetProfile, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := &arenapb.ProfileReply{}
+	if err := proto.Unmarshal(f.GetReply(), r); err != nil {
+		return nil, fmt.Errorf("arenaledger: decode the profile: %w", err)
+	}
+	return &Profile{Player: r.GetPlayer(), Version: f.GetVersion()}, nil
 }

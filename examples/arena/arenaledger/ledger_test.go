@@ -1,8 +1,9 @@
-package ledger
+package arenaledger
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -18,7 +21,7 @@ import (
 
 var (
 	errBusy    = &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY}
-	errGold    = &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}
+	errGold    = &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_REJECTED, Reason: arena.ReasonInsufficientGold}
 	errExpired = &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED}
 )
 
@@ -27,40 +30,52 @@ func unresolvedErr(f *leveev2.ClientFrame) error {
 }
 
 func buyFrame(id uint64, item string) *leveev2.ClientFrame {
-	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: item, Quantity: 1}}}
+	return &leveev2.ClientFrame{RequestId: id, Action: arena.ActionBuyItem, Request: encode(&arenapb.BuyItemRequest{ItemId: item, Quantity: 1})}
+}
+
+func encode(m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func replyFrame(m proto.Message, replayed bool, version uint64) *leveev2.ServerFrame {
+	return &leveev2.ServerFrame{Replayed: replayed, Version: version, Payload: &leveev2.ServerFrame_Reply{Reply: encode(m)}}
 }
 
 func battleFrame(id uint64, battle string) *leveev2.ClientFrame {
-	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: battle, Units: 2, Ticks: 10}}}
+	return &leveev2.ClientFrame{RequestId: id, Action: arena.ActionStartBattle, Request: encode(&arenapb.StartBattleRequest{BattleId: battle, Units: 2, Ticks: 10})}
 }
 
-func start() *leveev2.Player {
-	return &leveev2.Player{Id: "p", Level: 1, Gold: 1000, Rating: 1000, Inventory: map[string]uint32{}, Version: 1}
+func start() *Profile {
+	return &Profile{Player: &arenapb.Player{Id: "p", Level: 1, Gold: 1000, Rating: 1000, Inventory: map[string]uint32{}}, Version: 1}
 }
 
 // sim is a stand-in for logic: it applies purchases and battles to a
 // profile exactly as logic/actions.go does.
-type sim struct{ p *leveev2.Player }
+type sim struct{ p *Profile }
 
-func (s *sim) buy(item string, price int64) *leveev2.BuyItemReply {
-	s.p.Gold -= price
-	s.p.Inventory[item]++
+func (s *sim) buy(item string, price int64) *arenapb.BuyItemReply {
+	s.p.Player.Gold -= price
+	s.p.Player.Inventory[item]++
 	s.p.Version++
-	return &leveev2.BuyItemReply{GoldSpent: price}
+	return &arenapb.BuyItemReply{GoldSpent: price}
 }
 
-func (s *sim) battle(id string, won bool) *leveev2.BattleReply {
-	r := &leveev2.BattleReply{BattleId: id, Won: won}
+func (s *sim) battle(id string, won bool) *arenapb.BattleReply {
+	r := &arenapb.BattleReply{BattleId: id, Won: won}
 	if won {
 		r.GoldGained, r.XpGained, r.RatingDelta = 50, 100, 10
-		s.p.Wins++
+		s.p.Player.Wins++
 	} else {
 		r.XpGained, r.RatingDelta = 25, -10
-		s.p.Losses++
+		s.p.Player.Losses++
 	}
-	s.p.Gold += r.GoldGained
-	s.p.Xp += r.XpGained
-	s.p.Rating += r.RatingDelta
+	s.p.Player.Gold += r.GoldGained
+	s.p.Player.Xp += r.XpGained
+	s.p.Player.Rating += r.RatingDelta
 	s.p.Version++
 	return r
 }
@@ -69,19 +84,19 @@ func (s *sim) battle(id string, won bool) *leveev2.BattleReply {
 // load, a business refusal, one unresolved that was applied and one that
 // was not: the profile matches, nothing is a failure.
 func TestCompareMatches(t *testing.T) {
-	l := New()
+	l := NewLedger()
 	s := &sim{p: start()}
-	l.Snapshot("p", s.p)
-	l.Purchase("p", 1, "potion", 1, 1, s.buy("potion", 10), nil)
-	l.Battle("p", 2, "p-b2", 1, s.battle("p-b2", true), nil)
-	l.Battle("p", 3, "p-b3", 2, s.battle("p-b3", false), nil)
-	l.Purchase("p", 4, "potion", 1, 3, nil, errBusy)
-	l.Purchase("p", 5, "sword", 1, 1, nil, errGold)
+	l.Snapshot("p", s.p.Player, s.p.Version)
+	l.Purchase("p", 1, "potion", 1, 1, s.buy("potion", 10), false, nil)
+	l.Battle("p", 2, "p-b2", 1, s.battle("p-b2", true), false, nil)
+	l.Battle("p", 3, "p-b3", 2, s.battle("p-b3", false), false, nil)
+	l.Purchase("p", 4, "potion", 1, 3, nil, false, errBusy)
+	l.Purchase("p", 5, "sword", 1, 1, nil, false, errGold)
 	s.buy("potion", 10) // applied, but the answer was lost
-	l.Purchase("p", 6, "potion", 1, 1, nil, unresolvedErr(buyFrame(6, "potion")))
-	l.Battle("p", 7, "p-b7", 1, nil, unresolvedErr(battleFrame(7, "p-b7")))
-	l.Snapshot("p", &leveev2.Player{Gold: 1})                    // after a mutation: not the start
-	l.Purchase("p", 8, "potion", 1, 0, nil, errors.New("local")) // never sent: not recorded
+	l.Purchase("p", 6, "potion", 1, 1, nil, false, unresolvedErr(buyFrame(6, "potion")))
+	l.Battle("p", 7, "p-b7", 1, nil, false, unresolvedErr(battleFrame(7, "p-b7")))
+	l.Snapshot("p", &arenapb.Player{Gold: 1}, 2)                        // after a mutation: not the start
+	l.Purchase("p", 8, "potion", 1, 0, nil, false, errors.New("local")) // never sent: not recorded
 	pl := l.Player("p")
 	if len(pl.Muts) != 7 || pl.Start.GetGold() != 1000 {
 		t.Fatalf("record: %d mutations, start %v", len(pl.Muts), pl.Start)
@@ -101,58 +116,58 @@ func TestCompareFindsEachFailure(t *testing.T) {
 		want  func(r Result) bool
 	}{
 		{"lost purchase", func(l *Ledger, s *sim) {
-			l.Purchase("p", 10, "potion", 1, 1, &leveev2.BuyItemReply{GoldSpent: 10}, nil) // acked, never applied
+			l.Purchase("p", 10, "potion", 1, 1, &arenapb.BuyItemReply{GoldSpent: 10}, false, nil) // acked, never applied
 		}, func(r Result) bool { return r.Lost == 1 && r.Doubled+r.Phantom == 0 && !r.Mismatch }},
 		{"lost battle", func(l *Ledger, s *sim) {
-			l.Battle("p", 10, "p-b10", 1, &leveev2.BattleReply{Won: true, GoldGained: 50, XpGained: 100, RatingDelta: 10}, nil)
+			l.Battle("p", 10, "p-b10", 1, &arenapb.BattleReply{Won: true, GoldGained: 50, XpGained: 100, RatingDelta: 10}, false, nil)
 		}, func(r Result) bool { return r.Lost == 1 && r.Doubled+r.Phantom == 0 && !r.Mismatch }},
 		{"doubled purchase", func(l *Ledger, s *sim) {
-			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), false, nil)
 			s.buy("potion", 10) // the same id applied again
 		}, func(r Result) bool { return r.Doubled == 1 && r.Lost+r.Phantom == 0 && !r.Mismatch }},
 		{"doubled battle", func(l *Ledger, s *sim) {
-			l.Battle("p", 10, "p-b10", 1, s.battle("p-b10", true), nil)
+			l.Battle("p", 10, "p-b10", 1, s.battle("p-b10", true), false, nil)
 			s.battle("p-b10", true)
 		}, func(r Result) bool { return r.Doubled == 1 && r.Lost+r.Phantom == 0 && !r.Mismatch }},
 		{"phantom purchase", func(l *Ledger, s *sim) {
 			s.buy("shield", 30) // applied, though the answer said BUSY
-			l.Purchase("p", 10, "shield", 1, 1, nil, errBusy)
+			l.Purchase("p", 10, "shield", 1, 1, nil, false, errBusy)
 		}, func(r Result) bool { return r.Phantom == 1 && r.Lost+r.Doubled == 0 && !r.Mismatch }},
 		{"phantom battle", func(l *Ledger, s *sim) {
 			s.battle("p-b10", false)
-			l.Battle("p", 10, "p-b10", 1, nil, errBusy)
+			l.Battle("p", 10, "p-b10", 1, nil, false, errBusy)
 		}, func(r Result) bool { return r.Phantom == 1 && r.Lost+r.Doubled == 0 && !r.Mismatch }},
 		{"wrong charge", func(l *Ledger, s *sim) {
-			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
-			s.p.Gold -= 5 // charged 15 for a potion the reply said cost 10
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), false, nil)
+			s.p.Player.Gold -= 5 // charged 15 for a potion the reply said cost 10
 		}, func(r Result) bool {
 			return r.OK() == false && r.Mismatch && r.Lost+r.Doubled+r.Phantom == 0 && has(r.Why, "gold")
 		}},
 		{"version not bumped", func(l *Ledger, s *sim) {
-			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), false, nil)
 			s.p.Version--
 		}, func(r Result) bool { return r.Mismatch && has(r.Why, "version") }},
 		{"item never bought", func(l *Ledger, s *sim) {
-			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), nil)
-			s.p.Inventory["crown"] = 1
+			l.Purchase("p", 10, "potion", 1, 1, s.buy("potion", 10), false, nil)
+			s.p.Player.Inventory["crown"] = 1
 		}, func(r Result) bool { return r.Mismatch && has(r.Why, "crown") }},
 		{"more applied than unresolved explain", func(l *Ledger, s *sim) {
 			s.buy("boots", 20)
 			s.buy("boots", 20)
-			l.Purchase("p", 10, "boots", 1, 1, nil, unresolvedErr(buyFrame(10, "boots")))
+			l.Purchase("p", 10, "boots", 1, 1, nil, false, unresolvedErr(buyFrame(10, "boots")))
 		}, func(r Result) bool { return r.Mismatch && r.Unresolved == 1 && has(r.Why, "never sent") }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			l := New()
+			l := NewLedger()
 			s := &sim{p: start()}
-			l.Snapshot("p", s.p)
+			l.Snapshot("p", s.p.Player, s.p.Version)
 			// Some honest traffic around the planted fault, and replies
 			// that show the prices and rewards.
-			l.Purchase("p", 1, "potion", 1, 1, s.buy("potion", 10), nil)
-			l.Purchase("p", 2, "shield", 1, 1, s.buy("shield", 30), nil)
-			l.Battle("p", 3, "p-b3", 1, s.battle("p-b3", true), nil)
-			l.Battle("p", 4, "p-b4", 1, s.battle("p-b4", false), nil)
+			l.Purchase("p", 1, "potion", 1, 1, s.buy("potion", 10), false, nil)
+			l.Purchase("p", 2, "shield", 1, 1, s.buy("shield", 30), false, nil)
+			l.Battle("p", 3, "p-b3", 1, s.battle("p-b3", true), false, nil)
+			l.Battle("p", 4, "p-b4", 1, s.battle("p-b4", false), false, nil)
 			c.plant(l, s)
 			r := Compare(l.Player("p"), s.p, l.Values())
 			if !c.want(r) {
@@ -198,19 +213,28 @@ func (c *fakeConn) Resend(ctx context.Context, f *leveev2.ClientFrame) (*leveev2
 		return nil, errExpired
 	}
 	if out := s.applied[f.GetRequestId()]; out != nil {
-		r := out.GetBuyItem()
-		return &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_BuyItem{BuyItem: &leveev2.BuyItemReply{GoldSpent: r.GetGoldSpent(), Replayed: true}}}, nil
+		replay := proto.CloneOf(out)
+		replay.Replayed = true
+		return replay, nil
 	}
-	r := s.p[c.player].buy(f.GetBuyItem().GetItemId(), 10)
-	out := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_BuyItem{BuyItem: r}}
+	req := &arenapb.BuyItemRequest{}
+	if err := proto.Unmarshal(f.GetRequest(), req); err != nil || f.GetAction() != arena.ActionBuyItem {
+		return nil, fmt.Errorf("not a purchase: %v", err)
+	}
+	pl := s.p[c.player]
+	out := replyFrame(pl.buy(req.GetItemId(), 10), false, pl.p.Version)
 	s.applied[f.GetRequestId()] = out
 	return out, nil
 }
 
-func (c *fakeConn) GetProfile(ctx context.Context, _ string) (*leveev2.Player, error) {
+func (c *fakeConn) Send(ctx context.Context, action string, _ []byte) (*leveev2.ServerFrame, error) {
 	c.srv.mu.Lock()
 	defer c.srv.mu.Unlock()
-	return cloneStart(c.srv.p[c.player].p), nil
+	if action != arena.ActionGetProfile {
+		return nil, fmt.Errorf("unexpected action %s", action)
+	}
+	p := c.srv.p[c.player].p
+	return replyFrame(&arenapb.ProfileReply{Player: proto.CloneOf(p.Player)}, false, p.Version), nil
 }
 
 func (c *fakeConn) Close() error { return nil }
@@ -222,21 +246,21 @@ func (c *fakeConn) Close() error { return nil }
 func TestCheck(t *testing.T) {
 	srv := &fakeServer{p: map[string]*sim{"a": {p: start()}, "b": {p: start()}, "c": {p: start()}},
 		applied: map[uint64]*leveev2.ServerFrame{}, busy: 2, expired: map[uint64]bool{3: true}}
-	l := New()
+	l := NewLedger()
 	for _, id := range []string{"a", "b"} {
-		l.Snapshot(id, srv.p[id].p)
+		l.Snapshot(id, srv.p[id].p.Player, srv.p[id].p.Version)
 	}
 	// a: one acked, three unresolved.
-	l.Purchase("a", 1, "potion", 1, 1, srv.p["a"].buy("potion", 10), nil)
-	srv.applied[2] = &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_BuyItem{BuyItem: srv.p["a"].buy("potion", 10)}}
+	l.Purchase("a", 1, "potion", 1, 1, srv.p["a"].buy("potion", 10), false, nil)
+	srv.applied[2] = replyFrame(srv.p["a"].buy("potion", 10), false, srv.p["a"].p.Version)
 	for _, id := range []uint64{2, 3, 4} {
-		l.Purchase("a", id, "potion", 1, 1, nil, unresolvedErr(buyFrame(id, "potion")))
+		l.Purchase("a", id, "potion", 1, 1, nil, false, unresolvedErr(buyFrame(id, "potion")))
 	}
 	// b: acked once, applied twice.
-	l.Purchase("b", 1, "potion", 1, 1, srv.p["b"].buy("potion", 10), nil)
+	l.Purchase("b", 1, "potion", 1, 1, srv.p["b"].buy("potion", 10), false, nil)
 	srv.p["b"].buy("potion", 10)
 	// c: no start: unchecked.
-	l.Purchase("c", 1, "potion", 1, 1, srv.p["c"].buy("potion", 10), nil)
+	l.Purchase("c", 1, "potion", 1, 1, srv.p["c"].buy("potion", 10), false, nil)
 
 	clk := clock.NewFake(time.Now())
 	results := map[string]Result{}
@@ -281,15 +305,14 @@ func TestCheck(t *testing.T) {
 // The naive client's three requests for one battle (two refused or
 // unresolved, one acked replayed) are one battle applied once.
 func TestCompareBattleIDOnce(t *testing.T) {
-	l := New()
+	l := NewLedger()
 	s := &sim{p: start()}
-	l.Snapshot("p", s.p)
+	l.Snapshot("p", s.p.Player, s.p.Version)
 	r := s.battle("p-b1", true)
-	l.Battle("p", 1, "p-b1", 1, nil, unresolvedErr(battleFrame(1, "p-b1")))
-	l.Battle("p", 2, "p-b1", 1, nil, errBusy)
-	replay := proto.CloneOf(r)
-	replay.Replayed = true
-	l.Battle("p", 3, "p-b1", 1, replay, nil)
+	l.Battle("p", 1, "p-b1", 1, nil, false, unresolvedErr(battleFrame(1, "p-b1")))
+	l.Battle("p", 2, "p-b1", 1, nil, false, errBusy)
+	replay := r
+	l.Battle("p", 3, "p-b1", 1, replay, false, nil)
 	if res := Compare(l.Player("p"), s.p, l.Values()); !res.OK() || res.Acked != 1 || res.Unresolved != 0 {
 		t.Fatalf("result %+v, want one acked battle and a match", res)
 	}

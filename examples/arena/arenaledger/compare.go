@@ -1,10 +1,8 @@
-package ledger
+package arenaledger
 
 import (
 	"fmt"
 	"sort"
-
-	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // Values are the prices and rewards the run's acknowledged replies
@@ -106,7 +104,7 @@ type kind struct {
 
 // Compare reads player pl's profile got against its record (see the
 // package doc); v values mutations the record has no reply for.
-func Compare(pl *Player, got *leveev2.Player, v Values) Result {
+func Compare(pl *Player, got *Profile, v Values) Result {
 	var res Result
 	why := func(format string, args ...any) {
 		res.Mismatch = true
