@@ -38,7 +38,12 @@ func run(args []string, stderr io.Writer) int {
 	case "battle":
 		return battlecmd.Main(g, rest)
 	case "loadtest":
-		return loadtestcmd.Main(g, rest)
+		return loadtestcmd.Main(g, rest, loadtestcmd.Options{})
+	case "worker":
+		// The load tool starts its worker processes as "<this binary>
+		// worker" (more than one when a day needs more than 15,000
+		// players): the loadtest's own subcommand.
+		return loadtestcmd.Main(g, args, loadtestcmd.Options{})
 	case "-h", "-help", "--help", "help":
 		usage(stderr)
 		return 0
