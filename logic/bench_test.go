@@ -41,7 +41,7 @@ func benchmarkBuy(b *testing.B, shards int) {
 			}
 			rid++
 			r, err := e.cli.Do(ctx, buyReq(id, rid, "potion", 1))
-			if err != nil || r.GetBuyItem() == nil {
+			if err != nil || view(r).GetBuyItem() == nil {
 				b.Errorf("buy: %v %v", r, err)
 				return
 			}
@@ -80,7 +80,7 @@ func BenchmarkBuyLongLived(b *testing.B) {
 		for pb.Next() {
 			rid++
 			r, err := e.cli.Do(ctx, buyReq(id, rid, "potion", 1))
-			if err != nil || r.GetBuyItem() == nil {
+			if err != nil || view(r).GetBuyItem() == nil {
 				b.Errorf("buy: %v %v", r, err)
 				return
 			}
