@@ -250,10 +250,8 @@ func TestUnexpectedPayload(t *testing.T) {
 }
 
 // The first call's ctx expires while the gate holds its reply; the reply
-// arrives later and must be dropped, not handed to the next call.
-// TestDeadlineAndLateReply: a call that gives up leaves its late reply
-// (and a stray one) counted, on both subprotocols, and the connection
-// serves the next call.
+// arrives later and must be dropped (counted late, as a stray one is
+// counted unexpected), not handed to the next call, on both subprotocols.
 func TestDeadlineAndLateReply(t *testing.T) {
 	for _, json := range []bool{false, true} {
 		t.Run(map[bool]string{false: "proto", true: "json"}[json], func(t *testing.T) {
