@@ -26,9 +26,9 @@ import (
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 
-	"github.com/leveehq/levee/internal/testbrowser"
-	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
+	"github.com/leveehq/levee/internal/testbrowser"
 )
 
 // The browser test drives Debian's chromium against the waiting page,
