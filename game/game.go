@@ -16,7 +16,7 @@
 // first and Critical work last.
 //
 // A handler must be quick (the shard's other players wait for it: budget
-// 1 ms, see levee_logic_handler_seconds), deterministic given its inputs and
+// 1 ms, see logic_handler_duration_seconds), deterministic given its inputs and
 // Ctx.Now, and must not keep the state or request it is given after it
 // returns. A handler that panics fails only its own request, with INTERNAL.
 //
