@@ -102,7 +102,9 @@ func (s *Server) handle(ctx context.Context, in *leveev2.JobRequest) (*leveev2.J
 	end := s.clk.Now()
 	var out []byte
 	if err == nil {
-		if out, err = proto.Marshal(rep); err != nil {
+		if rep == nil || !rep.ProtoReflect().IsValid() {
+			err = fmt.Errorf("%w: job %q returned no reply and no error", apperr.ErrInternal, j.def.Name)
+		} else if out, err = proto.Marshal(rep); err != nil {
 			err = fmt.Errorf("%w: job %q: encode its reply: %v", apperr.ErrInternal, j.def.Name, err)
 		}
 	}

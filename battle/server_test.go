@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -146,10 +145,28 @@ func latencySamples(t *testing.T, s *Server) (count uint64, sum float64) {
 	return 0, 0
 }
 
-// jobLatency is the simulate job's series of battle_latency_seconds.
-func jobLatency(t *testing.T, s *Server) prometheus.Histogram {
+// jobSamples is the sample count of battle_latency_seconds' series whose
+// JobLabel is job, as /metrics shows it; the test fails if there is none.
+func jobSamples(t *testing.T, s *Server, job string) uint64 {
 	t.Helper()
-	return s.m.latency.WithLabelValues(jobSimulate).(prometheus.Histogram)
+	mfs, err := s.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "battle_latency_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == JobLabel && l.GetValue() == job {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	t.Fatalf("no battle_latency_seconds{%s=%q}", JobLabel, job)
+	return 0
 }
 
 func TestSameReplyFromTwoServersOverGRPC(t *testing.T) {
@@ -187,8 +204,8 @@ func TestSameReplyFromTwoServersOverGRPC(t *testing.T) {
 	if n, _ := latencySamples(t, a.srv); n != 2 {
 		t.Fatalf("server a: %d latency samples, want 2", n)
 	}
-	if n := testutil.CollectAndCount(jobLatency(t, a.srv)); n != 1 {
-		t.Fatalf("no %s=%q series", JobLabel, jobSimulate)
+	if n := jobSamples(t, a.srv, jobSimulate); n != 2 {
+		t.Fatalf("battle_latency_seconds{%s=%q}: %d samples, want 2", JobLabel, jobSimulate, n)
 	}
 }
 
@@ -391,6 +408,23 @@ func TestJobErrorIsInternal(t *testing.T) {
 	}
 }
 
+// A job that returns neither a reply nor an error is broken: INTERNAL, not
+// an empty reply.
+func TestJobWithoutReplyIsInternal(t *testing.T) {
+	r := start(t, testConfig(), func(s *Server) {
+		setRun(s, func(context.Context, proto.Message) (proto.Message, error) {
+			return (*arenapb.SimulateReply)(nil), nil
+		})
+	})
+	_, err := simulate(t, context.Background(), r.client, skirmish(1))
+	if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "no reply") {
+		t.Fatalf("err = %v, want Internal saying no reply", err)
+	}
+	if n := outcomes(r.srv, outcomeError); n != 1 {
+		t.Fatalf("error = %v, want 1", n)
+	}
+}
+
 // A job's game error is its answer: it travels with its code, message and
 // reason, and the tier stays healthy.
 func TestJobGameErrorTravelsWithReason(t *testing.T) {
@@ -483,8 +517,8 @@ func TestLatencyIsObservedInSecondsPerJob(t *testing.T) {
 	if n, sum := latencySamples(t, r.srv); n != 3 || sum != 0.75 {
 		t.Fatalf("latency samples = %d, sum = %v; want 3 and 0.75", n, sum)
 	}
-	if n := testutil.CollectAndCount(jobLatency(t, r.srv)); n != 1 {
-		t.Fatal("no series for the job")
+	if n := jobSamples(t, r.srv, jobSimulate); n != 3 {
+		t.Fatalf("the job's series: %d samples, want 3", n)
 	}
 }
 

@@ -14,8 +14,10 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/examples/arena/arenaclient"
+	"github.com/leveehq/levee/examples/arena/arenaledger"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/loadtest/engine"
 	"github.com/leveehq/levee/logic"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -31,6 +33,10 @@ type cluster struct {
 	logicOps, gateOps string
 	stop              map[string]func() error // tier name -> cancel and wait for Run
 }
+
+// arenaDriven is the demo game as the load engine drives it, with its
+// ledger.
+func arenaDriven() engine.Game { return engine.Game{Game: arena.Game(), Audit: arenaledger.New} }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -76,6 +82,7 @@ func startTiers(t *testing.T, o tiers) *cluster {
 	var battleAddrs []string
 	for i := range max(o.battles, 1) {
 		cfg := battle.DefaultConfig()
+		cfg.Game = arena.Game()
 		cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 		if o.battle != nil {
 			o.battle(&cfg)
@@ -89,6 +96,7 @@ func startTiers(t *testing.T, o tiers) *cluster {
 		c.stop["battle"+string(rune('1'+i))] = runTier(t, b.Run)
 	}
 	lcfg := logic.DefaultConfig()
+	lcfg.Game = arena.Game()
 	lcfg.GRPCAddr, lcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	lcfg.DataDir = o.dataDir
 	if lcfg.DataDir == "" {
@@ -106,6 +114,7 @@ func startTiers(t *testing.T, o tiers) *cluster {
 	c.stop["logic"] = runTier(t, l.Run)
 
 	gcfg := gate.DefaultConfig()
+	gcfg.Game = arena.Game()
 	gcfg.Addr, gcfg.GRPCAddr, gcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	gcfg.LogicAddrs = []string{l.GRPCAddr().String()}
 	gcfg.TokenSecret = string(testSecret)

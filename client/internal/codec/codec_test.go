@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/examples/arena/arenapb"
@@ -71,21 +70,20 @@ func TestJSONClientFrameShape(t *testing.T) {
 func TestJSONServerFrames(t *testing.T) {
 	def := arena.Game().Def()
 	gate := Codec{JSON: true, Def: def}
-	buyReply := def.Actions()[1].Reply
 	reply := &leveev2.ServerFrame{RequestId: 7, Replayed: true, Version: 4,
 		Payload: &leveev2.ServerFrame_Reply{Reply: mustMarshal(t, &arenapb.BuyItemReply{GoldSpent: 10})}}
-	data, err := gate.EncodeServer(reply, buyReply)
+	data, err := gate.EncodeServer(reply, arena.ActionBuyItem)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := members(t, members(t, data)["reply"]); string(got["goldSpent"]) != `"10"` {
 		t.Fatalf("reply %s", data)
 	}
-	types := func(id uint64) protoreflect.MessageType {
+	types := func(id uint64) string {
 		if id == 7 {
-			return buyReply
+			return arena.ActionBuyItem
 		}
-		return nil
+		return ""
 	}
 	back, err := gate.DecodeServer(data, types)
 	if err != nil || !proto.Equal(back, reply) {
@@ -105,7 +103,7 @@ func TestJSONServerFrames(t *testing.T) {
 
 	welcome := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{Welcome: &leveev2.Welcome{
 		PlayerId: "ann", Shard: 3, Version: 1, State: mustMarshal(t, arena.NewPlayer("ann"))}}}
-	data, err = gate.EncodeServer(welcome, nil)
+	data, err = gate.EncodeServer(welcome, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +117,7 @@ func TestJSONServerFrames(t *testing.T) {
 	}
 
 	bin := Codec{}
-	data, err = bin.EncodeServer(reply, nil)
+	data, err = bin.EncodeServer(reply, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +129,7 @@ func TestJSONServerFrames(t *testing.T) {
 func TestJSONRefusesWhatIsNotAFrame(t *testing.T) {
 	c := Codec{JSON: true, Def: arena.Game().Def()}
 	for _, in := range []string{`[]`, `null`, `{"requestId":"1","reply":{"goldSpent":"x"}}`, `{"requestId":"1","reply":{},"error":{"code":1}}`, `{`} {
-		if f, err := c.DecodeServer([]byte(in), func(uint64) protoreflect.MessageType { return arena.Game().Def().Actions()[1].Reply }); err == nil {
+		if f, err := c.DecodeServer([]byte(in), func(uint64) string { return arena.ActionBuyItem }); err == nil {
 			t.Errorf("%s decoded as %v", in, f)
 		}
 	}
