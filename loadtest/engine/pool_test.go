@@ -83,7 +83,7 @@ func TestPoolRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := Run(context.Background(), Config{Scenario: sc, Gates: []string{g.URL()}, TokenSecret: "s3cret"})
+	run, err := Run(context.Background(), Config{Scenario: sc, Gates: []string{g.URL()}, TokenSecret: "s3cret", Game: Game{Game: arena.Game()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,8 +140,8 @@ func TestRunOverloadPreset(t *testing.T) {
 	// never sent when the busy tool fell behind); one in ten a purchase,
 	// the rest battles.
 	cs := r.Summary.Counters
-	if cs["sent"]+cs["pool_unsent"] != 540 || cs["pool_unsent"] > 5 || cs["purchase/ok"]+cs["battle/ok"] != cs["sent"] ||
-		cs["purchase/ok"] < 53 || cs["purchase/ok"] > 54 {
+	if cs["sent"]+cs["pool_unsent"] != 540 || cs["pool_unsent"] > 5 || cs["buy_item/ok"]+cs["start_battle/ok"] != cs["sent"] ||
+		cs["buy_item/ok"] < 53 || cs["buy_item/ok"] > 54 {
 		t.Errorf("counters %v", cs)
 	}
 
