@@ -21,8 +21,8 @@ import (
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/loadtest/arrival"
 	"github.com/leveehq/levee/loadtest/audit"
-	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -68,9 +68,9 @@ type driver struct {
 	budget  *backoff.Budget
 	// playFn is a player's life (play; tests put a stand-in).
 	playFn   func(reqCtx, live context.Context, pl *player)
-	inflight atomic.Int64   // requests sent and not yet answered
-	entries  []entry        // every player's arrival and admission (fairness)
-	peak     int            // most players present at once
+	inflight atomic.Int64  // requests sent and not yet answered
+	entries  []entry       // every player's arrival and admission (fairness)
+	peak     int           // most players present at once
 	audit    audit.Auditor // the game's record; nil unless the plan keeps one
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/loadtest/record"
-	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/scenario"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )

@@ -118,7 +118,7 @@ func Compile(n *yaml.Node, path string) (*Template, error) {
 		root = &node{kind: kMap, path: path, line: root.line}
 	}
 	if root.kind != kMap {
-		return nil, &Error{Path: path, Line: n.Line, Msg: "want a mapping of the request's fields (e.g. {} or {item_id: potion})"}
+		return nil, &Error{Path: path, Line: n.Line, Msg: "want a mapping of the request's fields (e.g. {} or {name: value})"}
 	}
 	t := &Template{root: root, fixed: isFixed(root)}
 	if t.fixed {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 )
 
 const arenaActions = `arrivals:
@@ -71,5 +72,29 @@ func TestBindErrors(t *testing.T) {
 	}
 	if err := s.Bind(arena.Game().Def()); err == nil || !strings.Contains(err.Error(), `a.yaml:5: players.login.do: game arena has no action "login"`) {
 		t.Errorf("login: %v", err)
+	}
+}
+
+// An override reaches into a request template, and its value is checked
+// against the declaration like the file's.
+func TestOverrideInTemplate(t *testing.T) {
+	in := arenaActions + "    - {do: start_battle, weight: 1, request: {battle_id: \"{{job_id}}\", units: 8, ticks: 200}}\n"
+	s, err := Parse("a.yaml", []byte(in), []string{"players.actions[1].request.units=32", "players.actions[1].request.ticks=2000"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Bind(arena.Game().Def()); err != nil {
+		t.Fatal(err)
+	}
+	js, err := s.Players.Actions[1].Request.JSON(reqtmpl.Vars{Job: "j"}, nil)
+	if err != nil || string(js) != `{"battle_id":"j","ticks":2000,"units":32}` {
+		t.Fatalf("request %s (%v)", js, err)
+	}
+	s, err = Parse("a.yaml", []byte(in), []string{"players.actions[1].request.units=many"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Bind(arena.Game().Def()); err == nil || !strings.Contains(err.Error(), `players.actions[1].request.units: action start_battle: want a whole number (units is a uint32), got "many"`) {
+		t.Fatalf("bad override: %v", err)
 	}
 }

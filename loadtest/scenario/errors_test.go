@@ -89,7 +89,7 @@ players:
 		{"template placeholder", minimal + "    - do: start_battle\n      weight: 1\n      request:\n        battle_id: \"{{battle}}\"\n", nil,
 			"launch.yaml:10: players.actions[1].request.battle_id: unknown placeholder {{battle}}; want {{player_id}}, {{seq}}, {{job_id}}, {{run_id}}"},
 		{"template not a mapping", minimal + "    - {do: get_profile, weight: 1, request: [1]}\n", nil,
-			"launch.yaml:7: players.actions[1].request: want a mapping of the request's fields (e.g. {} or {item_id: potion})"},
+			"launch.yaml:7: players.actions[1].request: want a mapping of the request's fields (e.g. {} or {name: value})"},
 		{"login weight", minimal + "  login: {do: get_profile, weight: 1}\n", nil, "launch.yaml:7: players.login.weight: not for the login (it is made once, first)"},
 		{"criticality", minimal + "    - {do: battle, weight: 1, criticality: urgent}\n", nil,
 			`launch.yaml:7: players.actions[1].criticality: unknown criticality "urgent"; want critical, default or sheddable`},

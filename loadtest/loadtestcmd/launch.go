@@ -1,4 +1,4 @@
-package main
+package loadtestcmd
 
 import (
 	"errors"
@@ -33,7 +33,7 @@ func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 // runScenario is `loadtest run [flags] FILE|PRESET`.
-func runScenario(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func runScenario(gm engine.Game, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var sets stringList
@@ -91,6 +91,9 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 		overrides = append(overrides, "speed="+strconv.FormatFloat(*speed, 'g', -1, 64))
 	}
 	sc, err := scenario.Load(name, overrides)
+	if err == nil {
+		err = sc.Bind(gm.Game.Def())
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -109,7 +112,7 @@ func runScenario(args []string, getenv func(string) string, stdout, stderr io.Wr
 		Gates: gates, Admin: admins, AdminToken: *adminToken, Faults: injector, Metrics: targets, TokenSecret: *secret,
 		AllowNonlocal: *allowNonlocal, Workers: *workers, PerWorker: *perWorker, SourceAddrs: sources, PID: *pid,
 		Label: *label, Command: append([]string{"loadtest", "run"}, args...),
-		Progress: prog, TTY: tty, Log: logger,
+		Progress: prog, TTY: tty, Log: logger, Game: gm,
 	}
 	if *out != "" {
 		if outF, err = os.Create(*out); err != nil {
@@ -297,11 +300,11 @@ func listScenarios(stdout io.Writer) int {
 }
 
 // workerCmd is `loadtest worker`: a load process started by `loadtest run`.
-func workerCmd(stderr io.Writer) int {
+func workerCmd(gm engine.Game, stderr io.Writer) int {
 	logger, _ := cli.NewLogger(stderr, "warn")
 	ctx, stop := cli.SignalContext()
 	defer stop()
-	if err := engine.Worker(ctx, os.Stdin, os.Stdout, logger); err != nil {
+	if err := engine.Worker(ctx, gm, os.Stdin, os.Stdout, logger); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitError
 	}

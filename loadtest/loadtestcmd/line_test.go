@@ -1,7 +1,8 @@
-package main
+package loadtestcmd
 
 import (
 	"bytes"
+	"github.com/leveehq/levee/examples/arena"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,8 +101,9 @@ arrivals:
     - {duration: 1s, players: PLAYERS}
     - {duration: 2s, players: PLAYERS}
 players:
+  login: {do: get_profile}
   actions:
-    - {do: profile, weight: 1}
+    - {do: get_profile, weight: 1}
   think: 1m
 client:
   request_timeout: 2s
@@ -119,12 +121,12 @@ run:
 // line is line; it returns the exit code, the table and the run file.
 func runLine(t *testing.T, players int, line clienttest.Line) (int, string, *report.Run) {
 	t.Helper()
-	g := clienttest.NewGateWithLine([]byte("s3cret"), line, clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), line, nil)
 	defer g.Close()
 	file := writeScenario(t, strings.ReplaceAll(lineScenario, "PLAYERS", strconv.Itoa(players)))
 	out := filepath.Join(t.TempDir(), "line.ndjson")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
+	code := runArena([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
 	f, err := os.Open(out)
 	if err != nil {
 		t.Fatalf("exit %d, no run file: %v\nstderr:\n%s", code, err, stderr.String())
@@ -179,15 +181,15 @@ func TestRunLineScenarioCatchesInversions(t *testing.T) {
 // The hold preset from the command line, with the RSS of this process:
 // every player waits in line until the end, and the run has rss_per_conn.
 func TestRunHoldScenario(t *testing.T) {
-	g := clienttest.NewGateWithLine([]byte("s3cret"), func(c *clienttest.Conn) bool {
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), func(c *clienttest.Conn) bool {
 		_ = c.Send(clienttest.Status(1, 1, 0, "t"))
 		<-c.Context().Done()
 		return false
-	}, clienttest.Game)
+	}, nil)
 	defer g.Close()
 	var stdout, stderr bytes.Buffer
 	out := filepath.Join(t.TempDir(), "hold.ndjson")
-	code := run([]string{"run", "hold", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out,
+	code := runArena([]string{"run", "hold", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out,
 		"-pid", strconv.Itoa(os.Getpid()),
 		"-set", "arrivals.phases[0].duration=1s", "-set", "arrivals.phases[1].players=20", "-set", "arrivals.phases[1].duration=500ms",
 		"-set", "arrivals.phases[2].players=20", "-set", "arrivals.phases[2].duration=2s", "-set", "run.duration=3500ms"},
@@ -233,7 +235,7 @@ func TestRunLineAndHoldRefuseBadInput(t *testing.T) {
 		{[]string{"run", "hold", "-set", "client.policy=polite"}, "client.policy"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(c.args, env(nil), &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
+		if code := runArena(c.args, env(nil), &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q", c.args, code, stderr.String())
 		}
 	}

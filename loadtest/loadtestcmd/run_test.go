@@ -1,7 +1,8 @@
-package main
+package loadtestcmd
 
 import (
 	"bytes"
+	"github.com/leveehq/levee/examples/arena"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ const workerEnv = "LEVEE_LOADTEST_TEST_WORKER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(workerEnv) == "1" && len(os.Args) > 1 && os.Args[1] == "worker" {
-		os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+		os.Exit(runArena(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -40,7 +41,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"help"}, exitOK, "capacity [flags] FILE|PRESET"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(c.args, env(nil), &stdout, &stderr)
+		code := runArena(c.args, env(nil), &stdout, &stderr)
 		if code != c.code || !strings.Contains(stdout.String()+stderr.String(), c.want) {
 			t.Errorf("%v: exit %d, output %q %q; want %d and %q", c.args, code, stdout.String(), stderr.String(), c.code, c.want)
 		}
@@ -56,8 +57,9 @@ arrivals:
     - duration: 2s
       players: 300
 players:
+  login: {do: get_profile}
   actions:
-    - do: profile
+    - do: get_profile
       weight: 1
   think: 200ms
 client:
@@ -74,7 +76,7 @@ run:
 // plays, and no worker ever holds more than its cap.
 func TestRunSplitsOverWorkers(t *testing.T) {
 	t.Setenv(workerEnv, "1")
-	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, nil)
 	defer g.Close()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "split.yaml")
@@ -83,7 +85,7 @@ func TestRunSplitsOverWorkers(t *testing.T) {
 	}
 	out := filepath.Join(dir, "run.ndjson")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-workers", "3", "-per-worker", "120",
+	code := runArena([]string{"run", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-workers", "3", "-per-worker", "120",
 		"-source-addrs", "127.0.0.11,127.0.0.12,127.0.0.13", "-out", out, "-progress", "off", file}, env(nil), &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -136,7 +138,7 @@ func writeScenario(t *testing.T, body string) string {
 // A threshold that fails makes the run exit 99 (k6's convention); the
 // table says which, and the run file still has the end line.
 func TestRunThresholdFailsWith99(t *testing.T) {
-	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, nil)
 	defer g.Close()
 	body := strings.Replace(splitScenario, `  - "admitted == arrived"`, `  - "admitted == arrived"
   - "sent > 1000000"`, 1)
@@ -144,7 +146,7 @@ func TestRunThresholdFailsWith99(t *testing.T) {
 	file := writeScenario(t, body)
 	out := filepath.Join(t.TempDir(), "run.ndjson")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
+	code := runArena([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
 	if code != exitThreshold {
 		t.Fatalf("exit %d, want 99\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
@@ -153,7 +155,7 @@ func TestRunThresholdFailsWith99(t *testing.T) {
 	}
 	// `loadtest report` rebuilds the same verdict from the file.
 	stdout.Reset()
-	if code := run([]string{"report", out}, env(nil), &stdout, &stderr); code != exitThreshold || !strings.Contains(stdout.String(), "✗ sent > 1000000") {
+	if code := runArena([]string{"report", out}, env(nil), &stdout, &stderr); code != exitThreshold || !strings.Contains(stdout.String(), "✗ sent > 1000000") {
 		t.Errorf("report: exit %d\n%s", code, stdout.String())
 	}
 }
@@ -162,11 +164,11 @@ func TestRunThresholdFailsWith99(t *testing.T) {
 // the line and the field; exit 2.
 func TestRunRefusesBadScenario(t *testing.T) {
 	var sent atomic.Int64
-	g := clienttest.NewGate([]byte("s3cret"), func(c *clienttest.Conn) { sent.Add(1) })
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, func(c *clienttest.Conn) { sent.Add(1) })
 	defer g.Close()
 	file := writeScenario(t, strings.Replace(splitScenario, "duration: 2s", "duration: ten", 1))
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", "-gate-urls", g.URL(), file}, env(nil), &stdout, &stderr)
+	code := runArena([]string{"run", "-gate-urls", g.URL(), file}, env(nil), &stdout, &stderr)
 	if code != exitUsage || !strings.Contains(stderr.String(), `s.yaml:7: arrivals.phases[0].duration: "ten" is not a duration`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
@@ -180,7 +182,7 @@ func TestRunRefusesBadScenario(t *testing.T) {
 		{"run"},
 	} {
 		stderr.Reset()
-		if code := run(args, env(nil), &stdout, &stderr); code != exitUsage {
+		if code := runArena(args, env(nil), &stdout, &stderr); code != exitUsage {
 			t.Errorf("%v: exit %d, want 2; stderr %q", args, code, stderr.String())
 		}
 	}
@@ -192,14 +194,14 @@ func TestRunRefusesBadScenario(t *testing.T) {
 // A scenario with fault steps runs without -faults: each fault is
 // recorded as skipped, in the table and the run file.
 func TestRunSkipsFaultsWithoutInjector(t *testing.T) {
-	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, nil)
 	defer g.Close()
 	body := strings.Replace(splitScenario, "players: 300", "players: 20", 1)
 	body = strings.Replace(body, "run:\n", "timeline:\n  - {at: 1s, fault: {do: kill, target: battle-1}}\nrun:\n", 1)
 	file := writeScenario(t, body)
 	out := filepath.Join(t.TempDir(), "run.ndjson")
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
+	code := runArena([]string{"run", file, "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out}, env(nil), &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
@@ -227,11 +229,11 @@ func TestRunSkipsFaultsWithoutInjector(t *testing.T) {
 // passes its thresholds (every request one reply, only business errors)
 // against a gate whose game answers everything.
 func TestRunSmokePreset(t *testing.T) {
-	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, nil)
 	defer g.Close()
 	var stdout, stderr bytes.Buffer
 	out := filepath.Join(t.TempDir(), "smoke.ndjson")
-	code := run([]string{"run", "smoke", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-out", out, "-label", "small", "-progress", "off",
+	code := runArena([]string{"run", "smoke", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-out", out, "-label", "small", "-progress", "off",
 		"-set", "arrivals.phases[0].players=4", "-set", "arrivals.phases[0].duration=200ms", "-set", "arrivals.phases[1].players=4",
 		"-set", "arrivals.phases[1].duration=1s", "-set", "run.duration=1200ms", "-set", "players.think=20ms"}, env(nil), &stdout, &stderr)
 	if code != 0 {
@@ -255,7 +257,7 @@ func TestRunSmokePreset(t *testing.T) {
 
 func TestScenariosLists(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"scenarios"}, env(nil), &stdout, &stderr); code != 0 {
+	if code := runArena([]string{"scenarios"}, env(nil), &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	for _, name := range []string{"launch", "smoke", "overload", "line", "hold"} {

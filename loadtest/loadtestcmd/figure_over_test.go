@@ -1,4 +1,4 @@
-package main
+package loadtestcmd
 
 import (
 	"os"
@@ -48,16 +48,16 @@ func TestFigureOverAndMax(t *testing.T) {
 	gate := holdFile(t, dir, "gate.ndjson", 1000, 12) // 12 MiB for 1,000
 	bare := holdFile(t, dir, "bare.ndjson", 1000, 10) // 10 MiB for 1,000
 	var out, errb strings.Builder
-	if rc := run([]string{"figure", gate, "rss_per_conn"}, os.Getenv, &out, &errb); rc != exitOK || out.String() != "12582.9\n" {
+	if rc := runArena([]string{"figure", gate, "rss_per_conn"}, os.Getenv, &out, &errb); rc != exitOK || out.String() != "12582.9\n" {
 		t.Fatalf("rss_per_conn: rc %d, %q %q", rc, out.String(), errb.String())
 	}
 	out.Reset()
-	if rc := run([]string{"figure", "-over", bare, "-max", "1.5", gate, "rss_per_conn"}, os.Getenv, &out, &errb); rc != exitOK || out.String() != "1.2\n" {
+	if rc := runArena([]string{"figure", "-over", bare, "-max", "1.5", gate, "rss_per_conn"}, os.Getenv, &out, &errb); rc != exitOK || out.String() != "1.2\n" {
 		t.Fatalf("gate over bare: rc %d, %q %q", rc, out.String(), errb.String())
 	}
 	out.Reset()
 	errb.Reset()
-	rc := run([]string{"figure", "-over", bare, "-max", "1.1", gate, "rss_per_conn"}, os.Getenv, &out, &errb)
+	rc := runArena([]string{"figure", "-over", bare, "-max", "1.1", gate, "rss_per_conn"}, os.Getenv, &out, &errb)
 	if rc != exitError || out.String() != "1.2\n" || !strings.Contains(errb.String(), "above -max 1.1") {
 		t.Fatalf("above -max: rc %d, %q %q", rc, out.String(), errb.String())
 	}

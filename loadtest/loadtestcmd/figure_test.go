@@ -1,4 +1,4 @@
-package main
+package loadtestcmd
 
 import (
 	"bytes"
@@ -59,7 +59,7 @@ func TestFigure(t *testing.T) {
 		{[]string{"-from", "0", "-to", "10", path, "median:mix_served"}, "80"},
 	} {
 		var out, errb bytes.Buffer
-		if rc := run(append([]string{"figure"}, c.args...), func(string) string { return "" }, &out, &errb); rc != exitOK {
+		if rc := runArena(append([]string{"figure"}, c.args...), func(string) string { return "" }, &out, &errb); rc != exitOK {
 			t.Errorf("figure %v: exit %d: %s", c.args, rc, errb.String())
 			continue
 		}
@@ -77,7 +77,7 @@ func TestFigure(t *testing.T) {
 		{[]string{path, "p(99)"}, exitError, "no figure for p(99)"},
 	} {
 		var out, errb bytes.Buffer
-		if rc := run(append([]string{"figure"}, c.args...), func(string) string { return "" }, &out, &errb); rc != c.rc || !strings.Contains(errb.String(), c.msg) {
+		if rc := runArena(append([]string{"figure"}, c.args...), func(string) string { return "" }, &out, &errb); rc != c.rc || !strings.Contains(errb.String(), c.msg) {
 			t.Errorf("figure %v: exit %d (%s), want %d with %q", c.args, rc, errb.String(), c.rc, c.msg)
 		}
 	}

@@ -1,7 +1,8 @@
-package main
+package loadtestcmd
 
 import (
 	"bytes"
+	"github.com/leveehq/levee/examples/arena"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,12 +25,12 @@ func capacityArgs(url string, extra ...string) []string {
 // steps; it prints each and the capacity, writes the number to -value-out
 // and every step as a phase of one run file.
 func TestCapacityMeasures(t *testing.T) {
-	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, nil)
 	defer g.Close()
 	dir := t.TempDir()
 	value, out := filepath.Join(dir, "c.txt"), filepath.Join(dir, "capacity.ndjson")
 	var stdout, stderr bytes.Buffer
-	code := run(capacityArgs(g.URL(), "-value-out", value, "-out", out), env(nil), &stdout, &stderr)
+	code := runArena(capacityArgs(g.URL(), "-value-out", value, "-out", out), env(nil), &stdout, &stderr)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
@@ -64,7 +65,7 @@ func TestCapacityMeasures(t *testing.T) {
 
 // A cluster that refuses everything has no capacity: exit 1.
 func TestCapacityNotMeasured(t *testing.T) {
-	g := clienttest.NewGate([]byte("s3cret"), func(c *clienttest.Conn) {
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, func(c *clienttest.Conn) {
 		for {
 			f, err := c.Recv()
 			if err != nil {
@@ -77,7 +78,7 @@ func TestCapacityNotMeasured(t *testing.T) {
 	})
 	defer g.Close()
 	var stdout, stderr bytes.Buffer
-	if code := run(capacityArgs(g.URL()), env(nil), &stdout, &stderr); code != exitError || !strings.Contains(stdout.String(), "capacity: not measured") {
+	if code := runArena(capacityArgs(g.URL()), env(nil), &stdout, &stderr); code != exitError || !strings.Contains(stdout.String(), "capacity: not measured") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 }
@@ -95,7 +96,7 @@ func TestCapacityRefusesBadInput(t *testing.T) {
 		{[]string{"capacity"}, "usage"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(c.args, env(nil), &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), c.want) {
+		if code := runArena(c.args, env(nil), &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q", c.args, code, stderr.String())
 		}
 	}
@@ -105,13 +106,13 @@ func TestCapacityRefusesBadInput(t *testing.T) {
 // it offers 0.8 x C then 10 x C over its pool, and its phases window the
 // thresholds. Without one it refuses to start.
 func TestRunOverloadPreset(t *testing.T) {
-	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, nil)
 	defer g.Close()
 	out := filepath.Join(t.TempDir(), "overload.ndjson")
 	args := []string{"run", "overload", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out,
 		"--set", "pool.conns=3", "--set", "pool.phases[0].duration=1s", "--set", "pool.phases[1].duration=1s"}
 	var stdout, stderr bytes.Buffer
-	code := run(append(args, "--set", "capacity=50"), env(nil), &stdout, &stderr)
+	code := runArena(append(args, "--set", "capacity=50"), env(nil), &stdout, &stderr)
 	// The RSS thresholds fail: nothing is probed here.
 	if code != exitThreshold {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
@@ -139,13 +140,13 @@ func TestRunOverloadPreset(t *testing.T) {
 	// never sent when the busy tool fell behind); one in ten a purchase,
 	// the rest battles.
 	cs := r.Summary.Counters
-	if cs["sent"]+cs["pool_unsent"] != 540 || cs["pool_unsent"] > 5 || cs["purchase/ok"]+cs["battle/ok"] != cs["sent"] ||
-		cs["purchase/ok"] < 53 || cs["purchase/ok"] > 54 {
+	if cs["sent"]+cs["pool_unsent"] != 540 || cs["pool_unsent"] > 5 || cs["buy_item/ok"]+cs["start_battle/ok"] != cs["sent"] ||
+		cs["buy_item/ok"] < 53 || cs["buy_item/ok"] > 54 {
 		t.Errorf("counters %v", cs)
 	}
 
 	stderr.Reset()
-	if code := run(args, env(nil), &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "offered needs capacity") {
+	if code := runArena(args, env(nil), &stdout, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "offered needs capacity") {
 		t.Errorf("without capacity: exit %d, stderr %q", code, stderr.String())
 	}
 }

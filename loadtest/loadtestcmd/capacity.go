@@ -1,4 +1,4 @@
-package main
+package loadtestcmd
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // scenario's players.actions mix, one engine run a step. It prints each
 // step and then "capacity: N requests/s". Exit 0 when measured, 1 when not
 // (or the run failed), 2 on bad input.
-func capacityCmd(args []string, stdout, stderr io.Writer) int {
+func capacityCmd(gm engine.Game, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest capacity", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var sets stringList
@@ -68,6 +68,9 @@ func capacityCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	sc, err := scenario.Load(pos[0], sets)
+	if err == nil {
+		err = sc.Bind(gm.Game.Def())
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -95,6 +98,7 @@ func capacityCmd(args []string, stdout, stderr io.Writer) int {
 	r := &poolRunner{base: sc, pool: pool, cfg: engine.Config{
 		Gates: gates, Metrics: targets, TokenSecret: *secret, AllowNonlocal: *allowNonlocal, Workers: 1,
 		Label: *label, Command: append([]string{"loadtest", "capacity"}, args...), Progress: prog, TTY: tty, Log: logger,
+		Game: gm,
 	}}
 	r.onClosed = func(m capacity.Measurement) {
 		fmt.Fprintf(stdout, "closed loop: C0 = %.1f served/s (%d sent), p99 %v\n", m.Served, m.Sent, m.P99.Round(time.Millisecond))
