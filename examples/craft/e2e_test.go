@@ -29,11 +29,24 @@ import (
 // for craft's critical mutation (trade) and its job result (craft), both
 // when logic dies after the player saw the reply and before.
 
+// binDir holds the binary built by the first test that needs it; TestMain
+// removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
 var buildCraft = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "craft-bin-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "craft")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/craft")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
