@@ -324,6 +324,9 @@ func TestExactlyOnceAcrossLogicSIGKILL(t *testing.T) {
 	c.restartLogic()
 	ann = c.dial(ctx, player)
 	sold2 := resend(ctx, t, ann, sell2)
+	if sold2.GetReplayed() {
+		t.Fatal("the trade a stopped logic never read was answered as a replay")
+	}
 	if r := replyOf[*craftpb.TradeReply](t, sold2); r.GetCoins() != 62 || r.GetLeft() != 0 {
 		t.Fatalf("the resent trade: %v (replayed %v)", r, sold2.GetReplayed())
 	}
@@ -350,6 +353,9 @@ func TestExactlyOnceAcrossLogicSIGKILL(t *testing.T) {
 	c.startLogic()
 	ann = c.dial(ctx, player)
 	forged2 := resend(ctx, t, ann, forge2)
+	if forged2.GetReplayed() {
+		t.Fatal("the craft whose forge never finished was answered as a replay")
+	}
 	if r := replyOf[*craftpb.CraftReply](t, forged2); r.GetPending().GetCraftId() != "kA" {
 		t.Fatalf("the resent craft: %v", r)
 	}
