@@ -69,7 +69,7 @@ func (c *Client) Do(ctx context.Context, f *leveev2.ClientFrame) (*leveev2.Serve
 // diagnostics). Pass it with WithCallInfo.
 type CallInfo struct {
 	// RequestID is the request id the call used: a fresh one for Do (and
-	// GetProfile, BuyItem, StartBattle), f's own for Resend. 0 when the
+	// Call, Send), f's own for Resend. 0 when the
 	// call returned before choosing one (Resend of a frame without an id).
 	RequestID uint64
 	// Attempts is how many times the call sent the frame on the wire: 1
@@ -78,12 +78,18 @@ type CallInfo struct {
 	// Resend). A send whose write failed counts: it may have reached the
 	// server.
 	Attempts int
+	// Replayed says the reply was the stored first outcome of this
+	// mutation (a resend: nothing was applied again); Version is the
+	// version of the player's state the action read or wrote. Both are
+	// the answering frame's, zero without one.
+	Replayed bool
+	Version  uint64
 }
 
 type callInfoKey struct{}
 
 // WithCallInfo returns a ctx under which the SDK's calls (Do, Resend,
-// GetProfile, BuyItem, StartBattle) fill info when they return, whatever
+// Call, Send) fill info when they return, whatever
 // they return: the request id used and the number of sends. One info per
 // call: calls made concurrently under the same ctx would overwrite each
 // other's.
@@ -119,7 +125,7 @@ var ErrNoRequestID = errors.New("client: resend needs the request id of the firs
 // which must not be 0), for a request whose outcome is unknown: the
 // Request of an *UnresolvedError (see Unresolved), typically on the Client
 // that Reconnect made after the one that sent it was lost. The server
-// executes a request id at most once (a battle once per battle id), so
+// executes a request id at most once (a job action once per key), so
 // when the first send was executed the resend gets its outcome back and
 // nothing is applied twice.
 //
@@ -159,6 +165,9 @@ func (c *Client) call(ctx context.Context, f *leveev2.ClientFrame, id uint64, un
 		out, sent, err := c.roundTrip(ctx, f, id)
 		if sent && info != nil {
 			info.Attempts++
+		}
+		if info != nil && out != nil {
+			info.Replayed, info.Version = out.GetReplayed(), out.GetVersion()
 		}
 		if err == nil {
 			c.answered()
@@ -231,7 +240,7 @@ var ErrOutcomeUnknown = errors.New("client: outcome unknown; resend with the sam
 // SHUTTING_DOWN and the SDK stopped retrying. Send Request again with
 // Resend (after Reconnect when the connection is gone): it keeps the
 // request id, so the server applies it at most once. Sending the same
-// action as a new request (Do, BuyItem) would apply it a second time.
+// action as a new request (Do, Call) would apply it a second time.
 type UnresolvedError struct {
 	// Request is the frame as the caller built it, with the request id of
 	// its sends. It is the Unresolved error's own copy.
@@ -346,11 +355,11 @@ func PriorityOf(crit leveev2.Criticality) pacer.Priority {
 
 type critKey struct{}
 
-// WithCriticality returns a ctx under which the SDK's calls (GetProfile,
-// BuyItem, StartBattle, and Do with an UNSPECIFIED criticality) carry crit
-// instead of their own, e.g. to mark a cosmetic purchase or a background
-// profile refresh SHEDDABLE. The gate's policy decides every action's
-// class: a lower class than the action's is honoured, a higher one is
+// WithCriticality returns a ctx under which the SDK's calls (Call, Send,
+// and Do with an UNSPECIFIED criticality) carry crit instead of their
+// action's class, e.g. to mark a cosmetic change or a background
+// refresh SHEDDABLE. The game's declaration decides every
+// action's class: a lower class than the action's is honoured, a higher one is
 // ignored (the request is served with the action's class). crit also
 // orders the call in the SDK's own pacer.
 func WithCriticality(ctx context.Context, crit leveev2.Criticality) context.Context {

@@ -7,6 +7,7 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -22,8 +23,8 @@ func TestCallInfo(t *testing.T) {
 		case 4: // the Resend's first send
 			return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 		}
-		if f.GetGetProfile() != nil {
-			return clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{}})
+		if profileReq(f) != nil {
+			return clienttest.Reply(f, &arenapb.ProfileReply{Player: &arenapb.Player{}})
 		}
 		return bought(f)
 	}))
@@ -32,7 +33,7 @@ func TestCallInfo(t *testing.T) {
 
 	var info client.CallInfo
 	ctx := client.WithCallInfo(ctx5s(t), &info)
-	if _, err := c.GetProfile(ctx, ""); err != nil {
+	if _, err := getProfile(ctx, c, ""); err != nil {
 		t.Fatal(err)
 	}
 	first := next(t, got)
@@ -40,7 +41,7 @@ func TestCallInfo(t *testing.T) {
 		t.Fatalf("profile: info %+v, sent id %d once", info, first.GetRequestId())
 	}
 
-	if _, err := c.BuyItem(ctx, "potion", 1); err != nil {
+	if _, err := buyItem(ctx, c, "potion", 1); err != nil {
 		t.Fatal(err)
 	}
 	second := next(t, got)
@@ -52,8 +53,8 @@ func TestCallInfo(t *testing.T) {
 
 	// A Resend of that purchase: its id, 2 sends (UNAVAILABLE, then the
 	// answer), nothing of the first call's.
-	f := &leveev2.ClientFrame{RequestId: second.GetRequestId(), Criticality: leveev2.Criticality_CRITICALITY_CRITICAL,
-		Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "potion", Quantity: 1}}}
+	f := buyFrame("potion", 1)
+	f.RequestId, f.Criticality = second.GetRequestId(), leveev2.Criticality_CRITICALITY_CRITICAL
 	if _, err := c.Resend(ctx, f); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestCallInfo(t *testing.T) {
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.BuyItem(done, "potion", 1); err == nil {
+	if _, err := buyItem(done, c, "potion", 1); err == nil {
 		t.Fatal("a purchase under an ended ctx succeeded")
 	}
 	if info.Attempts != 0 || info.RequestID == 0 {
@@ -85,7 +86,7 @@ func TestCallInfo(t *testing.T) {
 func TestCallInfoAbsent(t *testing.T) {
 	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return bought(f) }))
 	c := dial(t, g, "cai2", client.Options{NoPacing: true})
-	if _, err := c.BuyItem(ctx5s(t), "potion", 1); err != nil {
+	if _, err := buyItem(ctx5s(t), c, "potion", 1); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -101,13 +102,13 @@ func TestWithMaxAttempts(t *testing.T) {
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1, MinPerSecond: 10})})
 	var info client.CallInfo
 	ctx := client.WithCallInfo(ctx5s(t), &info)
-	if _, err := c.BuyItem(client.WithMaxAttempts(ctx, 2), "potion", 1); !client.AsError(err).IsBusy() {
+	if _, err := buyItem(client.WithMaxAttempts(ctx, 2), c, "potion", 1); !client.AsError(err).IsBusy() {
 		t.Fatalf("err %v, want the last BUSY", err)
 	}
 	if info.Attempts != 2 {
 		t.Fatalf("%d sends under WithMaxAttempts(2), want 2", info.Attempts)
 	}
-	if _, err := c.BuyItem(ctx, "potion", 1); err == nil {
+	if _, err := buyItem(ctx, c, "potion", 1); err == nil {
 		t.Fatal("always BUSY, yet no error")
 	}
 	if info.Attempts != 3 {

@@ -2,65 +2,119 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"google.golang.org/protobuf/proto"
 
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-// GetProfile fetches a player's profile; an empty playerID means yourself.
-// It is DEFAULT (WithCriticality overrides it).
-func (c *Client) GetProfile(ctx context.Context, playerID string) (*leveev2.Player, error) {
-	f, err := c.Do(ctx, &leveev2.ClientFrame{
-		Criticality: criticality(ctx, leveev2.Criticality_CRITICALITY_DEFAULT),
-		Payload:     &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{PlayerId: playerID}},
-	})
+// Call performs the game's action with request req and decodes the reply
+// into reply (nil: the reply is not decoded). It is Send with req encoded:
+// a fresh request id and issued_at_ms, the action's class (Options.Game;
+// DEFAULT without one; WithCriticality may lower it), pacing, retries
+// with the same id, and an *UnresolvedError to Resend when the outcome is
+// unknown. A typed server error comes back as *Error (its Reason is the
+// game's own code). WithCallInfo tells the request id, whether the reply
+// was a replay of the first outcome and the state's version.
+func (c *Client) Call(ctx context.Context, action string, req, reply proto.Message) error {
+	var b []byte
+	if req != nil {
+		var err error
+		if b, err = proto.Marshal(req); err != nil {
+			return fmt.Errorf("client: encode %s request: %w", action, err)
+		}
+	}
+	f, err := c.Send(ctx, action, b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	r := f.GetProfile()
-	if r == nil {
-		return nil, unexpected(f, "profile")
-	}
-	return r.GetPlayer(), nil
+	return decodeReply(f, action, reply)
 }
 
-// BuyItem buys quantity of itemID with the player's gold. It is CRITICAL:
-// shed last when the cluster is overloaded (WithCriticality overrides it).
-// A retry keeps the request id, so a purchase is applied at most once.
-func (c *Client) BuyItem(ctx context.Context, itemID string, quantity int32) (*leveev2.BuyItemReply, error) {
-	f, err := c.Do(ctx, &leveev2.ClientFrame{
-		Criticality: criticality(ctx, leveev2.Criticality_CRITICALITY_CRITICAL),
-		Payload:     &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: itemID, Quantity: quantity}},
-	})
-	if err != nil {
-		return nil, err
+// Call is (*Client).Call with the reply returned, typed:
+//
+//	rep, err := client.Call[*mygamepb.CraftReply](ctx, c, "craft", &mygamepb.CraftRequest{Recipe: "sword"})
+func Call[Rep proto.Message](ctx context.Context, c *Client, action string, req proto.Message) (Rep, error) {
+	var zero Rep
+	rep := zero.ProtoReflect().New().Interface().(Rep)
+	if err := c.Call(ctx, action, req, rep); err != nil {
+		return zero, err
 	}
-	r := f.GetBuyItem()
-	if r == nil {
-		return nil, unexpected(f, "buy_item")
-	}
-	return r, nil
+	return rep, nil
 }
 
-// StartBattle fights battle battleID (client chosen; its reward is applied
-// once) with units per team for at most ticks ticks. It is DEFAULT:
-// starting a new battle is not an in-match action, so it may wait while
-// purchases go first (WithCriticality overrides it).
-func (c *Client) StartBattle(ctx context.Context, battleID string, units, ticks uint32) (*leveev2.BattleReply, error) {
+// Send performs the game's action with request, its request message
+// already encoded (protobuf), and returns the gate's reply frame: the
+// reply's bytes (GetReply), whether it was a replay of the request's first
+// outcome (Replayed), the version of the player's state (Version). It is
+// Call without the encoding, for a caller that holds the bytes (a load
+// tool's templates).
+func (c *Client) Send(ctx context.Context, action string, request []byte) (*leveev2.ServerFrame, error) {
+	if action == "" {
+		return nil, errors.New("client: Send: no action")
+	}
 	f, err := c.Do(ctx, &leveev2.ClientFrame{
-		Criticality: criticality(ctx, leveev2.Criticality_CRITICALITY_DEFAULT),
-		Payload:     &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}},
+		Action:      action,
+		Request:     request,
+		Criticality: criticality(ctx, c.ClassOf(action)),
 	})
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	r := f.GetBattle()
-	if r == nil {
-		return nil, unexpected(f, "battle")
+	if f.GetPayload() == nil {
+		return f, unexpected(f, action)
 	}
-	return r, nil
+	if _, ok := f.GetPayload().(*leveev2.ServerFrame_Reply); !ok {
+		return f, unexpected(f, action)
+	}
+	return f, nil
 }
 
-func unexpected(f *leveev2.ServerFrame, want string) error {
-	return fmt.Errorf("%w: want %s, got %T", ErrUnexpectedReply, want, f.GetPayload())
+// ClassOf is the criticality the game declares for action (Options.Game),
+// DEFAULT when the SDK has no declaration or the game no such action (the
+// gate then answers UNKNOWN_MESSAGE).
+func (c *Client) ClassOf(action string) leveev2.Criticality {
+	if d := c.opts.def(); d != nil {
+		if a, ok := d.Action(action); ok && a.Class.Valid() {
+			return a.Class.Priority().Proto()
+		}
+	}
+	return leveev2.Criticality_CRITICALITY_DEFAULT
+}
+
+// State decodes the player's state from the Welcome (the game's state
+// message, as it was when the player was let in) into into.
+func State(c *Client, into proto.Message) error {
+	if err := proto.Unmarshal(c.Welcome().GetState(), into); err != nil {
+		return fmt.Errorf("client: decode welcome state: %w", err)
+	}
+	return nil
+}
+
+// StateOf is State with the state returned, typed.
+func StateOf[S proto.Message](c *Client) (S, error) {
+	var zero S
+	s := zero.ProtoReflect().New().Interface().(S)
+	if err := State(c, s); err != nil {
+		return zero, err
+	}
+	return s, nil
+}
+
+// decodeReply decodes f's reply bytes into reply (nil: skipped).
+func decodeReply(f *leveev2.ServerFrame, action string, reply proto.Message) error {
+	if reply == nil {
+		return nil
+	}
+	if err := proto.Unmarshal(f.GetReply(), reply); err != nil {
+		return fmt.Errorf("%w: %s reply does not decode as %s: %v", ErrUnexpectedReply, action,
+			reply.ProtoReflect().Descriptor().FullName(), err)
+	}
+	return nil
+}
+
+func unexpected(f *leveev2.ServerFrame, action string) error {
+	return fmt.Errorf("%w: want the reply of %s, got %T", ErrUnexpectedReply, action, f.GetPayload())
 }

@@ -14,9 +14,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/client/internal/codec"
 	"github.com/leveehq/levee/client/pacer"
 	"github.com/leveehq/levee/internal/clock"
-	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -28,7 +28,7 @@ const maxAbandoned = 1 << 16
 // concurrent use.
 type Client struct {
 	conn    *websocket.Conn
-	codec   wire.Codec
+	codec   codec.Codec
 	msgType int
 	opts    Options
 	log     *slog.Logger
@@ -53,10 +53,10 @@ type Client struct {
 	wmu sync.Mutex // serialises frame writes
 
 	mu        sync.Mutex
-	pending   map[uint64]chan *leveev2.ServerFrame
-	abandoned map[uint64]struct{}
-	closing   bool  // Close was called
-	err       error // why the connection ended; set before done is closed
+	pending   map[uint64]pendingCall
+	abandoned map[uint64]string // timed-out calls' actions, by request id
+	closing   bool              // Close was called
+	err       error             // why the connection ended; set before done is closed
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -88,20 +88,38 @@ type Stats struct {
 	DialAttempts uint64 // dials it took to get this connection (1 for Dial)
 }
 
+// pendingCall is a call waiting for its reply: where to hand it, and its
+// action (the JSON codec reads the reply as the action's reply message).
+type pendingCall struct {
+	ch     chan *leveev2.ServerFrame
+	action string
+}
+
+// actionOf is the action of the request with id id still waiting for its
+// reply, or abandoned by its caller, for the JSON codec; "" for none.
+func (c *Client) actionOf(id uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pc, ok := c.pending[id]; ok {
+		return pc.action
+	}
+	return c.abandoned[id]
+}
+
 // newClient wraps conn; opts has its defaults and is valid.
 func newClient(conn *websocket.Conn, opts Options) *Client {
 	c := &Client{
 		clk:          opts.Clock,
 		dialAttempts: 1,
 		conn:         conn,
-		codec:        wire.Codec{JSON: opts.JSON},
+		codec:        codec.Codec{JSON: opts.JSON, Def: opts.def()},
 		msgType:      websocket.BinaryMessage,
 		opts:         opts,
 		log:          opts.Logger,
 		pre:          make(chan *leveev2.ServerFrame, preBuffer),
 		dialQuit:     make(chan struct{}),
-		pending:      map[uint64]chan *leveev2.ServerFrame{},
-		abandoned:    map[uint64]struct{}{},
+		pending:      map[uint64]pendingCall{},
+		abandoned:    map[uint64]string{},
 		done:         make(chan struct{}),
 	}
 	if opts.JSON {
@@ -142,7 +160,9 @@ func (c *Client) answerPing(data string) error {
 // of Dial.
 const preBuffer = 16
 
-// Welcome is what the gate said when the player was let in.
+// Welcome is what the gate said when the player was let in: the player's
+// id, shard, state (the game's state message, encoded: decode it with
+// State) and its version. Treat it as read-only.
 func (c *Client) Welcome() *leveev2.Welcome { return c.welcome }
 
 // Queue is the last QueueStatus the gate pushed (the player's place in its
@@ -181,7 +201,7 @@ func (c *Client) Waited() time.Duration {
 }
 
 // PlayerID is the authenticated player's id.
-func (c *Client) PlayerID() string { return c.welcome.GetPlayer().GetId() }
+func (c *Client) PlayerID() string { return c.welcome.GetPlayerId() }
 
 // Backpressure returns the last backpressure hints the gate attached to a
 // frame, or nil if none came yet. Treat it as read-only.
@@ -267,8 +287,8 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev2.ClientFrame, id uint6
 	if err != nil {
 		return nil, false, fmt.Errorf("client: encode: %w", err)
 	}
-	if len(data) > wire.MaxFrame {
-		return nil, false, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), wire.MaxFrame)
+	if len(data) > codec.MaxFrame {
+		return nil, false, fmt.Errorf("%w: %d bytes, the gate takes at most %d", ErrFrameTooLarge, len(data), codec.MaxFrame)
 	}
 
 	ch := make(chan *leveev2.ServerFrame, 1)
@@ -283,7 +303,7 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev2.ClientFrame, id uint6
 		if _, dup := c.pending[id]; dup {
 			err = fmt.Errorf("client: request id %d already in flight", id)
 		} else {
-			c.pending[id] = ch
+			c.pending[id] = pendingCall{ch: ch, action: f.GetAction()}
 		}
 	}
 	c.mu.Unlock()
@@ -338,10 +358,10 @@ func (c *Client) wait(ctx context.Context, id uint64, ch chan *leveev2.ServerFra
 		return reply(f)
 	case <-ctx.Done():
 		c.mu.Lock()
-		if _, ok := c.pending[id]; ok && c.err == nil {
+		if pc, ok := c.pending[id]; ok && c.err == nil {
 			delete(c.pending, id)
 			if len(c.abandoned) < maxAbandoned {
-				c.abandoned[id] = struct{}{}
+				c.abandoned[id] = pc.action
 			}
 			c.mu.Unlock()
 			return nil, ctx.Err()
@@ -402,7 +422,7 @@ func (c *Client) readLoop() {
 			cause = err
 			break
 		}
-		f, err := c.codec.DecodeServer(data)
+		f, err := c.codec.DecodeServer(data, c.actionOf)
 		if err != nil {
 			cause = fmt.Errorf("%w: %w", ErrProtocol, err)
 			msg := websocket.FormatCloseMessage(websocket.CloseProtocolError, "malformed frame")
@@ -447,7 +467,8 @@ func (c *Client) keepTicket(q *leveev2.QueueStatus) {
 func (c *Client) deliver(f *leveev2.ServerFrame) {
 	id := f.GetRequestId()
 	c.mu.Lock()
-	ch, ok := c.pending[id]
+	pc, ok := c.pending[id]
+	ch := pc.ch
 	if ok {
 		delete(c.pending, id)
 	} else if _, gone := c.abandoned[id]; gone {

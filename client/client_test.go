@@ -14,8 +14,10 @@ import (
 
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/client/internal/codec"
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/token"
-	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -32,7 +34,7 @@ func mint(t *testing.T, player string) string {
 
 func newGate(t *testing.T, h clienttest.Handler) *clienttest.Gate {
 	t.Helper()
-	g := clienttest.NewGate(secret, h)
+	g := clienttest.NewGameGate(secret, arena.Game(), nil, h)
 	t.Cleanup(g.Close)
 	return g
 }
@@ -41,7 +43,7 @@ func dial(t *testing.T, g *clienttest.Gate, player string, opts client.Options) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := client.Dial(ctx, g.URL(), mint(t, player), opts)
+	c, err := client.Dial(ctx, g.URL(), mint(t, player), withArena(opts))
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -66,36 +68,36 @@ func waitDone(t *testing.T, c *client.Client) {
 }
 
 func TestWelcomeAndCalls(t *testing.T) {
-	g := newGate(t, clienttest.Game)
+	g := newGate(t, arenaPlay)
 	c := dial(t, g, "alice", client.Options{})
-	if c.PlayerID() != "alice" || c.Welcome().GetPlayer().GetGold() != clienttest.StartGold {
+	if c.PlayerID() != "alice" || mustProfile(t, c).GetGold() != arena.StartGold {
 		t.Fatalf("welcome = %v", c.Welcome())
 	}
 	if c.Backpressure() != nil {
 		t.Fatalf("backpressure before any reply: %v", c.Backpressure())
 	}
 	ctx := ctx5s(t)
-	p, err := c.GetProfile(ctx, "")
+	p, err := getProfile(ctx, c, "")
 	if err != nil || p.GetId() != "alice" {
 		t.Fatalf("GetProfile = %v, %v", p, err)
 	}
 	if c.Backpressure() == nil {
 		t.Fatal("no backpressure hints recorded")
 	}
-	buy, err := c.BuyItem(ctx, "potion", 2)
+	buy, err := buyItem(ctx, c, "potion", 2)
 	if err != nil || buy.GetGoldSpent() != 20 || buy.GetPlayer().GetInventory()["potion"] != 2 {
 		t.Fatalf("BuyItem = %v, %v", buy, err)
 	}
-	bt, err := c.StartBattle(ctx, "b1", 4, 100)
+	bt, err := startBattle(ctx, c, "b1", 4, 100)
 	if err != nil || bt.GetBattleId() != "b1" || !bt.GetWon() {
 		t.Fatalf("StartBattle = %v, %v", bt, err)
 	}
-	_, err = c.BuyItem(ctx, "sword", 100)
+	_, err = buyItem(ctx, c, "sword", 100)
 	var ce *client.Error
-	if !errors.As(err, &ce) || ce.Code != leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || !ce.IsBusiness() || ce.Retryable() {
+	if !errors.As(err, &ce) || ce.Code != leveev2.ErrorCode_ERROR_CODE_REJECTED || !ce.IsBusiness() || ce.Retryable() {
 		t.Fatalf("expensive BuyItem err = %#v", err)
 	}
-	if !errors.Is(err, &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}) {
+	if !errors.Is(err, &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_REJECTED}) {
 		t.Fatal("errors.Is by code failed")
 	}
 	if st := c.Stats(); st.Sent != 4 || st.Replies != 4 || st.Late != 0 || st.Unexpected != 0 {
@@ -104,7 +106,7 @@ func TestWelcomeAndCalls(t *testing.T) {
 }
 
 func TestBadToken(t *testing.T) {
-	g := newGate(t, clienttest.Game)
+	g := newGate(t, arenaPlay)
 	bad, _ := token.Sign([]byte("other"), "mallory", time.Now().Add(time.Hour))
 	c, err := client.Dial(ctx5s(t), g.URL(), bad, client.Options{})
 	if c != nil || err == nil {
@@ -137,8 +139,8 @@ func TestOutOfOrderReplies(t *testing.T) {
 			frames <- f
 		}
 		for i := len(got) - 1; i >= 0; i-- {
-			id := got[i].GetGetProfile().GetPlayerId()
-			_ = c.Send(clienttest.Reply(got[i], &leveev2.ProfileReply{Player: &leveev2.Player{Id: id}}))
+			id := profileReq(got[i]).GetPlayerId()
+			_ = c.Send(clienttest.Reply(got[i], &arenapb.ProfileReply{Player: &arenapb.Player{Id: id}}))
 		}
 		for {
 			if _, err := c.Recv(); err != nil {
@@ -153,7 +155,7 @@ func TestOutOfOrderReplies(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			want := "p" + string(rune('a'+i))
-			p, err := c.GetProfile(ctx, want)
+			p, err := getProfile(ctx, c, want)
 			if err == nil && p.GetId() != want {
 				err = errors.New("got " + p.GetId() + ", want " + want)
 			}
@@ -209,7 +211,7 @@ func TestTypedErrors(t *testing.T) {
 	}))
 	// Retries are tested in retry_test.go; here the refusal comes back as is.
 	c := dial(t, g, "carol", client.Options{NoRetry: true})
-	_, err := c.BuyItem(ctx5s(t), "sword", 1)
+	_, err := buyItem(ctx5s(t), c, "sword", 1)
 	var ce *client.Error
 	if !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want *client.Error", err)
@@ -223,15 +225,15 @@ func TestTypedErrors(t *testing.T) {
 	if bp := c.Backpressure(); bp.GetQueueDepth() != 450 || bp.GetRatio() != 0.9 {
 		t.Fatalf("backpressure = %v", bp)
 	}
-	if _, err := c.StartBattle(ctx5s(t), "b", 4, 50); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST {
+	if _, err := startBattle(ctx5s(t), c, "b", 4, 50); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST {
 		t.Fatalf("StartBattle is CRITICAL: %v", err)
 	}
 	crit := client.WithCriticality(ctx5s(t), leveev2.Criticality_CRITICALITY_CRITICAL)
-	if _, err := c.StartBattle(crit, "b", 4, 50); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BUSY {
+	if _, err := startBattle(crit, c, "b", 4, 50); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BUSY {
 		t.Fatalf("WithCriticality(CRITICAL) StartBattle: %v", err)
 	}
 	// Do returns the frame too, with its error.
-	f, err := c.Do(ctx5s(t), &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
+	f, err := c.Do(ctx5s(t), frame(arena.ActionGetProfile, &arenapb.GetProfileRequest{}))
 	if f.GetError() == nil || client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST {
 		t.Fatalf("Do = %v, %v", f, err)
 	}
@@ -239,61 +241,70 @@ func TestTypedErrors(t *testing.T) {
 
 func TestUnexpectedPayload(t *testing.T) {
 	g := newGate(t, oneReply(func(f *leveev2.ClientFrame) *leveev2.ServerFrame {
-		return clienttest.Reply(f, &leveev2.BattleReply{BattleId: "x"})
+		return clienttest.Reply(f, &arenapb.BattleReply{BattleId: "x"})
 	}))
 	c := dial(t, g, "dave", client.Options{})
-	if _, err := c.GetProfile(ctx5s(t), ""); !errors.Is(err, client.ErrUnexpectedReply) {
+	if _, err := getProfile(ctx5s(t), c, ""); !errors.Is(err, client.ErrUnexpectedReply) {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 // The first call's ctx expires while the gate holds its reply; the reply
-// arrives later and must be dropped, not handed to the next call.
+// arrives later and must be dropped (counted late, as a stray one is
+// counted unexpected), not handed to the next call, on both subprotocols.
 func TestDeadlineAndLateReply(t *testing.T) {
-	received := make(chan *leveev2.ClientFrame, 1)
-	release := make(chan struct{})
-	g := newGate(t, func(c *clienttest.Conn) {
-		f, err := c.Recv()
-		if err != nil {
-			return
-		}
-		received <- f
-		select {
-		case <-release:
-		case <-c.Context().Done():
-			return
-		}
-		_ = c.Send(clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{Id: "late"}}))
-		// A stray reply nobody asked for.
-		_ = c.Send(&leveev2.ServerFrame{RequestId: 12345, Payload: &leveev2.ServerFrame_Profile{Profile: &leveev2.ProfileReply{}}})
-		clienttest.Game(c)
-	})
-	c := dial(t, g, "erin", client.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_, err := c.GetProfile(ctx, "")
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want deadline exceeded", err)
-	}
-	f := <-received
-	if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 90 {
-		t.Fatalf("timeout_ms = %d, want <= 90 (100 ms less the 10 ms reply margin)", f.GetTimeoutMs())
-	}
-	close(release)
-	// The next reply comes after the late one on the same connection.
-	p, err := c.GetProfile(ctx5s(t), "")
-	if err != nil || p.GetId() != "erin" {
-		t.Fatalf("next call = %v, %v (got the late reply?)", p, err)
-	}
-	if st := c.Stats(); st.Late != 1 || st.Unexpected != 1 || st.Replies != 1 || st.Sent != 2 {
-		t.Fatalf("stats = %+v", st)
-	}
-	// An expired context is refused before anything is sent.
-	if _, err := c.GetProfile(ctx, ""); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("expired ctx: %v", err)
-	}
-	if c.Stats().Sent != 2 {
-		t.Fatal("a request was sent with an expired context")
+	for _, json := range []bool{false, true} {
+		t.Run(map[bool]string{false: "proto", true: "json"}[json], func(t *testing.T) {
+			received := make(chan *leveev2.ClientFrame, 1)
+			release := make(chan struct{})
+			g := newGate(t, func(c *clienttest.Conn) {
+				f, err := c.Recv()
+				if err != nil {
+					return
+				}
+				received <- f
+				select {
+				case <-release:
+				case <-c.Context().Done():
+					return
+				}
+				_ = c.Send(clienttest.Reply(f, &arenapb.ProfileReply{Player: &arenapb.Player{Id: "late"}}))
+				// A stray reply nobody asked for.
+				if c.JSON() {
+					_ = c.SendRaw([]byte(`{"requestId":"12345","reply":{"player":{"id":"stray"}}}`))
+				} else {
+					_ = c.Send(clienttest.Reply(&leveev2.ClientFrame{RequestId: 12345}, &arenapb.ProfileReply{}))
+				}
+				arenaPlay(c)
+			})
+			c := dial(t, g, "erin", client.Options{JSON: json})
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := getProfile(ctx, c, "")
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want deadline exceeded", err)
+			}
+			f := <-received
+			if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 90 {
+				t.Fatalf("timeout_ms = %d, want <= 90 (100 ms less the 10 ms reply margin)", f.GetTimeoutMs())
+			}
+			close(release)
+			// The next reply comes after the late one on the same connection.
+			p, err := getProfile(ctx5s(t), c, "")
+			if err != nil || p.GetId() != "erin" {
+				t.Fatalf("next call = %v, %v (got the late reply?)", p, err)
+			}
+			if st := c.Stats(); st.Late != 1 || st.Unexpected != 1 || st.Replies != 1 || st.Sent != 2 {
+				t.Fatalf("stats = %+v", st)
+			}
+			// An expired context is refused before anything is sent.
+			if _, err := getProfile(ctx, c, ""); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("expired ctx: %v", err)
+			}
+			if c.Stats().Sent != 2 {
+				t.Fatal("a request was sent with an expired context")
+			}
+		})
 	}
 }
 
@@ -317,7 +328,7 @@ func TestServerClose1013FailsPending(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i := range n {
-		wg.Go(func() { _, errs[i] = c.GetProfile(ctx, "") })
+		wg.Go(func() { _, errs[i] = getProfile(ctx, c, "") })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -330,7 +341,7 @@ func TestServerClose1013FailsPending(t *testing.T) {
 	if !errors.As(c.Err(), &ce) || ce.Code != 1013 || ce.Text != "overloaded" || !errors.Is(c.Err(), client.ErrClosed) {
 		t.Fatalf("Err() = %v", c.Err())
 	}
-	if _, err := c.GetProfile(ctx, ""); !errors.Is(err, client.ErrClosed) || client.CloseCode(err) != 1013 {
+	if _, err := getProfile(ctx, c, ""); !errors.Is(err, client.ErrClosed) || client.CloseCode(err) != 1013 {
 		t.Fatalf("call after close: %v", err)
 	}
 }
@@ -339,17 +350,17 @@ func TestJSONMode(t *testing.T) {
 	sawJSON := make(chan bool, 2)
 	g := newGate(t, func(c *clienttest.Conn) {
 		sawJSON <- c.JSON()
-		clienttest.Game(c)
+		arenaPlay(c)
 	})
 	for _, json := range []bool{true, false} {
 		c := dial(t, g, "gina", client.Options{JSON: json})
 		if got := <-sawJSON; got != json {
 			t.Fatalf("gate saw JSON=%v, want %v", got, json)
 		}
-		if r, err := c.BuyItem(ctx5s(t), "shield", 1); err != nil || r.GetGoldSpent() != 80 {
+		if r, err := buyItem(ctx5s(t), c, "shield", 1); err != nil || r.GetGoldSpent() != 80 {
 			t.Fatalf("json=%v: BuyItem = %v, %v", json, r, err)
 		}
-		if _, err := c.BuyItem(ctx5s(t), "dragon", 1); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_NOT_FOUND {
+		if _, err := buyItem(ctx5s(t), c, "dragon", 1); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_NOT_FOUND {
 			t.Fatalf("json=%v: unknown item: %v", json, err)
 		}
 	}
@@ -370,7 +381,7 @@ func TestCloseIsCleanAndIdempotent(t *testing.T) {
 	c := dial(t, g, "hank", client.Options{})
 	callErr := make(chan error, 1)
 	go func() {
-		_, err := c.GetProfile(context.Background(), "")
+		_, err := getProfile(context.Background(), c, "")
 		callErr <- err
 	}()
 	<-received
@@ -391,19 +402,19 @@ func TestCloseIsCleanAndIdempotent(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := c.GetProfile(ctx5s(t), ""); !errors.Is(err, client.ErrClosed) {
+	if _, err := getProfile(ctx5s(t), c, ""); !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("call after Close: %v", err)
 	}
 }
 
 func TestFrameTooLargeIsNotSent(t *testing.T) {
-	g := newGate(t, clienttest.Game)
+	g := newGate(t, arenaPlay)
 	c := dial(t, g, "ivy", client.Options{})
-	_, err := c.GetProfile(ctx5s(t), strings.Repeat("x", wire.MaxFrame))
+	_, err := getProfile(ctx5s(t), c, strings.Repeat("x", codec.MaxFrame))
 	if !errors.Is(err, client.ErrFrameTooLarge) || c.Stats().Sent != 0 {
 		t.Fatalf("err = %v, sent = %d", err, c.Stats().Sent)
 	}
-	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+	if _, err := getProfile(ctx5s(t), c, ""); err != nil {
 		t.Fatalf("connection unusable after a refused frame: %v", err)
 	}
 }
@@ -421,7 +432,7 @@ func TestMalformedServerFrame(t *testing.T) {
 		}
 	})
 	c := dial(t, g, "jack", client.Options{})
-	_, err := c.GetProfile(ctx5s(t), "")
+	_, err := getProfile(ctx5s(t), c, "")
 	if !errors.Is(err, client.ErrClosed) || !errors.Is(err, client.ErrProtocol) {
 		t.Fatalf("err = %v", err)
 	}
@@ -437,14 +448,14 @@ func TestRequestIDsAreRandomPerClient(t *testing.T) {
 				return
 			}
 			ids <- f.GetRequestId()
-			_ = c.Send(clienttest.Reply(f, &leveev2.ProfileReply{}))
+			_ = c.Send(clienttest.Reply(f, &arenapb.ProfileReply{}))
 		}
 	})
 	var firsts []uint64
 	for range 2 {
 		c := dial(t, g, "kim", client.Options{})
 		for range 2 {
-			if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+			if _, err := getProfile(ctx5s(t), c, ""); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -478,7 +489,7 @@ func TestHandshakeRefusals(t *testing.T) {
 		t.Fatalf("503: %v", err)
 	}
 
-	up := websocket.Upgrader{Subprotocols: wire.Subprotocols}
+	up := websocket.Upgrader{Subprotocols: codec.Subprotocols}
 	url = rawServer(t, func(w http.ResponseWriter, r *http.Request) {
 		ws, err := up.Upgrade(w, r, nil)
 		if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/leveehq/levee/client/internal/codec"
 	"github.com/leveehq/levee/internal/apperr"
-	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -65,9 +65,9 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 	}
 	u.RawQuery = q.Encode()
 
-	proto := wire.ProtoSubprotocol
+	proto := codec.ProtoSubprotocol
 	if opts.JSON {
-		proto = wire.JSONSubprotocol
+		proto = codec.JSONSubprotocol
 	}
 	d := *opts.Dialer
 	d.Subprotocols = []string{proto}
@@ -83,7 +83,7 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 	}
 	got := conn.Subprotocol()
 	if got == "" {
-		got = wire.ProtoSubprotocol
+		got = codec.ProtoSubprotocol
 	}
 	if got != proto {
 		conn.Close()
@@ -163,7 +163,7 @@ func (w *welcomeWait) push(ctx context.Context, f *leveev2.ServerFrame) (cl *Cli
 			}
 			c.line = &LineError{Status: w.last, Seen: seen, Admitted: true, Pass: pass}
 		}
-		c.log.Debug("connected", "player", c.welcome.GetPlayer().GetId(), "shard", c.welcome.GetShard(), "json", c.opts.JSON)
+		c.log.Debug("connected", "player", c.welcome.GetPlayerId(), "shard", c.welcome.GetShard(), "json", c.opts.JSON)
 		return c, nil, true
 	}
 	cl, err = c.refused(ctx, w.rawURL, f)

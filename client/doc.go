@@ -15,10 +15,20 @@
 // let in from the line gets an admission pass with Admitted, which
 // Client.Ticket then returns instead of the line ticket: presented after a
 // gate restart it lets the player in at once rather than back in line.
-// Each call
-// (GetProfile, BuyItem, StartBattle, or the general Do) sends one
-// ClientFrame with a fresh request id and waits for the one ServerFrame that
-// answers it. A typed server error comes back as *Error; a connection that
+// A call names one of the game's actions and carries its request:
+// Call(ctx, action, req, reply) encodes the request message and decodes
+// the reply into reply (the generic Call[Rep] returns it typed); Send does
+// the same with a request already encoded and returns the reply frame,
+// with its Replayed flag and the state's Version. Each sends one
+// ClientFrame with a fresh request id and issued_at_ms and waits for the
+// one ServerFrame that answers it; Do is the same for a frame built by
+// hand. Welcome holds the player's state as the game declares it (State
+// decodes it). A game's typed helpers live with the game (for the demo
+// game, examples/arena/arenaclient). Options.Game, the game's declaration,
+// tells the SDK each action's class and the message types the JSON
+// subprotocol needs. A typed server error comes back as *Error (its Reason
+// is the game's own code, e.g. "out_of_stock"; REJECTED is a
+// business error, final like every error a mutation ends with); a connection that
 // ends while calls are pending fails them with an error that wraps ErrClosed
 // and, when the server sent one, its *CloseError. When that close is 1012
 // (Service Restart: a stopping gate answers every request it has read,
@@ -52,9 +62,10 @@
 //     SHUTTING_DOWN), the error carries an *UnresolvedError with the
 //     request; Resend sends it again with its id, typically after
 //     Reconnect. Never send such a request again with a new id.
-//   - Criticality: the cluster decides it (the gate's policy table); the
-//     SDK sends the same classes, BuyItem CRITICAL, GetProfile and
-//     StartBattle DEFAULT, and orders its pacer by them. WithCriticality
+//   - Criticality: the game's declaration decides it (the gate reads each
+//     action's class from it); the SDK sends the same class when it has
+//     the declaration (Options.Game), DEFAULT otherwise, and orders its
+//     pacer by it. WithCriticality
 //     may lower a call's class (the gate honours that) but not raise it
 //     (the gate ignores that).
 //

@@ -110,8 +110,12 @@ func IsLocal(err error) bool {
 // Error is a typed error the server sent in reply to a request (or before
 // the Welcome, when it refused the connection).
 type Error struct {
-	Code       leveev2.ErrorCode
-	Message    string
+	Code    leveev2.ErrorCode
+	Message string
+	// Reason is the game's own code for a validation or business error
+	// (BAD_REQUEST, NOT_FOUND, FORBIDDEN or REJECTED from the game's
+	// handler), e.g. "out_of_stock"; empty for Levee's own errors.
+	Reason     string
 	RetryAfter time.Duration // 0 when the server gave none
 }
 
@@ -119,6 +123,7 @@ func fromProto(e *leveev2.Error) *Error {
 	return &Error{
 		Code:       e.GetCode(),
 		Message:    e.GetMessage(),
+		Reason:     e.GetReason(),
 		RetryAfter: time.Duration(e.GetRetryAfterMs()) * time.Millisecond,
 	}
 }
@@ -127,6 +132,11 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("client: server error ")
 	b.WriteString(CodeName(e.Code))
+	if e.Reason != "" {
+		b.WriteString(" (")
+		b.WriteString(e.Reason)
+		b.WriteString(")")
+	}
 	if e.Message != "" {
 		b.WriteString(": ")
 		b.WriteString(e.Message)
@@ -137,10 +147,20 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Is makes errors.Is(err, &Error{Code: c}) match any *Error with code c.
+// Is makes errors.Is(err, &Error{Code: c}) match any *Error with code c,
+// and errors.Is(err, &Error{Code: c, Reason: r}) only those with reason r
+// too.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	return ok && t.Code == e.Code && (t.Reason == "" || t.Reason == e.Reason)
+}
+
+// Reason is the game's reason code in err (see Error.Reason), or "".
+func Reason(err error) string {
+	if e := AsError(err); e != nil {
+		return e.Reason
+	}
+	return ""
 }
 
 // The properties below come from Levee's one error table
@@ -171,7 +191,9 @@ func (e *Error) OutcomeUnknown() bool { return apperr.Class(e.Code) == apperr.Ou
 func (e *Error) Retryable() bool { return apperr.Class(e.Code) != apperr.Final }
 
 // IsBusiness reports whether the error is a normal game outcome rather than
-// a fault: INSUFFICIENT_GOLD, NOT_FOUND or FORBIDDEN.
+// a fault: REJECTED (the game refused the action by its rules), NOT_FOUND
+// or FORBIDDEN. Like every final error of a mutation it is the request's
+// outcome: a resend gets it again.
 func (e *Error) IsBusiness() bool { return apperr.Business(e.Code) }
 
 // AsError returns the *Error in err's chain, or nil.
@@ -217,7 +239,7 @@ func Code(err error) leveev2.ErrorCode {
 	return leveev2.ErrorCode_ERROR_CODE_UNSPECIFIED
 }
 
-// CodeName is the short name of an error code, e.g. "INSUFFICIENT_GOLD".
+// CodeName is the short name of an error code, e.g. "REJECTED".
 func CodeName(c leveev2.ErrorCode) string {
 	return strings.TrimPrefix(c.String(), "ERROR_CODE_")
 }

@@ -19,7 +19,7 @@ func TestErrorClasses(t *testing.T) {
 		leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN:     {outcomeUnknown: true, retryable: true},
 		leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE:       {outcomeUnknown: true, retryable: true},
 		leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED: {outcomeUnknown: true, retryable: true},
-		leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {business: true},
+		leveev2.ErrorCode_ERROR_CODE_REJECTED:          {business: true},
 		leveev2.ErrorCode_ERROR_CODE_NOT_FOUND:         {business: true},
 		leveev2.ErrorCode_ERROR_CODE_FORBIDDEN:         {business: true},
 		leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {},

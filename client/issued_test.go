@@ -24,7 +24,7 @@ func TestIssuedAtSetOncePerRequest(t *testing.T) {
 	c := dial(t, g, "ivy", client.Options{Rand: constRand(0), NoPacing: true,
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
 	before := uint64(time.Now().UnixMilli())
-	if _, err := c.BuyItem(ctx5s(t), "potion", 1); err != nil {
+	if _, err := buyItem(ctx5s(t), c, "potion", 1); err != nil {
 		t.Fatal(err)
 	}
 	after := uint64(time.Now().UnixMilli())
@@ -36,7 +36,8 @@ func TestIssuedAtSetOncePerRequest(t *testing.T) {
 		t.Fatalf("retry: id %d issued %d; first: id %d issued %d", retry.GetRequestId(), retry.GetIssuedAtMs(), first.GetRequestId(), first.GetIssuedAtMs())
 	}
 	// A frame used again for a new request gets a new stamp, not the old one.
-	f := &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "potion", Quantity: 1}}, IssuedAtMs: 1}
+	f := buyFrame("potion", 1)
+	f.IssuedAtMs = 1
 	if _, err := c.Do(ctx5s(t), f); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -21,7 +22,7 @@ import (
 
 func newLineGate(t *testing.T, line clienttest.Line, h clienttest.Handler) *clienttest.Gate {
 	t.Helper()
-	g := clienttest.NewGateWithLine(secret, line, h)
+	g := clienttest.NewGameGate(secret, arena.Game(), line, h)
 	t.Cleanup(g.Close)
 	return g
 }
@@ -50,7 +51,7 @@ func (tk *tickets) list() []string {
 // Welcome. The gate sends the ticket in the first status only; every
 // status the SDK hands on carries it.
 func TestDialWaitsInLine(t *testing.T) {
-	g := newLineGate(t, clienttest.Waiting(3, 2, 1), clienttest.Game)
+	g := newLineGate(t, clienttest.Waiting(3, 2, 1), arenaPlay)
 	var seen []uint64
 	c := dial(t, g, "ann", client.Options{
 		OnQueue: func(q *leveev2.QueueStatus) {
@@ -71,12 +72,12 @@ func TestDialWaitsInLine(t *testing.T) {
 	if c.Waited() != 3*time.Second || c.PlayerID() != "ann" {
 		t.Fatalf("Waited() = %v, player %q", c.Waited(), c.PlayerID())
 	}
-	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+	if _, err := getProfile(ctx5s(t), c, ""); err != nil {
 		t.Fatal(err)
 	}
 
 	// No line: no status, no wait.
-	plain := dial(t, newGate(t, clienttest.Game), "bea", client.Options{})
+	plain := dial(t, newGate(t, arenaPlay), "bea", client.Options{})
 	if plain.Queue() != nil || plain.Waited() != 0 {
 		t.Fatalf("without a line: Queue() = %v, Waited() = %v", plain.Queue(), plain.Waited())
 	}
@@ -88,7 +89,7 @@ func TestDialLineWaitEndsWithCtx(t *testing.T) {
 		_ = c.Send(clienttest.Status(40, 40, 2, "T-40"))
 		<-c.Context().Done() // never admitted
 		return false
-	}, clienttest.Game)
+	}, arenaPlay)
 	clk := clock.NewFake(time.Now())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -127,7 +128,7 @@ func TestDialRetryResumesPlace(t *testing.T) {
 			return c.Send(clienttest.Status(9, 9, 1, "T-new")) == nil && c.Send(clienttest.Admit(time.Second)) == nil
 		}
 		return c.Send(clienttest.Status(6, 9, 1, "T-7")) == nil && c.Send(clienttest.Admit(time.Second)) == nil
-	}, clienttest.Game)
+	}, arenaPlay)
 	c, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(mint(t, "dee")), client.Options{Rand: constRand(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestReconnectTicketGrace(t *testing.T) {
 					return false
 				}
 				return true
-			}, clienttest.Game)
+			}, arenaPlay)
 			clk := clock.NewFake(time.Now())
 			opts := client.Options{Clock: clk, Rand: constRand(0.5), Reconnect: backoff.Reconnect{Spread: tc.spread}}
 			tok := mint(t, "eve")
@@ -206,7 +207,7 @@ func TestRefusedTicketDropped(t *testing.T) {
 				return false
 			}
 			return true
-		}, clienttest.Game)
+		}, arenaPlay)
 		c, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk, Ticket: "stale"})
 		if err != nil {
 			t.Fatalf("%v: %v", refusal.GetCode(), err)
@@ -223,7 +224,7 @@ func TestRefusedTicketDropped(t *testing.T) {
 		_ = c.CloseWith(websocket.ClosePolicyViolation, "no")
 		_, _ = c.Recv()
 		return false
-	}, clienttest.Game)
+	}, arenaPlay)
 	if _, err := client.DialRetry(ctx5s(t), bad.URL(), client.StaticToken(mint(t, "fox")), client.Options{Clock: clk}); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST {
 		t.Fatalf("err = %v", err)
 	}
@@ -239,7 +240,7 @@ func TestRefusedWhileWaiting(t *testing.T) {
 		_ = c.CloseWith(websocket.CloseTryAgainLater, "maintenance")
 		_, _ = c.Recv()
 		return false
-	}, clienttest.Game)
+	}, arenaPlay)
 	var n atomic.Int32
 	_, err := client.Dial(ctx5s(t), g.URL(), mint(t, "gil"), client.Options{OnQueue: func(*leveev2.QueueStatus) { n.Add(1) }})
 	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_SERVER_FULL || client.CloseCode(err) != websocket.CloseTryAgainLater ||
@@ -255,7 +256,7 @@ func TestNotAdmittedNotRetried(t *testing.T) {
 		return refusal(f, leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED, 4200)
 	}))
 	c := dial(t, g, "hal", client.Options{Clock: clock.NewFake(time.Now())})
-	_, err := c.GetProfile(ctx5s(t), "")
+	_, err := getProfile(ctx5s(t), c, "")
 	if !errors.Is(err, client.ErrNotAdmitted) || !client.IsNotAdmitted(err) || client.RetryAfter(err) != 4200*time.Millisecond ||
 		client.IsBusy(err) || !client.Retryable(err) {
 		t.Fatalf("err = %v", err)
@@ -274,11 +275,11 @@ func TestNotAdmittedNotRetried(t *testing.T) {
 func TestQueueAfterWelcome(t *testing.T) {
 	g := newGate(t, func(c *clienttest.Conn) {
 		_ = c.Send(clienttest.Status(1, 1, 1, "late"))
-		clienttest.Game(c)
+		arenaPlay(c)
 	})
 	c := dial(t, g, "ivy", client.Options{OnQueue: func(*leveev2.QueueStatus) { t.Error("OnQueue after the Welcome") }})
 	testwait.Until(t, "the late status", func() bool { return c.Queue().GetTicket() == "late" })
-	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+	if _, err := getProfile(ctx5s(t), c, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -329,7 +330,7 @@ func TestTicketInUseRetriedWithTicket(t *testing.T) {
 			return false
 		}
 		return c.Send(clienttest.Status(4, 4, 1, c.Ticket)) == nil && c.Send(clienttest.Admit(time.Second)) == nil
-	}, clienttest.Game)
+	}, arenaPlay)
 	clk := clock.NewFake(time.Now())
 	opts := client.Options{Clock: clk, Rand: constRand(0.5), Ticket: "T-mine", Reconnect: backoff.Reconnect{Spread: 2 * time.Second}}
 	ch := dialAsync(func() (*client.Client, error) {
@@ -412,11 +413,11 @@ func TestTicketIsThePassOnceIn(t *testing.T) {
 	}
 
 	// A gate without passes: the line ticket; no line: none.
-	plain := dial(t, newLineGate(t, clienttest.Waiting(1), clienttest.Game), "ray", client.Options{})
+	plain := dial(t, newLineGate(t, clienttest.Waiting(1), arenaPlay), "ray", client.Options{})
 	if plain.Ticket() != "ticket-ray" {
 		t.Fatalf("Ticket() = %q, want the line ticket", plain.Ticket())
 	}
-	if c := dial(t, newGate(t, clienttest.Game), "sue", client.Options{}); c.Ticket() != "" {
+	if c := dial(t, newGate(t, arenaPlay), "sue", client.Options{}); c.Ticket() != "" {
 		t.Fatalf("Ticket() = %q, want none", c.Ticket())
 	}
 }
@@ -431,6 +432,6 @@ func restartingGame(k int32) clienttest.Handler {
 			_, _ = c.Recv()
 			return
 		}
-		clienttest.Game(c)
+		arenaPlay(c)
 	}
 }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/gamedef"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -33,8 +35,15 @@ var ErrInvalidOptions = errors.New("client: invalid options")
 // protection on with the seed defaults (retries of busy replies with
 // backoff and a retry budget; pacing by the server's backpressure).
 type Options struct {
-	// JSON selects the "levee.v2.json" subprotocol (protojson text frames)
-	// instead of "levee.v2.proto" (binary protobuf).
+	// Game is the game's declaration (optional). From it the SDK knows
+	// each action's class, the default criticality of a call and its
+	// place in the pacer (without it every call is DEFAULT unless
+	// WithCriticality says otherwise), and the message types that the
+	// JSON subprotocol needs.
+	Game *game.Game
+	// JSON selects the "levee.v2.json" subprotocol (protojson text frames,
+	// the game's messages as their protojson objects) instead of
+	// "levee.v2.proto" (binary protobuf). It needs Game.
 	JSON bool
 	// Dialer makes the connection; nil means websocket.DefaultDialer. It is
 	// copied, and its Subprotocols are replaced.
@@ -116,6 +125,9 @@ const maxServerFrame = 1 << 20
 
 // validate reports an Options field that the SDK cannot use.
 func (o Options) validate() error {
+	if o.JSON && o.Game == nil {
+		return fmt.Errorf("%w: JSON needs Game, the declaration of the game's messages", ErrInvalidOptions)
+	}
 	if err := o.Retry.Validate(); err != nil {
 		return fmt.Errorf("%w: Retry: %w", ErrInvalidOptions, err)
 	}
@@ -126,6 +138,14 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: Reconnect: %w", ErrInvalidOptions, err)
 	}
 	return nil
+}
+
+// def is the game's declaration, nil without one.
+func (o Options) def() *gamedef.Def {
+	if o.Game == nil {
+		return nil
+	}
+	return o.Game.Def()
 }
 
 func (o Options) withDefaults() Options {

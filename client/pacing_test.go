@@ -10,6 +10,8 @@ import (
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/clienttest"
 	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -19,7 +21,7 @@ import (
 var pacerFast = pacer.Config{Rate: 10000, MinRate: 1000}
 
 func profileReply(f *leveev2.ClientFrame, ratio float64) *leveev2.ServerFrame {
-	r := clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{Id: "p"}})
+	r := clienttest.Reply(f, &arenapb.ProfileReply{Player: &arenapb.Player{Id: "p"}})
 	r.Backpressure = &leveev2.Backpressure{Ratio: ratio}
 	return r
 }
@@ -38,7 +40,7 @@ func TestPacingFollowsPressure(t *testing.T) {
 		t.Fatalf("base rate %v, want 10", r)
 	}
 	// A goes at once (a leaky bucket starts empty) and brings ratio 1.
-	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+	if _, err := getProfile(ctx5s(t), c, ""); err != nil {
 		t.Fatal(err)
 	}
 	next(t, got)
@@ -47,7 +49,7 @@ func TestPacingFollowsPressure(t *testing.T) {
 	}
 	// B waits one slow interval, 666.67 ms.
 	res := make(chan error, 1)
-	go func() { _, err := c.GetProfile(ctx5s(t), ""); res <- err }()
+	go func() { _, err := getProfile(ctx5s(t), c, ""); res <- err }()
 	testwait.Until(t, "B to wait in the pacer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(666 * time.Millisecond)
 	nothing(t, got)
@@ -60,7 +62,7 @@ func TestPacingFollowsPressure(t *testing.T) {
 		t.Fatalf("rate after ratio 0 = %v, want 10", r)
 	}
 	// C waits a fast interval after B's slot, 100 ms.
-	go func() { _, err := c.GetProfile(ctx5s(t), ""); res <- err }()
+	go func() { _, err := getProfile(ctx5s(t), c, ""); res <- err }()
 	testwait.Until(t, "C to wait in the pacer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(99 * time.Millisecond)
 	nothing(t, got)
@@ -88,7 +90,7 @@ func TestPacingBusyWithoutHints(t *testing.T) {
 	}))
 	c := dial(t, g, "ben", client.Options{Clock: clk, Rand: constRand(0), Pacer: pacer.Config{Rate: 10}})
 	res := make(chan error, 1)
-	go func() { _, err := c.GetProfile(ctx5s(t), ""); res <- err }()
+	go func() { _, err := getProfile(ctx5s(t), c, ""); res <- err }()
 	next(t, got)
 	testwait.Until(t, "the retry timer", func() bool { return clk.Waiters() == 1 })
 	if r := c.PaceRate(); math.Abs(r-1.5) > 1e-9 {
@@ -122,7 +124,7 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 				return
 			}
 			got <- f
-			if f.GetBuyItem() != nil {
+			if buyReq(f) != nil {
 				_ = c.Send(bought(f))
 			} else {
 				_ = c.Send(profileReply(f, 0))
@@ -130,19 +132,20 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 		}
 	})
 	c := dial(t, g, "cat", client.Options{Clock: clk, Pacer: pacer.Config{Rate: 1, Capacity: 1}})
-	if _, err := c.GetProfile(ctx5s(t), ""); err != nil { // takes the open slot
+	if _, err := getProfile(ctx5s(t), c, ""); err != nil { // takes the open slot
 		t.Fatal(err)
 	}
 	next(t, got)
 	sheddable := func() *leveev2.ClientFrame {
-		return &leveev2.ClientFrame{Criticality: leveev2.Criticality_CRITICALITY_SHEDDABLE,
-			Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}}
+		f := frame(arena.ActionGetProfile, &arenapb.GetProfileRequest{})
+		f.Criticality = leveev2.Criticality_CRITICALITY_SHEDDABLE
+		return f
 	}
 	resB := make(chan error, 1)
 	go func() { _, err := c.Do(ctx5s(t), sheddable()); resB <- err }()
 	testwait.Until(t, "B to wait in the pacer", func() bool { return clk.Waiters() == 1 })
 	resC := make(chan error, 1)
-	go func() { _, err := c.BuyItem(ctx5s(t), "potion", 1); resC <- err }()
+	go func() { _, err := buyItem(ctx5s(t), c, "potion", 1); resC <- err }()
 
 	errB := result(t, resB)
 	var le *client.LocalError
@@ -156,14 +159,14 @@ func TestPacingEvictsSheddableForCritical(t *testing.T) {
 	if !errors.Is(errD, client.ErrQueueFull) || !client.IsLocal(errD) {
 		t.Fatalf("request into the full queue: %v", errD)
 	}
-	_, errE := c.BuyItem(client.WithCriticality(ctx5s(t), leveev2.Criticality_CRITICALITY_DEFAULT), "potion", 1)
+	_, errE := buyItem(client.WithCriticality(ctx5s(t), leveev2.Criticality_CRITICALITY_DEFAULT), c, "potion", 1)
 	if !errors.Is(errE, client.ErrQueueFull) || errE.Error() == "" {
 		t.Fatalf("default purchase into the full queue: %v", errE)
 	}
 	nothing(t, got)
 	testwait.Until(t, "C to hold the pacer's timer", func() bool { return clk.Waiters() == 1 })
 	clk.Advance(time.Second)
-	if f := next(t, got); f.GetBuyItem() == nil || f.GetCriticality() != leveev2.Criticality_CRITICALITY_CRITICAL {
+	if f := next(t, got); buyReq(f) == nil || f.GetCriticality() != leveev2.Criticality_CRITICALITY_CRITICAL {
 		t.Fatalf("sent %v", f)
 	}
 	if err := result(t, resC); err != nil {
@@ -180,7 +183,7 @@ func TestNoPacing(t *testing.T) {
 	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return profileReply(f, 1) }))
 	c := dial(t, g, "dan", client.Options{Clock: clk, NoPacing: true, Pacer: pacer.Config{Rate: 1}})
 	for range 5 {
-		if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+		if _, err := getProfile(ctx5s(t), c, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -203,7 +206,7 @@ func TestPriorityOf(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
-	g := newGate(t, clienttest.Game)
+	g := newGate(t, arenaPlay)
 	for _, o := range []client.Options{
 		{Pacer: pacer.Config{Factor: 2}},
 		{Retry: backoff.Policy{Base: -1}},

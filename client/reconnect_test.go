@@ -14,9 +14,9 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/client/internal/codec"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
-	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -26,7 +26,7 @@ import (
 func flakyGate(t *testing.T, fails int64, retryAfter int) (url string, attempts *atomic.Int64) {
 	t.Helper()
 	attempts = new(atomic.Int64)
-	up := websocket.Upgrader{Subprotocols: wire.Subprotocols}
+	up := websocket.Upgrader{Subprotocols: codec.Subprotocols}
 	url = rawServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if attempts.Add(1) <= fails {
 			if retryAfter > 0 {
@@ -40,9 +40,9 @@ func flakyGate(t *testing.T, fails int64, retryAfter int) (url string, attempts 
 			return
 		}
 		defer ws.Close()
-		codec, _ := wire.ForSubprotocol(ws.Subprotocol())
-		data, _ := codec.EncodeServer(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{
-			Welcome: &leveev2.Welcome{Player: &leveev2.Player{Id: "p"}}}})
+		cd, _ := codec.ForSubprotocol(ws.Subprotocol(), nil)
+		data, _ := cd.EncodeServer(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{
+			Welcome: &leveev2.Welcome{PlayerId: "p"}}}, "")
 		if ws.WriteMessage(websocket.BinaryMessage, data) != nil {
 			return
 		}
@@ -142,7 +142,7 @@ func TestDialRetryGivesUp(t *testing.T) {
 		t.Fatalf("err = %v after %d attempts", err, attempts.Load())
 	}
 
-	g := newGate(t, clienttest.Game)
+	g := newGate(t, arenaPlay)
 	bad := func(context.Context) (string, error) { return "forged", nil }
 	if _, err := client.DialRetry(ctx5s(t), g.URL(), bad, client.Options{Clock: clk}); client.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED {
 		t.Fatalf("bad token: %v", err)
@@ -172,7 +172,7 @@ func TestReconnectAfterNotice(t *testing.T) {
 	n := atomic.Int64{}
 	g := newGate(t, func(c *clienttest.Conn) {
 		if n.Add(1) > 1 {
-			clienttest.Game(c)
+			arenaPlay(c)
 			return
 		}
 		_ = c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: &leveev2.Error{
@@ -202,7 +202,7 @@ func TestReconnectAfterNotice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.GetProfile(ctx5s(t), ""); err != nil {
+	if _, err := getProfile(ctx5s(t), c, ""); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -31,7 +32,7 @@ func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 	c := dial(t, g, "rita", client.Options{Clock: clk, Rand: constRand(0.5), NoPacing: true})
 	res := make(chan error, 1)
 	go func() {
-		_, err := c.BuyItem(ctx5s(t), "potion", 1)
+		_, err := buyItem(ctx5s(t), c, "potion", 1)
 		res <- err
 	}()
 	first := next(t, got)
@@ -43,7 +44,7 @@ func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 	if err := result(t, res); err != nil {
 		t.Fatalf("BuyItem after a retry: %v", err)
 	}
-	if second.GetRequestId() != first.GetRequestId() || second.GetBuyItem().GetItemId() != "potion" {
+	if second.GetRequestId() != first.GetRequestId() || buyReq(second).GetItemId() != "potion" {
 		t.Fatalf("retry has id %d, first %d", second.GetRequestId(), first.GetRequestId())
 	}
 	if second.GetCriticality() != leveev2.Criticality_CRITICALITY_CRITICAL {
@@ -53,7 +54,7 @@ func TestRetryBusyAfterRetryAfterWithSameID(t *testing.T) {
 		t.Fatalf("stats = %+v", st)
 	}
 	// The next request has a new id.
-	if _, err := c.BuyItem(ctx5s(t), "potion", 1); err != nil {
+	if _, err := buyItem(ctx5s(t), c, "potion", 1); err != nil {
 		t.Fatal(err)
 	}
 	if third := next(t, got); third.GetRequestId() == first.GetRequestId() {
@@ -72,7 +73,7 @@ func TestRetryAtMostThreeAttempts(t *testing.T) {
 		// rnd 0 and no retry_after: every wait is 0, so no clock is needed.
 		c := dial(t, g, "sam", client.Options{Rand: constRand(0), NoPacing: true,
 			Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
-		_, err := c.BuyItem(ctx5s(t), "potion", 1)
+		_, err := buyItem(ctx5s(t), c, "potion", 1)
 		if client.Code(err) != code || errors.Is(err, client.ErrRetryBudget) {
 			t.Fatalf("%v: err = %v", code, err)
 		}
@@ -95,7 +96,7 @@ func TestRetryPolicyMaxAttempts(t *testing.T) {
 	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 0) }))
 	c := dial(t, g, "sue", client.Options{Rand: constRand(0), NoPacing: true, Retry: backoff.Policy{MaxAttempts: 5},
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1, MinPerSecond: 10})})
-	if _, err := c.GetProfile(ctx5s(t), ""); !client.IsBusy(err) {
+	if _, err := getProfile(ctx5s(t), c, ""); !client.IsBusy(err) {
 		t.Fatal(err)
 	}
 	if st := c.Stats(); st.Sent != 5 || st.Retries != 4 {
@@ -121,7 +122,7 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 	cs := []*client.Client{dial(t, g, "tom", opts), dial(t, g, "uma", opts)}
 	storm := func(n int) (refused int, sent, retries, budgetRefused uint64) {
 		for i := range n {
-			_, err := cs[i%2].BuyItem(ctx5s(t), "potion", 1)
+			_, err := buyItem(ctx5s(t), cs[i%2], "potion", 1)
 			if !client.IsBusy(err) {
 				t.Fatalf("request %d: %v", i, err)
 			}
@@ -140,7 +141,7 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 	}
 	answering.Store(true)
 	for i := range 20 {
-		if _, err := cs[i%2].BuyItem(ctx5s(t), "potion", 1); err != nil {
+		if _, err := buyItem(ctx5s(t), cs[i%2], "potion", 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -158,7 +159,7 @@ func TestRetryBudgetStopsAStorm(t *testing.T) {
 // TestLostInFlightResentAfterReconnect).
 func TestRetryNotForOtherErrors(t *testing.T) {
 	codes := []leveev2.ErrorCode{
-		leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, leveev2.ErrorCode_ERROR_CODE_NOT_FOUND,
+		leveev2.ErrorCode_ERROR_CODE_REJECTED, leveev2.ErrorCode_ERROR_CODE_NOT_FOUND,
 		leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, leveev2.ErrorCode_ERROR_CODE_FORBIDDEN,
 		leveev2.ErrorCode_ERROR_CODE_INTERNAL, leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE,
 		leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN,
@@ -168,7 +169,7 @@ func TestRetryNotForOtherErrors(t *testing.T) {
 	}))
 	c := dial(t, g, "vic", client.Options{Rand: constRand(0), NoPacing: true})
 	for _, code := range codes {
-		if _, err := c.BuyItem(ctx5s(t), "potion", 1); client.Code(err) != code {
+		if _, err := buyItem(ctx5s(t), c, "potion", 1); client.Code(err) != code {
 			t.Fatalf("%v: err = %v", code, err)
 		}
 	}
@@ -185,7 +186,7 @@ func TestRetryNotPastTheDeadline(t *testing.T) {
 	c := dial(t, g, "wes", client.Options{Clock: clk, Rand: constRand(0), NoPacing: true})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, err := c.BuyItem(ctx, "potion", 1)
+	_, err := buyItem(ctx, c, "potion", 1)
 	if !client.IsBusy(err) || !errors.Is(err, client.ErrRetryDeadline) || client.RetryAfter(err) != 2*time.Second {
 		t.Fatalf("err = %v", err)
 	}
@@ -207,7 +208,7 @@ func TestRetryWaitEndsWithCtx(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx5s(t))
 	res := make(chan error, 1)
 	go func() {
-		_, err := c.BuyItem(ctx, "potion", 1)
+		_, err := buyItem(ctx, c, "potion", 1)
 		res <- err
 	}()
 	next(t, got)
@@ -227,7 +228,7 @@ func TestRetryWaitEndsWithCtx(t *testing.T) {
 func TestNoRetry(t *testing.T) {
 	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 0) }))
 	c := dial(t, g, "yan", client.Options{NoRetry: true, Rand: constRand(0)})
-	_, err := c.BuyItem(ctx5s(t), "potion", 1)
+	_, err := buyItem(ctx5s(t), c, "potion", 1)
 	if !client.IsBusy(err) || errors.Is(err, client.ErrRetryBudget) {
 		t.Fatalf("err = %v", err)
 	}
@@ -244,7 +245,7 @@ func TestRetryConcurrentIDs(t *testing.T) {
 	owner := map[uint64]string{} // request id -> the player id the request asked for
 	clash := ""
 	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
-		want := f.GetGetProfile().GetPlayerId()
+		want := profileReq(f).GetPlayerId()
 		mu.Lock()
 		if o, ok := owner[f.GetRequestId()]; ok && o != want {
 			clash = o + " and " + want
@@ -256,7 +257,7 @@ func TestRetryConcurrentIDs(t *testing.T) {
 			r.Backpressure = &leveev2.Backpressure{Ratio: 0.5}
 			return r
 		}
-		return clienttest.Reply(f, &leveev2.ProfileReply{Player: &leveev2.Player{Id: want}})
+		return clienttest.Reply(f, &arenapb.ProfileReply{Player: &arenapb.Player{Id: want}})
 	}))
 	c := dial(t, g, "zed", client.Options{Retry: backoff.Policy{Base: time.Millisecond, Cap: 2 * time.Millisecond},
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1}), Pacer: pacerFast})
@@ -266,7 +267,7 @@ func TestRetryConcurrentIDs(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				want := string(rune('a'+w)) + "-" + string(rune('a'+i))
-				p, err := c.GetProfile(ctx5s(t), want)
+				p, err := getProfile(ctx5s(t), c, want)
 				if err == nil && p.GetId() != want {
 					t.Errorf("asked %s, got %s", want, p.GetId())
 				}

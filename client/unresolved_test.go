@@ -12,6 +12,8 @@ import (
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -31,16 +33,16 @@ func TestOutcomeUnknownResentWithSameID(t *testing.T) {
 				if n == 0 {
 					return refusal(f, code, 1000)
 				}
-				return clienttest.Reply(f, &leveev2.BuyItemReply{Player: &leveev2.Player{Gold: 900}, GoldSpent: 100})
+				return clienttest.Reply(f, &arenapb.BuyItemReply{Player: &arenapb.Player{Gold: 900}, GoldSpent: 100})
 			}))
 			c := dial(t, g, "uma", client.Options{Clock: clk, Rand: constRand(0.5), NoPacing: true})
 			type res struct {
-				r   *leveev2.BuyItemReply
+				r   *arenapb.BuyItemReply
 				err error
 			}
 			done := make(chan res, 1)
 			go func() {
-				r, err := c.BuyItem(ctx5s(t), "sword", 1)
+				r, err := buyItem(ctx5s(t), c, "sword", 1)
 				done <- res{r, err}
 			}()
 			first := next(t, got)
@@ -58,7 +60,7 @@ func TestOutcomeUnknownResentWithSameID(t *testing.T) {
 			if out.err != nil || out.r.GetGoldSpent() != 100 || out.r.GetPlayer().GetGold() != 900 {
 				t.Fatalf("BuyItem = %v, %v; want the second answer", out.r, out.err)
 			}
-			if second.GetRequestId() != first.GetRequestId() || second.GetBuyItem().GetItemId() != "sword" {
+			if second.GetRequestId() != first.GetRequestId() || buyReq(second).GetItemId() != "sword" {
 				t.Fatalf("resent with id %d, first sent with %d", second.GetRequestId(), first.GetRequestId())
 			}
 			if st := c.Stats(); st.Requests != 1 || st.Sent != 2 || st.Retries != 1 {
@@ -78,14 +80,14 @@ func TestOutcomeUnknownBudgetExhausted(t *testing.T) {
 	}))
 	empty := backoff.NewBudget(backoff.BudgetConfig{Ratio: 1e-9, MinPerSecond: 1e-9})
 	c := dial(t, g, "vera", client.Options{Rand: constRand(0), NoPacing: true, Budget: empty})
-	_, err := c.BuyItem(ctx5s(t), "sword", 1)
+	_, err := buyItem(ctx5s(t), c, "sword", 1)
 	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE || !errors.Is(err, client.ErrRetryBudget) || !errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("err = %v, want UNAVAILABLE, budget exhausted, outcome unknown", err)
 	}
 	first := next(t, got)
 	nothing(t, got)
 	req := client.Unresolved(err)
-	if req.GetRequestId() != first.GetRequestId() || req.GetBuyItem().GetItemId() != "sword" {
+	if req.GetRequestId() != first.GetRequestId() || buyReq(req).GetItemId() != "sword" {
 		t.Fatalf("unresolved request %v, sent %v", req, first)
 	}
 	if st := c.Stats(); st.Sent != 1 || st.Retries != 0 || st.BudgetRefused != 1 {
@@ -99,14 +101,14 @@ func TestOutcomeUnknownBudgetExhausted(t *testing.T) {
 func TestOutcomeUnknownAttemptsExhausted(t *testing.T) {
 	got := make(chan *leveev2.ClientFrame, 8)
 	g := newGate(t, scripted(got, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame {
-		if f.GetBuyItem().GetItemId() == "potion" {
+		if buyReq(f).GetItemId() == "potion" {
 			return busy(f, 0)
 		}
 		return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 	}))
 	c := dial(t, g, "wyn", client.Options{Rand: constRand(0), NoPacing: true,
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
-	_, err := c.BuyItem(ctx5s(t), "sword", 1)
+	_, err := buyItem(ctx5s(t), c, "sword", 1)
 	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE || errors.Is(err, client.ErrRetryBudget) {
 		t.Fatalf("err = %v", err)
 	}
@@ -119,7 +121,7 @@ func TestOutcomeUnknownAttemptsExhausted(t *testing.T) {
 		t.Fatalf("attempts had ids %v, unresolved request %v", ids, req)
 	}
 
-	_, err = c.BuyItem(ctx5s(t), "potion", 1)
+	_, err = buyItem(ctx5s(t), c, "potion", 1)
 	if !client.IsBusy(err) || client.Unresolved(err) != nil || errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("busy to the end: err = %v", err)
 	}
@@ -136,7 +138,7 @@ func TestOutcomeUnknownStaysUnresolved(t *testing.T) {
 	}))
 	c := dial(t, g, "xan", client.Options{Rand: constRand(0), NoPacing: true,
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
-	_, err := c.BuyItem(ctx5s(t), "sword", 1)
+	_, err := buyItem(ctx5s(t), c, "sword", 1)
 	if !client.IsBusy(err) || client.Unresolved(err) == nil {
 		t.Fatalf("err = %v, want BUSY and unresolved", err)
 	}
@@ -150,12 +152,12 @@ func TestFinalAnswerResolves(t *testing.T) {
 		if n == 0 {
 			return refusal(f, leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, 0)
 		}
-		return refusal(f, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD, 0)
+		return refusal(f, leveev2.ErrorCode_ERROR_CODE_REJECTED, 0)
 	}))
 	c := dial(t, g, "yan", client.Options{Rand: constRand(0), NoPacing: true,
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1})})
-	_, err := c.BuyItem(ctx5s(t), "sword", 1)
-	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD || client.Unresolved(err) != nil {
+	_, err := buyItem(ctx5s(t), c, "sword", 1)
+	if client.Code(err) != leveev2.ErrorCode_ERROR_CODE_REJECTED || client.Unresolved(err) != nil {
 		t.Fatalf("err = %v, want INSUFFICIENT_GOLD and resolved", err)
 	}
 }
@@ -173,7 +175,7 @@ type ledgerGate struct {
 }
 
 func newLedgerGate(t *testing.T, code int) (*clienttest.Gate, *ledgerGate) {
-	l := &ledgerGate{applied: map[uint64]int{}, sends: map[uint64]int{}, gold: clienttest.StartGold}
+	l := &ledgerGate{applied: map[uint64]int{}, sends: map[uint64]int{}, gold: arena.StartGold}
 	g := newGate(t, func(c *clienttest.Conn) {
 		end := code
 		for {
@@ -192,7 +194,7 @@ func newLedgerGate(t *testing.T, code int) (*clienttest.Gate, *ledgerGate) {
 			gold := l.gold
 			l.mu.Unlock()
 			if !first {
-				_ = c.Send(clienttest.Reply(f, &leveev2.BuyItemReply{Player: &leveev2.Player{Gold: gold}, GoldSpent: 100}))
+				_ = c.Send(clienttest.Reply(f, &arenapb.BuyItemReply{Player: &arenapb.Player{Gold: gold}, GoldSpent: 100}))
 				continue
 			}
 			if end == 0 {
@@ -221,7 +223,7 @@ func TestLostInFlightResentAfterReconnect(t *testing.T) {
 			clk := clock.NewFake(time.Now())
 			opts := client.Options{Clock: clk, Rand: constRand(0), NoPacing: true}
 			c := dial(t, g, "yuri", opts)
-			_, err := c.BuyItem(ctx5s(t), "sword", 1)
+			_, err := buyItem(ctx5s(t), c, "sword", 1)
 			if !errors.Is(err, client.ErrOutcomeUnknown) {
 				t.Fatalf("err = %v, want outcome unknown", err)
 			}
@@ -243,7 +245,7 @@ func TestLostInFlightResentAfterReconnect(t *testing.T) {
 			}
 			<-c.Done()
 			// A call made after the close gets the same answer.
-			if _, err := c.GetProfile(ctx5s(t), ""); client.Code(err) != wantCode {
+			if _, err := getProfile(ctx5s(t), c, ""); client.Code(err) != wantCode {
 				t.Fatalf("a call after the close: code %v, want %v (err %v)", client.Code(err), wantCode, err)
 			}
 
@@ -253,12 +255,12 @@ func TestLostInFlightResentAfterReconnect(t *testing.T) {
 			}
 			t.Cleanup(func() { c2.Close() })
 			f, err := c2.Resend(ctx5s(t), req)
-			if err != nil || f.GetBuyItem().GetPlayer().GetGold() != clienttest.StartGold-100 {
+			if err != nil || buyRep(f).GetPlayer().GetGold() != arena.StartGold-100 {
 				t.Fatalf("Resend = %v, %v", f, err)
 			}
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if len(l.sends) != 1 || l.sends[req.GetRequestId()] != 2 || l.applied[req.GetRequestId()] != 1 || l.gold != clienttest.StartGold-100 {
+			if len(l.sends) != 1 || l.sends[req.GetRequestId()] != 2 || l.applied[req.GetRequestId()] != 1 || l.gold != arena.StartGold-100 {
 				t.Fatalf("sends %v, applied %v, gold %d: want one id sent twice and charged once", l.sends, l.applied, l.gold)
 			}
 			if st := c2.Stats(); st.Sent != 1 || st.Retries != 1 || st.Requests != 0 {
@@ -277,7 +279,7 @@ func TestCtxEndedInFlightIsUnresolved(t *testing.T) {
 	c := dial(t, g, "zoe", client.Options{NoPacing: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	f := &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
+	f := buyFrame("sword", 1)
 	_, err := c.Do(ctx, f)
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("err = %v", err)
@@ -289,7 +291,7 @@ func TestCtxEndedInFlightIsUnresolved(t *testing.T) {
 	}
 
 	// A request refused before it was sent is not unresolved.
-	_, err = c.Do(ctx, &leveev2.ClientFrame{Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
+	_, err = c.Do(ctx, frame(arena.ActionGetProfile, &arenapb.GetProfileRequest{}))
 	if !errors.Is(err, context.DeadlineExceeded) || client.Unresolved(err) != nil {
 		t.Fatalf("unsent: err = %v", err)
 	}
@@ -303,7 +305,9 @@ func TestResendRefusals(t *testing.T) {
 	empty := backoff.NewBudget(backoff.BudgetConfig{Ratio: 1e-9, MinPerSecond: 1e-9})
 	c := dial(t, g, "abe", client.Options{NoPacing: true, Budget: empty})
 	buy := func(id uint64) *leveev2.ClientFrame {
-		return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
+		f := buyFrame("sword", 1)
+		f.RequestId = id
+		return f
 	}
 	if _, err := c.Resend(ctx5s(t), buy(0)); !errors.Is(err, client.ErrNoRequestID) {
 		t.Fatalf("no id: err = %v", err)

@@ -1,11 +1,14 @@
-// Package loadtest is Levee's load tool: cmd/loadtest plays scenarios
-// against a cluster on this machine and reports, with figures and plots,
-// what the cluster did. This package holds no code; the tool is its
-// subpackages, each with one job:
+// Package loadtest is Levee's load tool: loadtestcmd.Main(game, ...) plays
+// scenarios of any game's actions against a cluster on this machine and
+// reports, with figures and plots, what the cluster did (cmd/loadtest is
+// arena's). This package holds no code; the tool is its subpackages, each
+// with one job:
 //
 //   - scenario reads the scenario language (strict YAML, the embedded
 //     presets of scenarios; the language is scenarios/README.md): who
-//     arrives when (arrival), what the players do, the pool of connections
+//     arrives when (arrival), what the players do (the game's actions with
+//     request templates, reqtmpl, checked against its declaration), the
+//     pool of connections
 //     of an open-loop test, the operator's timeline, the thresholds;
 //   - engine plays a scenario: players arrive on its curve (an open
 //     model), wait in the gates' lines, play the action mix with think
@@ -25,8 +28,10 @@
 //     over a window of the run) and the drills' RELIABILITY.md;
 //   - threshold parses and evaluates the pass rules ("p(99)[overload] <= 3 *
 //     p(99)[baseline]");
-//   - ledger checks that every acknowledged mutation is in the players'
-//     state exactly once;
+//   - audit is how a game's own check plugs in (arena's ledger,
+//     examples/arena/arenaledger, checks that every acknowledged mutation
+//     is in the players' state exactly once);
+//   - loadtestcmd is the command line a game's loadtest binary runs;
 //   - target keeps the load on loopback and dials from 127.0.0.x source
 //     addresses.
 //

@@ -1,7 +1,8 @@
 // Package clienttest runs a tiny in-process fake gate on loopback for tests
 // of code that uses the client SDK. It speaks the real player protocol
-// (internal/wire): token check, Welcome, one reply per request, close codes;
-// what it answers is up to the test's Handler (Game is a ready-made one).
+// (the v2 frame, both subprotocols): token check, Welcome, one reply per
+// request, close codes; what it answers is up to the test's Handler (Game
+// is a ready-made one that plays a game's declaration in-process).
 package clienttest
 
 import (
@@ -18,15 +19,16 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/leveehq/levee/client/internal/codec"
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/token"
-	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
-
-// StartGold is the gold every player has in the Welcome.
-const StartGold = 1000
 
 // Shards is the shard count used for the Welcome's shard.
 const Shards = 8
@@ -49,6 +51,7 @@ type Handler func(c *Conn)
 type Gate struct {
 	srv     *httptest.Server
 	secret  []byte
+	def     *gamedef.Def // nil: no game (binary frames only, empty Welcome state)
 	handler Handler
 	line    Line
 	ctx     context.Context
@@ -60,25 +63,49 @@ type Gate struct {
 }
 
 // NewGate starts a fake gate that verifies tokens with secret and hands each
-// admitted connection to h.
+// admitted connection to h. It knows no game: its Welcome has no state
+// and it speaks levee.v2.json only for frames without game messages (see
+// NewGameGate).
 func NewGate(secret []byte, h Handler) *Gate { return NewGateWithLine(secret, nil, h) }
 
 // NewGateWithLine is NewGate with an admission line: every connection
 // passes line (nil: none) before its Welcome.
 func NewGateWithLine(secret []byte, line Line, h Handler) *Gate {
+	return NewGameGate(secret, nil, line, h)
+}
+
+// NewGameGate is a fake gate for game g (nil: none): the Welcome carries
+// the game's initial state for the player (version 1), the JSON
+// subprotocol converts the game's messages, and a nil h plays the game
+// (Game(g)). line is as for NewGateWithLine.
+func NewGameGate(secret []byte, g *game.Game, line Line, h Handler) *Gate {
+	var def *gamedef.Def
+	if g != nil {
+		if err := g.Validate(); err != nil {
+			panic("clienttest: " + err.Error())
+		}
+		def = g.Def()
+		if h == nil {
+			h = Game(g)
+		}
+	}
+	return newGate(secret, def, line, h)
+}
+
+func newGate(secret []byte, def *gamedef.Def, line Line, h Handler) *Gate {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Gate{secret: secret, handler: h, line: line, ctx: ctx, cancel: cancel, conns: map[*Conn]struct{}{}}
+	gt := &Gate{secret: secret, def: def, handler: h, line: line, ctx: ctx, cancel: cancel, conns: map[*Conn]struct{}{}}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/ws", g.serveWS)
-	g.srv = httptest.NewUnstartedServer(mux)
+	mux.HandleFunc("/ws", gt.serveWS)
+	gt.srv = httptest.NewUnstartedServer(mux)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic("clienttest: listen: " + err.Error())
 	}
-	g.srv.Listener.Close()
-	g.srv.Listener = l
-	g.srv.Start()
-	return g
+	gt.srv.Listener.Close()
+	gt.srv.Listener = l
+	gt.srv.Start()
+	return gt
 }
 
 // URL is the gate's WebSocket endpoint, ws://127.0.0.1:port/ws.
@@ -98,7 +125,7 @@ func (g *Gate) Close() {
 }
 
 var upgrader = websocket.Upgrader{
-	Subprotocols:    wire.Subprotocols,
+	Subprotocols:    codec.Subprotocols,
 	CheckOrigin:     func(*http.Request) bool { return true },
 	ReadBufferSize:  1024,
 	WriteBufferSize: 1024,
@@ -109,18 +136,18 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 	if tok == "" {
 		tok = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 	}
-	if !slices.ContainsFunc(websocket.Subprotocols(r), func(p string) bool { return slices.Contains(wire.Subprotocols, p) }) {
+	if !slices.ContainsFunc(websocket.Subprotocols(r), func(p string) bool { return slices.Contains(codec.Subprotocols, p) }) {
 		// As the real gate does.
-		http.Error(w, "offer one of these subprotocols: "+strings.Join(wire.Subprotocols, ", "), http.StatusBadRequest)
+		http.Error(w, "offer one of these subprotocols: "+strings.Join(codec.Subprotocols, ", "), http.StatusBadRequest)
 		return
 	}
 	ws, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return
 	}
-	codec, _ := wire.ForSubprotocol(ws.Subprotocol())
+	cd, _ := codec.ForSubprotocol(ws.Subprotocol(), g.def)
 	ctx, cancel := context.WithCancel(g.ctx)
-	c := &Conn{ws: ws, codec: codec, ctx: ctx, cancel: cancel, Ticket: r.URL.Query().Get("ticket")}
+	c := &Conn{ws: ws, codec: cd, ctx: ctx, cancel: cancel, Ticket: r.URL.Query().Get("ticket"), actions: map[uint64]string{}}
 	g.mu.Lock()
 	if g.ctx.Err() != nil {
 		g.mu.Unlock()
@@ -140,7 +167,7 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 		g.wg.Done()
 	}()
 
-	ws.SetReadLimit(wire.MaxFrame)
+	ws.SetReadLimit(codec.MaxFrame)
 	player, err := token.Verify(g.secret, tok, time.Now())
 	if err != nil {
 		e := apperr.Reply(fmt.Errorf("%w: bad token: %w", apperr.ErrUnauthorized, err), 0)
@@ -152,9 +179,14 @@ func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
 	if g.line != nil && !g.line(c) {
 		return
 	}
-	welcome := &leveev2.Welcome{
-		Player: &leveev2.Player{Id: player, Level: 1, Gold: StartGold, Inventory: map[string]uint32{}},
-		Shard:  uint32(shardmap.Shard(player, Shards)),
+	welcome := &leveev2.Welcome{PlayerId: player, Shard: uint32(shardmap.Shard(player, Shards)), Version: 1}
+	if g.def != nil {
+		c.state = g.def.Initial(player)
+		b, err := proto.Marshal(c.state)
+		if err != nil {
+			return
+		}
+		welcome.State = b
 	}
 	if err := c.Send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{Welcome: welcome}}); err != nil {
 		return
@@ -170,12 +202,23 @@ type Conn struct {
 	Ticket string // the ticket query parameter: a place in line to resume
 
 	ws     *websocket.Conn
-	codec  wire.Codec
+	codec  codec.Codec
 	ctx    context.Context
 	cancel context.CancelFunc
 	wmu    sync.Mutex
 	closed bool
+	// actions are the actions of the requests read and not yet answered,
+	// by request id (under wmu): the JSON codec needs the reply's type.
+	actions map[uint64]string
+	state   proto.Message // the game's initial state for the player; nil without a game
 }
+
+// Def is the game's declaration the gate serves, nil without one.
+func (c *Conn) Def() *gamedef.Def { return c.codec.Def }
+
+// Initial is the player's state as the Welcome gave it (the game's
+// initial state), nil without a game. Game's handler starts from it.
+func (c *Conn) Initial() proto.Message { return c.state }
 
 // JSON reports whether the connection speaks protojson.
 func (c *Conn) JSON() bool { return c.codec.JSON }
@@ -200,12 +243,27 @@ func (c *Conn) Recv() (*leveev2.ClientFrame, error) {
 	if err != nil {
 		return f, errors.Join(ErrFrame, err)
 	}
+	if f.GetRequestId() != 0 {
+		c.wmu.Lock()
+		if len(c.actions) < 1<<16 {
+			c.actions[f.GetRequestId()] = f.GetAction()
+		}
+		c.wmu.Unlock()
+	}
 	return f, nil
 }
 
-// Send writes a frame to the player.
+// Send writes a frame to the player. A reply's type, for the JSON
+// subprotocol, is the reply of the action its request id named.
 func (c *Conn) Send(f *leveev2.ServerFrame) error {
-	data, err := c.codec.EncodeServer(f)
+	var action string
+	if id := f.GetRequestId(); id != 0 {
+		c.wmu.Lock()
+		action = c.actions[id]
+		delete(c.actions, id)
+		c.wmu.Unlock()
+	}
+	data, err := c.codec.EncodeServer(f, action)
 	if err != nil {
 		return err
 	}
@@ -224,21 +282,22 @@ func (c *Conn) CloseWith(code int, text string) error {
 	return c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), time.Now().Add(time.Second))
 }
 
-// Reply is a helper that answers request f with payload p (a result or an
-// *leveev2.Error via ServerFrame_Error).
-func Reply(f *leveev2.ClientFrame, p any) *leveev2.ServerFrame {
+// Reply is a helper that answers request f with p: an *leveev2.Error is
+// the error payload, any other message the action's reply (encoded).
+func Reply(f *leveev2.ClientFrame, p proto.Message) *leveev2.ServerFrame {
 	out := &leveev2.ServerFrame{RequestId: f.GetRequestId()}
 	switch v := p.(type) {
 	case *leveev2.Error:
 		out.Payload = &leveev2.ServerFrame_Error{Error: v}
-	case *leveev2.ProfileReply:
-		out.Payload = &leveev2.ServerFrame_Profile{Profile: v}
-	case *leveev2.BuyItemReply:
-		out.Payload = &leveev2.ServerFrame_BuyItem{BuyItem: v}
-	case *leveev2.BattleReply:
-		out.Payload = &leveev2.ServerFrame_Battle{Battle: v}
 	default:
-		panic("clienttest: Reply: unsupported payload")
+		b, err := proto.Marshal(v)
+		if err != nil {
+			panic("clienttest: Reply: " + err.Error())
+		}
+		if b == nil {
+			b = []byte{}
+		}
+		out.Payload = &leveev2.ServerFrame_Reply{Reply: b}
 	}
 	return out
 }

@@ -63,7 +63,7 @@ func TestBarePlayers(t *testing.T) {
 
 	start := time.Now()
 	rec := record.New(start)
-	p := &plan{bare: true, end: time.Minute, acts: []act{{do: doProfile, cum: 1}}, speed: 1}
+	p := &plan{bare: true, end: time.Minute, acts: []act{{do: "get_profile", cum: 1}}, speed: 1}
 	d := newDriver(driverConfig{plan: p, gates: []string{url}, runID: "t", dialer: &websocket.Dialer{HandshakeTimeout: 5 * time.Second}},
 		rec, start)
 	live, cancel := context.WithCancel(context.Background())
@@ -117,7 +117,7 @@ func TestBareDialFailure(t *testing.T) {
 	defer srv.Close()
 	start := time.Now()
 	rec := record.New(start)
-	p := &plan{bare: true, end: time.Minute, acts: []act{{do: doProfile, cum: 1}}, speed: 1}
+	p := &plan{bare: true, end: time.Minute, acts: []act{{do: "get_profile", cum: 1}}, speed: 1}
 	d := newDriver(driverConfig{plan: p, gates: []string{"ws" + strings.TrimPrefix(srv.URL, "http") + "/ws"}, runID: "t",
 		dialer: &websocket.Dialer{HandshakeTimeout: 5 * time.Second}}, rec, start)
 	d.play(context.Background(), context.Background(), &player{n: 0, quit: make(chan struct{})})

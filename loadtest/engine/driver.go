@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,8 +20,9 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/loadtest/arrival"
-	"github.com/leveehq/levee/loadtest/ledger"
+	"github.com/leveehq/levee/loadtest/audit"
 	"github.com/leveehq/levee/loadtest/record"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -66,10 +68,10 @@ type driver struct {
 	budget  *backoff.Budget
 	// playFn is a player's life (play; tests put a stand-in).
 	playFn   func(reqCtx, live context.Context, pl *player)
-	inflight atomic.Int64   // requests sent and not yet answered
-	entries  []entry        // every player's arrival and admission (fairness)
-	peak     int            // most players present at once
-	ledger   *ledger.Ledger // nil unless the plan keeps one
+	inflight atomic.Int64  // requests sent and not yet answered
+	entries  []entry       // every player's arrival and admission (fairness)
+	peak     int           // most players present at once
+	audit    audit.Auditor // the game's record; nil unless the plan keeps one
 }
 
 // player is one simulated player's state shared with the controller.
@@ -82,6 +84,9 @@ type player struct {
 	// *client.UnresolvedError), resent with their own request id; only
 	// the player's own goroutine uses it.
 	pending []*unresolvedReq
+	// seq counts its requests over its whole life (every session):
+	// {{seq}} and {{job_id}} of its templates.
+	seq int64
 }
 
 // life is the player's own context: it ends with live or when the
@@ -121,8 +126,8 @@ func newDriver(cfg driverConfig, rec *record.Recorder, start time.Time) *driver 
 	}
 	d := &driver{cfg: cfg, p: cfg.plan, rec: rec, start: start}
 	d.playFn = d.play
-	if cfg.plan.ledger {
-		d.ledger = ledger.New()
+	if cfg.plan.ledger && cfg.plan.game.Audit != nil {
+		d.audit = cfg.plan.game.Audit(cfg.plan.game.Game)
 	}
 	if !cfg.plan.naive {
 		// One retry budget for the whole process, as one game client
@@ -162,8 +167,8 @@ func (d *driver) Run(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	d.wg.Wait()
-	if d.ledger != nil {
-		d.checkLedger(ctx)
+	if d.audit != nil {
+		d.checkAudit(ctx)
 	}
 }
 
@@ -372,12 +377,13 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 	if *dropAt >= 0 {
 		dropT = clk.Now().Add(*dropAt)
 	}
-	if d.ledger != nil {
-		d.ledger.Snapshot(pl.id, c.Welcome().GetPlayer())
+	if d.audit != nil {
+		d.audit.Welcome(pl.id, c.Welcome())
 	}
-	// The login: a profile fetch at once, as a game client does when it
-	// gets in; then the mix, one action per think time. Requests left
-	// unresolved are resent first (on this connection when they are new).
+	// The login (if the scenario has one) at once, as a game client
+	// fetches what it shows when it gets in; then the mix, one action per
+	// think time. Requests left unresolved are resent first (on this
+	// connection when they are new).
 	next := clk.Now()
 	seq := 0
 	for {
@@ -414,11 +420,11 @@ func (d *driver) session(reqCtx, life context.Context, pl *player, c *client.Cli
 		d.resend(reqCtx, c, pl)
 		due := next
 		a := d.p.pick(rnd.Float64())
-		if seq == 0 {
+		if seq == 0 && d.p.hasLogin {
 			a = &d.p.login
 		}
 		seq++
-		d.request(reqCtx, c, pl, a, a.draw(rnd), seq, due)
+		d.request(reqCtx, c, pl, a, rnd, due)
 		next = due.Add(d.thinkTime(rnd))
 		if now := clk.Now(); next.Before(now) {
 			// A reply slower than the think time: the next action is
@@ -459,14 +465,26 @@ func (d *driver) thinkTime(rnd *mrand.Rand) time.Duration {
 
 // request makes one action's request and records it; the naive client
 // tries again at once on a refusal (up to 3 more attempts), each time as a
-// new request. With the SDK, a request whose outcome is unknown is kept to
-// be resent with its own id (resend), never sent again as a new one.
-func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a *act, sz size, seq int, due time.Time) {
+// new request (with the same request message: the same job id). With the
+// SDK, a request whose outcome is unknown is kept to be resent with its
+// own id (resend), never sent again as a new one.
+func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a *act, rnd *mrand.Rand, due time.Time) {
 	attempts := 1
 	if d.p.naive {
 		attempts = 4
 	}
-	battleID := fmt.Sprintf("%s-b%d", pl.id, seq)
+	pl.seq++
+	v := reqtmpl.Vars{Player: pl.id, Seq: pl.seq, Job: pl.id + "-b" + strconv.FormatInt(pl.seq, 10), Run: d.cfg.runID}
+	msg, req, berr := a.build(v, rnd)
+	if berr != nil {
+		// Checked when the scenario was bound; a value that still does not
+		// decode (protojson's own rules) is the tool's failure, counted.
+		d.rec.Begin()
+		now := d.cfg.clock.Now()
+		d.rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: record.Failed, Reason: "bad_template", Sent: now, Due: due, Done: now})
+		d.cfg.log.Warn("request template", "action", a.do, "err", berr)
+		return
+	}
 	sends := 0
 	var err error
 	for i := range attempts {
@@ -475,25 +493,11 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		sent := d.cfg.clock.Now()
 		var info client.CallInfo
 		ctx, cancel := context.WithTimeout(client.WithCallInfo(client.WithCriticality(reqCtx, a.crit), &info), d.p.timeout)
-		switch a.do {
-		case doPurchase:
-			var r *leveev2.BuyItemReply
-			r, err = c.BuyItem(ctx, a.item, sz.qty)
-			if d.ledger != nil {
-				d.ledger.Purchase(pl.id, info.RequestID, a.item, sz.qty, info.Attempts, r, err)
-			}
-		case doBattle:
-			var r *leveev2.BattleReply
-			r, err = c.StartBattle(ctx, battleID, sz.units, sz.ticks)
-			if d.ledger != nil {
-				d.ledger.Battle(pl.id, info.RequestID, battleID, info.Attempts, r, err)
-			}
-		default:
-			var p *leveev2.Player
-			p, err = c.GetProfile(ctx, "")
-			if d.ledger != nil && err == nil {
-				d.ledger.Snapshot(pl.id, p)
-			}
+		var f *leveev2.ServerFrame
+		f, err = c.Send(ctx, a.do, req)
+		if d.audit != nil {
+			d.audit.Call(audit.Call{Player: pl.id, Action: a.action, RequestID: info.RequestID, Request: msg,
+				Sends: info.Attempts, Frame: f, Err: err})
 		}
 		cancel()
 		sends += info.Attempts
@@ -511,7 +515,7 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 			break
 		}
 	}
-	if f := client.Unresolved(err); f != nil && !d.p.naive && a.do != doProfile {
+	if f := client.Unresolved(err); f != nil && !d.p.naive && a.action.Mutates {
 		// A mutation whose outcome is unknown is sent again with its own
 		// request id (a read is just made again later, as a new one).
 		pl.pending = append(pl.pending, &unresolvedReq{frame: f, a: a, due: due, sends: sends})
@@ -557,8 +561,8 @@ func (d *driver) resend(reqCtx context.Context, c *client.Client, pl *player) {
 		d.rec.Begin()
 		d.rec.Add("resends", 1)
 		d.end(u.a, sent, time.Time{}, err)
-		if d.ledger != nil {
-			d.ledger.Resolve(pl.id, u.frame.GetRequestId(), out, err)
+		if d.audit != nil {
+			d.audit.Resolve(pl.id, u.frame.GetRequestId(), out, err)
 		}
 		if f := client.Unresolved(err); f != nil {
 			u.frame = f
@@ -661,6 +665,7 @@ func (d *driver) connect(ctx context.Context, url, tok string, opts client.Optio
 // options are the SDK options of the plan's client policy.
 func (d *driver) options(pl *player, rnd *mrand.Rand) client.Options {
 	o := client.Options{
+		Game:   d.p.game.Game,
 		JSON:   rnd.Float64() < d.p.json,
 		Dialer: d.cfg.dialer,
 		Logger: d.cfg.log,

@@ -16,7 +16,7 @@ import (
 func drivers(t *testing.T, c arrival.Curve, count, capPer int) []*driver {
 	t.Helper()
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	p := &plan{curve: c, end: c.End() + time.Minute, acts: []act{{do: doProfile, cum: 1}}, speed: 1}
+	p := &plan{curve: c, end: c.End() + time.Minute, acts: []act{{do: "get_profile", cum: 1}}, speed: 1}
 	var ds []*driver
 	for i := range count {
 		d := newDriver(driverConfig{plan: p, gates: []string{"ws://127.0.0.1:1/ws"}, runID: "t", index: i, count: count,

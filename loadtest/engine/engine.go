@@ -84,13 +84,17 @@ type Config struct {
 	TTY      bool      // Progress is a terminal: one updating line
 	Log      *slog.Logger
 	Clock    clock.Clock
+
+	// Game is the game driven: the declaration the scenario's actions are
+	// checked against and sent by, and its auditor (ledger: true).
+	Game Game
 }
 
 // Run plays the scenario and returns the run (points, summary, criteria).
 // It returns an error only when the run could not start; an interrupted
 // run (ctx cancelled) is returned with a warning saying so.
 func Run(ctx context.Context, cfg Config) (*report.Run, error) {
-	p, err := newPlan(cfg.Scenario)
+	p, err := newPlan(cfg.Scenario, cfg.Game)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +241,7 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	lastProbe := -1
 	hardEnd := r.start.Add(r.p.end + r.p.drain + 30*time.Second)
 	if r.p.ledger {
-		hardEnd = hardEnd.Add(ledgerCheckTime)
+		hardEnd = hardEnd.Add(auditCheckTime)
 	}
 	open := true
 	for open {

@@ -6,9 +6,15 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/leveehq/levee/game"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/loadtest/arrival"
+	"github.com/leveehq/levee/loadtest/audit"
 	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/scenario"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -41,24 +47,35 @@ type plan struct {
 	t0         time.Duration // wall time of T+0
 	peak       float64       // players present at the peak (scaled)
 	thresholds []string
-	ledger     bool      // keep the ledger and check it after the drain (loadtest/ledger)
+	ledger     bool      // keep the game's record and check it after the drain (loadtest/audit)
 	pool       *poolPlan // the pool source instead of the players; nil: players
+	game       Game      // the game driven
+	hasLogin   bool      // login is every session's first request
+}
+
+// Game is what the engine knows of the game it drives: its declaration
+// (the actions the scenario names, their request types and classes, the
+// messages the JSON subprotocol needs) and, optionally, its auditor.
+type Game struct {
+	Game *game.Game
+	// Audit makes a load process's auditor, for scenarios with
+	// ledger: true; nil: the game has none, and such a scenario is
+	// refused.
+	Audit audit.Factory
 }
 
 // act is one kind of player action with its share of the mix.
 type act struct {
-	do     string // profile, purchase, battle
+	do     string // the action's name (the report's op label)
 	cum    float64
-	item   string
-	units  uint32
-	ticks  uint32
+	action *gamedef.Action
+	tmpl   *reqtmpl.Template
 	crit   leveev2.Criticality
 	critNm string
-
-	// The ranges and the overspend share of actsize.go (draw).
-	unitsMax, ticksMax uint32
-	qty, qtyMax        int32
-	overspend          float64
+	// fixed is the encoded request of a template without a placeholder
+	// or a generator (fixedMsg its message), built once.
+	fixed    []byte
+	fixedMsg proto.Message
 }
 
 // step is one operator action, in wall time.
@@ -74,14 +91,19 @@ type step struct {
 	fault    *fault.Fault // a fault step (wall time); nil: a line change
 }
 
-// Action names a player may do.
-const (
-	doProfile  = "profile"
-	doPurchase = "purchase"
-	doBattle   = "battle"
-)
-
-func newPlan(sc *scenario.Scenario) (*plan, error) {
+func newPlan(sc *scenario.Scenario, gm Game) (*plan, error) {
+	if gm.Game == nil {
+		return nil, fmt.Errorf("scenario %s: no game to drive", sc.Name)
+	}
+	if err := gm.Game.Validate(); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+	}
+	if err := sc.Bind(gm.Game.Def()); err != nil {
+		return nil, err
+	}
+	if sc.Ledger && gm.Audit == nil {
+		return nil, fmt.Errorf("scenario %s: ledger: true, but game %s has no auditor (loadtestcmd.Options.Audit)", sc.Name, gm.Game.Name())
+	}
 	if sc.Engine != "" && sc.Engine != scenario.EnginePlayers {
 		return nil, fmt.Errorf("scenario %s: engine %q is not the players engine", sc.Name, sc.Engine)
 	}
@@ -111,6 +133,7 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		t0:        sc.Wall(time.Duration(sc.T0)),
 		peak:      sc.WallCurve().Peak(),
 		ledger:    sc.Ledger,
+		game:      gm,
 	}
 	p.thresholds = slices.Clone(sc.Thresholds)
 	var err error
@@ -128,21 +151,27 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		total += a.Weight
 	}
 	if p.bare {
-		p.acts = []act{{do: doProfile, cum: 1}} // never played: bare players make no request
+		p.acts = []act{{do: "none", cum: 1}} // never played: bare players make no request
 	} else if total <= 0 {
 		return nil, fmt.Errorf("scenario %s: players.actions: no action with a weight", sc.Name)
 	}
 	cum := 0.0
 	for _, a := range sc.Players.Actions {
 		cum += a.Weight / total
-		c, _ := priority.Parse(a.Criticality) // validated; anything else is Default
-		x := act{do: a.Do, cum: cum, item: a.Item, units: a.Units, ticks: a.Ticks, crit: c.Proto(), critNm: c.String(),
-			unitsMax: max(a.UnitsMax, a.Units), ticksMax: max(a.TicksMax, a.Ticks),
-			qty: int32(max(a.Quantity, 1)), qtyMax: int32(max(a.QuantityMax, a.Quantity, 1)), overspend: a.Overspend}
+		x, err := newAct(&a)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		x.cum = cum
 		p.acts = append(p.acts, x)
 	}
 	p.acts[len(p.acts)-1].cum = 1
-	p.login = act{do: doProfile, cum: 1, crit: priority.Default.Proto(), critNm: priority.Default.String()}
+	if l := sc.Players.Login; l != nil {
+		if p.login, err = newAct(l); err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		p.login.cum, p.hasLogin = 1, true
+	}
 	for _, a := range sc.Timeline {
 		s := step{at: sc.Wall(a.Offset), sc: a, note: a.Note, conds: a.If}
 		s.label = p.label(s.at)
@@ -160,6 +189,20 @@ func newPlan(sc *scenario.Scenario) (*plan, error) {
 		p.timeline = append(p.timeline, s)
 	}
 	return p, nil
+}
+
+// newAct is a bound scenario action as the drivers play it.
+func newAct(a *scenario.Act) (act, error) {
+	c, _ := priority.Parse(a.Criticality) // bound: the declared class or a lower one
+	x := act{do: a.Do, action: a.Action, tmpl: a.Request, crit: c.Proto(), critNm: c.String()}
+	if x.tmpl.Fixed() {
+		m, b, err := x.build(reqtmpl.Vars{}, nil)
+		if err != nil {
+			return act{}, err
+		}
+		x.fixedMsg, x.fixed = m, b
+	}
+	return x, nil
 }
 
 // label names a wall offset in scenario time: "T-5:00" when the scenario

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/loadtest/record"
 	"github.com/leveehq/levee/loadtest/report"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/scenario"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -154,7 +156,7 @@ func (p *pool) dial(ctx context.Context, n int, exp time.Time) *client.Client {
 	}
 	dctx, cancel := context.WithTimeout(ctx, poolDialTimeout)
 	defer cancel()
-	opts := client.Options{NoRetry: true, NoPacing: true, JSON: evenly(n, p.dc.plan.json),
+	opts := client.Options{Game: p.dc.plan.game.Game, NoRetry: true, NoPacing: true, JSON: evenly(n, p.dc.plan.json),
 		Dialer: p.dc.dialer, Logger: p.dc.log, Clock: p.dc.clock}
 	c, err := client.Dial(dctx, p.dc.gates[n%len(p.dc.gates)], tok, opts)
 	if err != nil {
@@ -335,9 +337,15 @@ func (p *pool) request(ctx context.Context, rec *record.Recorder, phase string, 
 		rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: record.Lost, Reason: LostNoConn, Due: due, Sent: now, Done: now})
 		return 0
 	}
+	f, ferr := p.frame(a, phase, i)
+	if ferr != nil {
+		now := clk.Now()
+		rec.End(record.Sample{Op: a.do, Crit: a.critNm, Class: record.Failed, Reason: "bad_template", Due: due, Sent: now, Done: now})
+		return 0
+	}
 	rctx, cancel := context.WithTimeout(ctx, p.wait())
 	sent := clk.Now()
-	reply, err := c.Do(rctx, p.frame(a, phase, i))
+	reply, err := c.Do(rctx, f)
 	done := clk.Now()
 	cancel()
 	if err == nil {
@@ -368,41 +376,31 @@ func (p *pool) pick() *client.Client {
 	return nil
 }
 
-// frame builds request i of phase: its action, asking for the class the
-// mix gives it, with the request timeout as the server's budget and a
-// battle id unique in the run.
-func (p *pool) frame(a *act, phase string, i int) *leveev2.ClientFrame {
-	f := &leveev2.ClientFrame{Criticality: a.crit, TimeoutMs: uint32(p.dc.plan.timeout / time.Millisecond)}
-	switch a.do {
-	case doPurchase:
-		f.Payload = &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: a.item, Quantity: 1}}
-	case doBattle:
-		f.Payload = &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{
-			BattleId: "pool-" + p.dc.runID + "-" + phase + "-" + strconv.Itoa(i), Units: a.units, Ticks: a.ticks}}
-	default:
-		f.Payload = &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}
+// frame builds request i of phase: its action and request (the
+// template's {{seq}} is i, its {{job_id}} "pool-RUN-PHASE-i", unique in
+// the run), asking for the class the mix gives it, with the request
+// timeout as the server's budget.
+func (p *pool) frame(a *act, phase string, i int) (*leveev2.ClientFrame, error) {
+	var rnd *mrand.Rand
+	if a.fixed == nil && a.tmpl.Draws() {
+		rnd = mrand.New(mrand.NewPCG(p.dc.seed, uint64(i)))
 	}
-	return f
+	id := "pool-" + p.dc.runID + "-" + phase + "-" + strconv.Itoa(i)
+	_, req, err := a.build(reqtmpl.Vars{Player: id, Seq: int64(i), Job: id, Run: p.dc.runID}, rnd)
+	if err != nil {
+		return nil, err
+	}
+	return &leveev2.ClientFrame{Criticality: a.crit, TimeoutMs: uint32(p.dc.plan.timeout / time.Millisecond),
+		Action: a.do, Request: req}, nil
 }
 
-// checkReply says whether f is the reply action a wants.
+// checkReply says whether f is a reply to action a.
 func checkReply(f *leveev2.ServerFrame, a *act) error {
-	ok := true
-	switch a.do {
-	case doPurchase:
-		ok = f.GetBuyItem() != nil
-	case doBattle:
-		ok = f.GetBattle() != nil
-	default:
-		ok = f.GetProfile() != nil
-	}
-	if !ok {
+	if _, ok := f.GetPayload().(*leveev2.ServerFrame_Reply); !ok {
 		return fmt.Errorf("%w: want a %s reply, got %T", client.ErrUnexpectedReply, a.do, f.GetPayload())
 	}
 	return nil
 }
-
-// sleep waits d on clk, or until ctx ends (its error then).
 
 // dialPool dials the pool of the run's plan (in this process: a pool is
 // one load process's).

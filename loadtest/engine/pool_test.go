@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/leveehq/levee/examples/arena"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ const poolScenario = `pool:
     - {name: busy, duration: 1s, rate: 200}
 players:
   actions:
-    - {do: purchase, weight: 1}
-    - {do: battle, weight: 9}
+    - {do: buy_item, weight: 1, request: {item_id: potion, quantity: 1}}
+    - {do: start_battle, weight: 9, request: {battle_id: "{{job_id}}", units: 4, ticks: 50}}
 client:
   request_timeout: 2s
 `
@@ -29,7 +30,7 @@ func poolPlanOf(t *testing.T, sets ...string) (*plan, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newPlan(sc)
+	return newPlan(sc, Game{Game: arena.Game()})
 }
 
 // The mix is spread evenly: of two actions, exactly round(share x n) of
@@ -42,7 +43,7 @@ func TestSpreadAct(t *testing.T) {
 	for _, n := range []int{10, 95, 1000} {
 		buys := 0
 		for i := range n {
-			if p.spreadAct(i).do == doPurchase {
+			if p.spreadAct(i).do == arena.ActionBuyItem {
 				buys++
 			}
 		}
@@ -76,13 +77,13 @@ func TestPoolPlan(t *testing.T) {
 // A pool run: the connections come up first, every planned request is
 // sent once and answered, by phase, into the one recorder.
 func TestPoolRun(t *testing.T) {
-	g := clienttest.NewGate([]byte("s3cret"), clienttest.Game)
+	g := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, nil)
 	defer g.Close()
 	sc, err := scenario.Parse("pool.yaml", []byte(poolScenario), []string{"capacity=100"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := Run(context.Background(), Config{Scenario: sc, Gates: []string{g.URL()}, TokenSecret: "s3cret"})
+	run, err := Run(context.Background(), Config{Scenario: sc, Gates: []string{g.URL()}, TokenSecret: "s3cret", Game: Game{Game: arena.Game()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -283,7 +283,7 @@ func (t *tail) String() string {
 // Worker is the `loadtest worker` process: it reads its spec from stdin,
 // plays its share of the players and writes its points to stdout, one
 // JSON line each, then a done line. ctx ends it early (SIGTERM).
-func Worker(ctx context.Context, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+func Worker(ctx context.Context, gm Game, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
 	var spec workerSpec
 	if err := json.NewDecoder(stdin).Decode(&spec); err != nil {
 		return fmt.Errorf("worker: reading the spec on stdin: %w", err)
@@ -296,12 +296,12 @@ func Worker(ctx context.Context, stdin io.Reader, stdout io.Writer, log *slog.Lo
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	p, err := newPlan(sc)
+	p, err := newPlan(sc, gm)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	r := &run{cfg: Config{Scenario: sc, Gates: spec.Gates, TokenSecret: spec.Secret, AllowNonlocal: spec.AllowNonlocal,
-		PerWorker: spec.Cap, RunID: spec.RunID, Log: log}, p: p, seed: spec.Seed}
+		PerWorker: spec.Cap, RunID: spec.RunID, Log: log, Game: gm}, p: p, seed: spec.Seed}
 	if r.cfg.PerWorker <= 0 {
 		r.cfg.PerWorker = DefaultPerWorker
 	}

@@ -22,7 +22,7 @@ func TestUnhinted(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &client.Error{Code: leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE}), true},
 		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_BUSY, RetryAfter: 200 * time.Millisecond}, false},
 		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_UNAVAILABLE, RetryAfter: time.Second}, false},
-		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD}, false},
+		{&client.Error{Code: leveev2.ErrorCode_ERROR_CODE_REJECTED}, false},
 	} {
 		if got := unhinted(c.err); got != c.want {
 			t.Errorf("unhinted(%v) = %v, want %v", c.err, got, c.want)

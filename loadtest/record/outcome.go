@@ -8,7 +8,7 @@ import (
 )
 
 // Outcome is a request's class and, for errors, its code or reason
-// (e.g. "INSUFFICIENT_GOLD", "BUSY", "timeout", "closed"): a Sample's
+// (e.g. "REJECTED", "BUSY", "timeout", "closed"): a Sample's
 // Class and Reason.
 type Outcome struct {
 	Class  Class

@@ -20,7 +20,7 @@ func TestClassify(t *testing.T) {
 		want Outcome
 	}{
 		{nil, Outcome{OK, ""}},
-		{serverErr(leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD), Outcome{Business, "INSUFFICIENT_GOLD"}},
+		{serverErr(leveev2.ErrorCode_ERROR_CODE_REJECTED), Outcome{Business, "REJECTED"}},
 		{serverErr(leveev2.ErrorCode_ERROR_CODE_NOT_FOUND), Outcome{Business, "NOT_FOUND"}},
 		{serverErr(leveev2.ErrorCode_ERROR_CODE_FORBIDDEN), Outcome{Business, "FORBIDDEN"}},
 		{serverErr(leveev2.ErrorCode_ERROR_CODE_BUSY), Outcome{Refused, "BUSY"}},

@@ -43,7 +43,7 @@ type Class uint8
 // The outcomes.
 const (
 	OK       Class = iota // the server did what was asked
-	Business              // a business refusal (e.g. not enough gold): served
+	Business              // a business refusal (the game said no, e.g. REJECTED): served
 	Refused               // overload: shed, BUSY, rate limited
 	Failed                // an error reply or a transport failure with a reply
 	Lost                  // no reply: timeout, connection dropped, unfinished

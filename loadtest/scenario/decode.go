@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 )
 
 // decoder fills a Scenario from a yaml.Node tree strictly: every mapping
@@ -79,7 +82,10 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType = reflect.TypeFor[Duration]()
+	templateType = reflect.TypeFor[*reqtmpl.Template]()
+)
 
 // kindName says what a node is, for "want X, got Y".
 func kindName(n *yaml.Node) string {
@@ -110,6 +116,22 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) error {
 		return nil
 	}
 	t := v.Type()
+	if t == templateType {
+		tp, err := reqtmpl.Compile(n, path)
+		if err != nil {
+			var te *reqtmpl.Error
+			if errors.As(err, &te) {
+				line := n
+				if te.Line > 0 {
+					line = &yaml.Node{Line: te.Line}
+				}
+				return d.errAt(line, te.Path, "%s", te.Msg)
+			}
+			return d.errAt(n, path, "%v", err)
+		}
+		v.Set(reflect.ValueOf(tp))
+		return nil
+	}
 	if t == durationType {
 		if n.Kind != yaml.ScalarNode {
 			return d.errAt(n, path, "want a duration (e.g. 10s), got %s", kindName(n))

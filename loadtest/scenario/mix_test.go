@@ -7,7 +7,7 @@ import (
 
 func TestMix(t *testing.T) {
 	s := &Scenario{Players: Players{Actions: []Act{
-		{Do: "profile", Weight: 3}, {Do: "battle", Weight: 4, Units: 4}, {Do: "battle", Weight: 1, Units: 16}, {Do: "purchase", Weight: 2}}}}
+		{Do: "profile", Weight: 3}, {Do: "battle", Weight: 4}, {Do: "battle", Weight: 1}, {Do: "purchase", Weight: 2}}}}
 	want := map[string]float64{"profile": 0.3, "battle": 0.5, "purchase": 0.2}
 	got := s.Mix()
 	if len(got) != len(want) {

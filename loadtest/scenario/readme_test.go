@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/threshold"
 )
 
@@ -44,7 +45,7 @@ func TestReadmeDocumentsEverything(t *testing.T) {
 			t.Errorf("README does not document figure %s", n)
 		}
 	}
-	for _, s := range append(append(append(append([]string{}, Acts...), LineModes...), Criticalities...), fault.Kinds...) {
+	for _, s := range append(append(append(append(append([]string{}, reqtmpl.Generators...), wrapped(reqtmpl.Placeholders)...), LineModes...), Criticalities...), fault.Kinds...) {
 		if !strings.Contains(doc, "`"+s+"`") {
 			t.Errorf("README does not mention %q", s)
 		}
@@ -54,4 +55,12 @@ func TestReadmeDocumentsEverything(t *testing.T) {
 			t.Errorf("README does not list preset %s", p.Name)
 		}
 	}
+}
+
+func wrapped(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, "{{"+x+"}}")
+	}
+	return out
 }

@@ -23,9 +23,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/loadtest/arrival"
 	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/threshold"
 )
 
@@ -115,13 +117,15 @@ type Scenario struct {
 	Thresholds []string `yaml:"thresholds"`
 	Run        Run      `yaml:"run"`
 	// Ledger keeps the load tool's own record of every mutation and
-	// checks the players' profiles against it after the run
-	// (loadtest/ledger).
+	// checks the players' state against it after the run: the game's
+	// auditor (loadtest/audit; arena's is examples/arena/arenaledger).
 	Ledger bool `yaml:"ledger"`
 
 	File   string                `yaml:"-"` // where it came from ("preset:launch" for presets)
 	Curve  arrival.Curve         `yaml:"-"` // the arrivals in scenario time, unscaled
 	Checks []threshold.Threshold `yaml:"-"` // Thresholds parsed
+
+	bound *gamedef.Def // the declaration Bind checked the actions against
 }
 
 // Arrivals says who arrives when: exactly one of Phases, CSV and
@@ -195,6 +199,10 @@ func (s *Scenario) SetPool(p Pool) {
 
 // Players is what every player does once admitted.
 type Players struct {
+	// Login is the request every session makes at once when it gets in
+	// (as a game client fetches the player's state); nil: none, the mix
+	// starts at once. Its weight is not used.
+	Login       *Act     `yaml:"login"`
 	Actions     []Act    `yaml:"actions"`      // weighted mix, at least one for the players engine
 	Think       Duration `yaml:"think"`        // mean pause between a player's actions (scenario time)
 	ThinkJitter float64  `yaml:"think_jitter"` // pauses uniform in think x (1 ± jitter), [0,1]
@@ -203,30 +211,21 @@ type Players struct {
 	JSON        float64  `yaml:"json"`         // share speaking protojson, [0,1]
 }
 
-// Act is one kind of request in the players' mix.
+// Act is one kind of request in the players' mix: one of the game's
+// actions with its request template (package reqtmpl).
 type Act struct {
-	Do     string  `yaml:"do"`     // profile | purchase | battle
-	Weight float64 `yaml:"weight"` // > 0
-	Item   string  `yaml:"item"`   // purchase: default "potion"
-	Units  uint32  `yaml:"units"`  // battle: units per team, 1..64, default 4
-	Ticks  uint32  `yaml:"ticks"`  // battle: 1..10000, default 50
-	// UnitsMax and TicksMax make a battle's size a range: uniform in
-	// units..units_max and ticks..ticks_max (0: units, ticks).
-	UnitsMax uint32 `yaml:"units_max"`
-	TicksMax uint32 `yaml:"ticks_max"`
-	// Quantity is a purchase's quantity, 1..1000, default 1; with
-	// QuantityMax uniform in quantity..quantity_max.
-	Quantity    int `yaml:"quantity"`
-	QuantityMax int `yaml:"quantity_max"`
-	// Overspend is the share of purchases, [0,1], asking for
-	// OverspendQuantity instead, more than a player can afford: the
-	// server answers INSUFFICIENT_GOLD (a typed business error).
-	Overspend   float64 `yaml:"overspend"`
-	Criticality string  `yaml:"criticality"` // critical | default | sheddable; default: purchase critical, else default
-}
+	Do      string            `yaml:"do"`      // the game's action name (checked by Bind)
+	Weight  float64           `yaml:"weight"`  // > 0 (not for players.login)
+	Request *reqtmpl.Template `yaml:"request"` // the request's template; absent: {} (checked by Bind)
+	// Criticality lowers the action's declared class (critical | default
+	// | sheddable); empty: the declared class, which Bind fills in.
+	Criticality string `yaml:"criticality"`
 
-// Acts are the values of Act.Do.
-var Acts = []string{"profile", "purchase", "battle"}
+	// Action is the declaration of Do (Bind).
+	Action *gamedef.Action `yaml:"-"`
+	path   string          // "players.actions[2]"
+	line   int             // of do
+}
 
 // Criticalities are the values of Act.Criticality.
 var Criticalities = []string{priority.Critical.String(), priority.Default.String(), priority.Sheddable.String()}
@@ -248,10 +247,6 @@ type Retry struct {
 
 // Policies are the values of Client.Policy.
 var Policies = []string{"sdk", "naive", "bare"}
-
-// OverspendQuantity is what an overspending purchase asks for
-// (Act.Overspend).
-const OverspendQuantity = 100
 
 // Action is one step of the operator's timeline: a line change or a
 // fault (exactly one of the two).

@@ -45,7 +45,7 @@ func TestDefaults(t *testing.T) {
 	if s.Run != (Run{Duration: Duration(2 * time.Minute), Drain: Duration(7 * time.Second), MaxRequests: 10_000_000}) {
 		t.Fatalf("run %+v", s.Run)
 	}
-	if a := s.Players.Actions[0]; a.Criticality != "default" || a.Item != "" || a.Units != 0 {
+	if a := s.Players.Actions[0]; a.Criticality != "" || a.Request == nil || !a.Request.Fixed() || a.Action != nil {
 		t.Fatalf("profile %+v", a)
 	}
 	if s.Curve.Kind() != arrival.Players || s.Curve.At(30*time.Second) != 50 {
@@ -62,11 +62,8 @@ func TestDefaults(t *testing.T) {
 
 func TestActionDefaults(t *testing.T) {
 	in := minimal + `    - {do: purchase, weight: 2}
-    - {do: battle, weight: 3}
-    - {do: purchase, weight: 1, item: sword, criticality: sheddable}
-    - {do: battle, weight: 1, units: 8, ticks: 200, criticality: critical}
-    - {do: purchase, weight: 1, item: shield, quantity_max: 3, overspend: 0.1}
-    - {do: battle, weight: 1, units_max: 8, ticks_max: 200}
+    - {do: battle, weight: 3, request: {units: {$range: [4, 8]}}, criticality: sheddable}
+  login: {do: profile}
 timeline:
   - {at: 30s, line: {mode: open}}
   - {at: 3m, line: {rate: 5}}
@@ -76,19 +73,18 @@ timeline:
 		t.Fatal(err)
 	}
 	acts := s.Players.Actions
-	want := []Act{
-		{Do: "profile", Weight: 1, Criticality: "default"},
-		{Do: "purchase", Weight: 2, Item: "potion", Quantity: 1, QuantityMax: 1, Criticality: "critical"},
-		{Do: "battle", Weight: 3, Units: 4, Ticks: 50, UnitsMax: 4, TicksMax: 50, Criticality: "default"},
-		{Do: "purchase", Weight: 1, Item: "sword", Quantity: 1, QuantityMax: 1, Criticality: "sheddable"},
-		{Do: "battle", Weight: 1, Units: 8, Ticks: 200, UnitsMax: 8, TicksMax: 200, Criticality: "critical"},
-		{Do: "purchase", Weight: 1, Item: "shield", Quantity: 1, QuantityMax: 3, Overspend: 0.1, Criticality: "critical"},
-		{Do: "battle", Weight: 1, Units: 4, Ticks: 50, UnitsMax: 8, TicksMax: 200, Criticality: "default"},
-	}
-	for i := range want {
-		if acts[i] != want[i] {
-			t.Errorf("actions[%d] = %+v, want %+v", i, acts[i], want[i])
+	for i, want := range []struct {
+		do, crit string
+		w        float64
+		draws    bool
+	}{{"profile", "", 1, false}, {"purchase", "", 2, false}, {"battle", "sheddable", 3, true}} {
+		a := acts[i]
+		if a.Do != want.do || a.Weight != want.w || a.Criticality != want.crit || a.Request == nil || a.Request.Draws() != want.draws {
+			t.Errorf("actions[%d] = %+v, want %+v", i, a, want)
 		}
+	}
+	if l := s.Players.Login; l == nil || l.Do != "profile" || l.Request == nil {
+		t.Errorf("login %+v", l)
 	}
 	// The last action (3m) is after the curve's end (1m): duration 3m + 1m.
 	if s.Run.Duration != Duration(4*time.Minute) || s.Timeline[0].Offset != 30*time.Second {

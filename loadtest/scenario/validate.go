@@ -10,18 +10,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/loadtest/arrival"
 	"github.com/leveehq/levee/loadtest/fault"
+	"github.com/leveehq/levee/loadtest/reqtmpl"
 	"github.com/leveehq/levee/loadtest/threshold"
 )
 
 // Defaults applied by Parse.
 const (
 	DefaultRequestTimeout = 5 * time.Second
-	DefaultItem           = "potion"
-	DefaultUnits          = 4
-	DefaultTicks          = 50
 	// DefaultRunTail is added to the later of the curve's end and the
 	// last action for the default run.duration.
 	DefaultRunTail = time.Minute
@@ -267,84 +264,16 @@ func (d *decoder) curveFile(file, path, name string, readFile func(string) ([]by
 
 func (d *decoder) validatePlayers(p *Players) error {
 	if len(p.Actions) == 0 {
-		return d.fail("players.actions", "required: at least one action (%s)", or(Acts))
+		return d.fail("players.actions", "required: at least one action ({do: ACTION, weight: W, request: {...}})")
+	}
+	if p.Login != nil {
+		if err := d.validateAct(p.Login, "players.login", false); err != nil {
+			return err
+		}
 	}
 	for i := range p.Actions {
-		a := &p.Actions[i]
-		path := fmt.Sprintf("players.actions[%d]", i)
-		switch {
-		case a.Do == "":
-			return d.fail(path+".do", "required: %s", or(Acts))
-		case !slices.Contains(Acts, a.Do):
-			return d.fail(path+".do", "unknown action %q; want %s", a.Do, or(Acts))
-		case !(a.Weight > 0):
-			if !d.has(path + ".weight") {
-				return d.fail(path+".weight", "required: a weight > 0 (the action's share of the mix)")
-			}
-			return d.fail(path+".weight", "must be > 0, got %v", a.Weight)
-		}
-		if a.Do != "purchase" && d.has(path+".item") {
-			return d.fail(path+".item", "only for purchase")
-		}
-		if a.Do != "purchase" {
-			for _, f := range []string{"quantity", "quantity_max", "overspend"} {
-				if d.has(path + "." + f) {
-					return d.fail(path+"."+f, "only for purchase")
-				}
-			}
-		}
-		if a.Do != "battle" {
-			for _, f := range []string{"units", "ticks", "units_max", "ticks_max"} {
-				if d.has(path + "." + f) {
-					return d.fail(path+"."+f, "only for battle")
-				}
-			}
-		}
-		switch a.Do {
-		case "purchase":
-			if a.Item == "" {
-				if d.has(path + ".item") {
-					return d.fail(path+".item", "must not be empty")
-				}
-				a.Item = DefaultItem
-			}
-			if strings.TrimSpace(a.Item) != a.Item {
-				return d.fail(path+".item", "bad item id %q", a.Item)
-			}
-			if err := d.purchaseSize(a, path); err != nil {
-				return err
-			}
-		case "battle":
-			for _, x := range []struct {
-				name    string
-				v       *uint32
-				def, hi uint32
-			}{{"units", &a.Units, DefaultUnits, 64}, {"ticks", &a.Ticks, DefaultTicks, 10_000}} {
-				if !d.has(path + "." + x.name) {
-					*x.v = x.def
-				} else if *x.v < 1 || *x.v > x.hi {
-					return d.fail(path+"."+x.name, "must be in 1..%d, got %d", x.hi, *x.v)
-				}
-			}
-			for _, x := range []struct {
-				name   string
-				lo, hi *uint32
-				max    uint32
-			}{{"units_max", &a.Units, &a.UnitsMax, 64}, {"ticks_max", &a.Ticks, &a.TicksMax, 10_000}} {
-				if !d.has(path + "." + x.name) {
-					*x.hi = *x.lo
-				} else if *x.hi < *x.lo || *x.hi > x.max {
-					return d.fail(path+"."+x.name, "must be in %d..%d (at least %s), got %d", *x.lo, x.max, strings.TrimSuffix(x.name, "_max"), *x.hi)
-				}
-			}
-		}
-		switch {
-		case a.Criticality == "" && a.Do == "purchase":
-			a.Criticality = priority.Critical.String()
-		case a.Criticality == "":
-			a.Criticality = priority.Default.String()
-		case !slices.Contains(Criticalities, a.Criticality):
-			return d.fail(path+".criticality", "unknown criticality %q; want %s", a.Criticality, or(Criticalities))
+		if err := d.validateAct(&p.Actions[i], fmt.Sprintf("players.actions[%d]", i), true); err != nil {
+			return err
 		}
 	}
 	for _, x := range []struct {
@@ -358,36 +287,43 @@ func (d *decoder) validatePlayers(p *Players) error {
 	return nil
 }
 
+// validateAct checks what an action says without the game's declaration
+// (Bind checks the rest).
+func (d *decoder) validateAct(a *Act, path string, weighted bool) error {
+	a.path = path
+	if n := d.node(path + ".do"); n != nil {
+		a.line = n.Line
+	}
+	switch {
+	case a.Do == "":
+		return d.fail(path+".do", "required: the game's action name")
+	case weighted && !(a.Weight > 0):
+		if !d.has(path + ".weight") {
+			return d.fail(path+".weight", "required: a weight > 0 (the action's share of the mix)")
+		}
+		return d.fail(path+".weight", "must be > 0, got %v", a.Weight)
+	case !weighted && d.has(path+".weight"):
+		return d.fail(path+".weight", "not for the login (it is made once, first)")
+	case a.Criticality != "" && !slices.Contains(Criticalities, a.Criticality):
+		return d.fail(path+".criticality", "unknown criticality %q; want %s", a.Criticality, or(Criticalities))
+	}
+	if a.Request == nil {
+		a.Request, _ = reqtmpl.Compile(nil, path+".request") // {}: cannot fail
+	}
+	return nil
+}
+
 // validateBare checks the players of client policy bare: plain WebSocket
 // connections that make no request, so no action, think time, session or
 // reconnect.
 func (d *decoder) validateBare(s *Scenario) error {
-	for _, f := range []string{"players.actions", "players.think", "players.think_jitter", "players.session",
+	for _, f := range []string{"players.actions", "players.login", "players.think", "players.think_jitter", "players.session",
 		"players.reconnect", "players.json"} {
 		if d.has(f) {
 			return d.fail(f, "not with client.policy bare (its connections make no request)")
 		}
 	}
 	return nil
-}
-
-// MaxQuantity bounds a purchase's quantity (Act.Quantity, QuantityMax).
-const MaxQuantity = 1000
-
-// purchaseSize checks and defaults a purchase's quantity range and
-// overspend share.
-func (d *decoder) purchaseSize(a *Act, path string) error {
-	if !d.has(path + ".quantity") {
-		a.Quantity = 1
-	} else if a.Quantity < 1 || a.Quantity > MaxQuantity {
-		return d.fail(path+".quantity", "must be in 1..%d, got %d", MaxQuantity, a.Quantity)
-	}
-	if !d.has(path + ".quantity_max") {
-		a.QuantityMax = a.Quantity
-	} else if a.QuantityMax < a.Quantity || a.QuantityMax > MaxQuantity {
-		return d.fail(path+".quantity_max", "must be in %d..%d (at least quantity), got %d", a.Quantity, MaxQuantity, a.QuantityMax)
-	}
-	return d.share(a.Overspend, path+".overspend")
 }
 
 func (d *decoder) validateClient(c *Client) error {
@@ -640,7 +576,7 @@ var poolName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 // poolOnlyWithArrivals are the fields a pool does not use: its connections
 // neither think nor leave, and never retry nor pace.
 var poolOnlyWithArrivals = []string{"arrivals", "players.think", "players.think_jitter", "players.session",
-	"players.reconnect", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed", "offered"}
+	"players.reconnect", "players.login", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed", "offered"}
 
 // validatePool checks the pool (instead of arrivals) and fills its defaults.
 func (d *decoder) validatePool(s *Scenario) error {

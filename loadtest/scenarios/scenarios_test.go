@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/loadtest/scenario"
 	"github.com/leveehq/levee/loadtest/scenarios"
 )
@@ -27,8 +28,13 @@ func TestPresetsParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := scenario.Parse(n, data, nil, func(string) ([]byte, error) { return nil, fs.ErrNotExist }); err != nil {
+		sc, err := scenario.Parse(n, data, nil, func(string) ([]byte, error) { return nil, fs.ErrNotExist })
+		if err != nil {
 			t.Errorf("%s: %v", n, err)
+			continue
+		}
+		if err := sc.Bind(arena.Game().Def()); err != nil {
+			t.Errorf("%s against arena: %v", n, err)
 		}
 	}
 }
@@ -59,6 +65,9 @@ func TestDrillsParse(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
+		if err := sc.Bind(arena.Game().Def()); err != nil {
+			t.Errorf("%s against arena: %v", f, err)
+		}
 		if sc.Name != name {
 			t.Errorf("%s: name %q", f, sc.Name)
 		}
@@ -79,6 +88,26 @@ func TestDrillsParse(t *testing.T) {
 		}
 		if len(sc.Checks) == 0 != strings.HasSuffix(name, "-naive") {
 			t.Errorf("%s: %d thresholds (the naive references have none, every drill has some)", f, len(sc.Checks))
+		}
+	}
+}
+
+// TestArenaFilesBind checks the examples and the compose test's scenario
+// against arena's declaration, as the default loadtest binary runs them.
+func TestArenaFilesBind(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("examples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join("..", "..", "scripts", "compose-test.yaml"))
+	for _, f := range files {
+		sc, err := scenario.Load(f, nil)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if err := sc.Bind(arena.Game().Def()); err != nil {
+			t.Errorf("%s against arena: %v", f, err)
 		}
 	}
 }

@@ -270,7 +270,7 @@ autoscale_loop() {
 	# these battle is the bottleneck, its in-flight cap sheds (pressure
 	# about 0.4) and its p99 passes 0.5 s. Its thresholds are not judged:
 	# k8scheck stops it.
-	local heavy=(--set 'players.actions[1].units=32' --set 'players.actions[1].ticks=2000')
+	local heavy=(--set 'players.actions[1].request.units=32' --set 'players.actions[1].request.ticks=2000')
 	"$work/bin/loadtest" capacity overload -gate-urls "ws://127.0.0.1:$gate_port/ws" -token-secret "$token_secret" \
 		-closed-time 5s -search-time 0 -max-rate "$AUTOSCALE_MAX_RATE" -value-out "$work/capacity" "${heavy[@]}" \
 		>"$work/logs/loadtest-capacity.log" 2>&1 ||
