@@ -1,9 +1,6 @@
-//go:build !nosdk
-
-// The SDK against a real gate. The build tag lets the gate's tests run
-// (-tags nosdk) while the SDK is being rebuilt for issue 21.
-
 package gate
+
+// The SDK against a real gate.
 
 import (
 	"context"
