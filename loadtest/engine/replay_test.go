@@ -8,6 +8,7 @@ import (
 
 	"github.com/leveehq/levee/client/clienttest"
 	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenaledger"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/loadtest/scenario"
 )
@@ -93,5 +94,29 @@ func TestReplayCheckFindsFreshApplies(t *testing.T) {
 	acked := cs["buy_item/ok"] + cs["start_battle/ok"]
 	if acked == 0 || cs[CounterReplayFresh] != acked || cs[CounterReplayChecked] != 0 {
 		t.Fatalf("counters %v: want all %d resends applied fresh", cs, acked)
+	}
+}
+
+// Arena's ledger as the auditor, end to end through the engine and the
+// SDK: a server that keeps its players balances (nothing lost, doubled or
+// phantom), and the figures are the ledger's names.
+func TestLedgerAuditorBalances(t *testing.T) {
+	gate := clienttest.NewGameGate([]byte("s3cret"), arena.Game(), nil, lastingGame())
+	defer gate.Close()
+	sc, err := scenario.Parse("ledger.yaml", []byte(replayScenario+"ledger: true\n"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Run(context.Background(), Config{Scenario: sc, Gates: []string{gate.URL()}, TokenSecret: "s3cret",
+		Game: Game{Game: arena.Game(), Audit: arenaledger.New}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := run.Summary.Counters
+	acked := cs["buy_item/ok"] + cs["start_battle/ok"]
+	if acked == 0 || cs["ledger_checks"] != 1 || cs["ledger_players"] != 4 || cs["ledger_acked"] != acked ||
+		cs["ledger_lost"]+cs["ledger_doubled"]+cs["ledger_phantom"]+cs["ledger_mismatch"]+cs["ledger_unchecked"] != 0 ||
+		cs[CounterReplayChecked] != acked {
+		t.Fatalf("counters %v: want the 4 players balanced with their %d acknowledged mutations", cs, acked)
 	}
 }
