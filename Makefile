@@ -19,7 +19,7 @@ PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
 # The example game arena's own messages (examples/arena/arenapb).
 ARENA_PROTO_FILES := $(wildcard examples/arena/proto/arena/v1/*.proto)
 
-.PHONY: all build images up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
+.PHONY: craft-test craft-launch all build images up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
 all: build
 
@@ -88,9 +88,21 @@ vet:
 # it is missing, and LEVEE_REQUIRE_BROWSER makes a missing browser a failure.
 # proto-check fails when the committed generated code is stale; fuzz-seeds
 # fails when a fuzz target has no seed corpus (go test ./... runs the seeds).
-test: vet proto-check fuzz-seeds rules-test deploy-check
+test: vet proto-check fuzz-seeds rules-test deploy-check craft-test
 	./scripts/ensure-chromium.sh
 	LEVEE_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 12m ./...
+
+# The second example game, a module of its own (examples/craft): it builds
+# and tests from Levee's exported packages alone, offline (the replace in
+# its go.mod points at this checkout), including its e2e test of
+# exactly-once across a SIGKILL of logic.
+craft-test:
+	cd examples/craft && GOPROXY=off $(GO) vet ./... && GOPROXY=off $(GO) test -count=1 -timeout 8m ./...
+
+# The craft example's own launch day on loopback: its binary, its cluster,
+# its scenario (examples/craft/launch.yaml); exits 0 when its thresholds pass.
+craft-launch:
+	GO=$(GO) ./examples/craft/launch.sh
 
 # Prometheus rules (deploy/prometheus/rules): promtool checks them, runs
 # their unit tests (which alerts fire on which series) and checks the
@@ -193,7 +205,8 @@ proto: tools
 proto-check: tools
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	$(MAKE) --no-print-directory proto PROTO_OUT=$$tmp >/dev/null && \
-	diff -r $$tmp/proto/leveev2 proto/leveev2 && diff -r $$tmp/examples/arena/arenapb examples/arena/arenapb && echo "generated code is up to date"
+	diff -r $$tmp/proto/leveev2 proto/leveev2 && diff -r $$tmp/examples/arena/arenapb examples/arena/arenapb && \
+	PATH=$(TOOLS):$$PATH examples/craft/gen.sh $$tmp >/dev/null && diff -r $$tmp/craftpb examples/craft/craftpb && echo "generated code is up to date"
 
 clean:
 	rm -rf $(BIN) $(TOOLS)

@@ -25,7 +25,7 @@ var refusalReasons = [numRefusals]string{
 	refusedInFlightCap: "inflight_cap",
 }
 
-// admission is the tier's decision, taken just before a simulation starts
+// admission is the tier's decision, taken just before a job starts
 // (after the throttle), whether it may run now: first the adaptive shedder,
 // then the hard in-flight cap as the last line. Both refuse at once, without
 // queueing. The decision costs a few atomic operations and, only when the
@@ -39,7 +39,7 @@ type admission struct {
 	shedOn bool
 	capOn  bool
 	max    int64
-	// running counts admitted simulations that have not ended; the cap
+	// running counts admitted jobs that have not ended; the cap
 	// compares against it (and it is counted with the cap off too, for the
 	// backpressure hints).
 	running atomic.Int64
@@ -83,14 +83,14 @@ func (a *admission) admit(now time.Time, cpu float64, crit priority.Class) (slot
 	return slot{a: a, t: t}, admitted
 }
 
-// done ends a simulation that completed at now: its latency feeds the
+// done ends a job that completed at now: its latency feeds the
 // shedder's estimate.
 func (s slot) done(now time.Time) {
 	s.a.running.Add(-1)
 	s.t.Done(now)
 }
 
-// cancel ends a simulation that failed or was abandoned; it says nothing
+// cancel ends a job that failed or was abandoned; it says nothing
 // about how fast the tier serves, so the estimate does not see it.
 func (s slot) cancel() {
 	s.a.running.Add(-1)
@@ -98,7 +98,7 @@ func (s slot) cancel() {
 }
 
 // pressure returns the backpressure hints sent with a refusal for reason at
-// now: the simulations in flight (as the queue depth) and how full the tier
+// now: the jobs in flight (as the queue depth) and how full the tier
 // is, in-flight over the limit that refused (the adaptive limit or the cap),
 // capped at 1.
 func (a *admission) pressure(now time.Time, reason refusal) (depth int, ratio float64) {

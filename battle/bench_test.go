@@ -2,59 +2,16 @@ package battle
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/internal/priority"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
-
-// sturdyRequest is a battle whose units survive all maxTicks ticks, so its
-// cost is exactly units × 2 × maxTicks actions.
-func sturdyRequest(units, maxTicks int, seed uint64) *leveev2.SimulateRequest {
-	team := func(speed uint32) []*leveev2.Unit {
-		us := make([]*leveev2.Unit, units)
-		for i := range us {
-			us[i] = &leveev2.Unit{Hp: MaxHP, Attack: 10, Defense: 2, Speed: speed + uint32(i%3)}
-		}
-		return us
-	}
-	return &leveev2.SimulateRequest{
-		BattleId: fmt.Sprintf("bench-%dx%d", units, maxTicks),
-		Seed:     seed,
-		TeamA:    team(10),
-		TeamB:    team(11),
-		MaxTicks: uint32(maxTicks),
-	}
-}
-
-// BenchmarkSimulate reports the cost of one battle (ns/op) and of one action
-// (ns/action) for battles of units per team × ticks.
-func BenchmarkSimulate(b *testing.B) {
-	for _, c := range []struct {
-		name         string
-		units, ticks int
-	}{
-		{"small_4x50", 4, 50},
-		{"medium_8x200", 8, 200},
-		{"large_32x2000", 32, 2000},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			req := sturdyRequest(c.units, c.ticks, 42)
-			var actions uint64
-			for b.Loop() {
-				_, st, err := simulate(context.Background(), req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				actions = st.actions
-			}
-			b.ReportMetric(float64(actions), "actions/op")
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(actions), "ns/action")
-		})
-	}
-}
 
 // benchAdmission returns an admission (cap 16) whose shedder has learned a
 // limit of 8 (40 completions of 20 ms in a 100 ms bucket), with inFlight
@@ -126,6 +83,52 @@ func BenchmarkAdmit(b *testing.B) {
 					} else {
 						s.cancel()
 					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHandle measures one request through the tier's handler, as the
+// gRPC server would run it, without the transport: the JobRequest decoded
+// from its bytes, the job looked up and its request decoded, the throttle's
+// check, admission, a battle of arena's simulate job, and the reply encoded
+// into the JobReply's bytes. tiny_1x1 (one unit a side, one tick) is almost
+// all the tier's own work; small_4x50 is a small real battle. The CPU
+// reading is low, so nothing is throttled or shed. Compare with the old
+// tree's Simulate handler over the same battles (the report of issue 21).
+func BenchmarkHandle(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Game = arena.Game()
+	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	s, err := New(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.grpcLis.Close(); s.opsLis.Close() })
+	s.cpu = func() float64 { return 0.1 }
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(priority.Key, priority.Default.String()))
+	for _, c := range []struct {
+		name         string
+		units, ticks int
+	}{{"tiny_1x1", 1, 1}, {"small_4x50", 4, 50}} {
+		b.Run(c.name, func(b *testing.B) {
+			wire, err := proto.Marshal(jobRequest(b, sturdyRequest(c.units, c.ticks, 42)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				var in leveev2.JobRequest
+				if err := proto.Unmarshal(wire, &in); err != nil {
+					b.Fatal(err)
+				}
+				rep, err := s.handle(ctx, &in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := proto.Marshal(rep); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -6,18 +6,23 @@ import (
 	"math"
 	"time"
 
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/cpu"
 	"github.com/leveehq/levee/internal/shed"
 )
 
-// Config is the battle tier's configuration; cmd/battle binds every field to
-// a flag (and a BATTLE_* variable).
+// Config is the battle tier's configuration; battlecmd binds every field but
+// Game to a flag (and a BATTLE_* variable).
 type Config struct {
-	// GRPCAddr is where the Battle and health services listen.
+	// Game is the declaration whose jobs the tier runs; New refuses a nil
+	// one and one that does not Validate.
+	Game *game.Game
+
+	// GRPCAddr is where the Jobs and health services listen.
 	GRPCAddr string
 	// OpsAddr serves /metrics, /healthz and /readyz.
 	OpsAddr string
-	// ShutdownGrace bounds how long in-flight simulations may finish after
+	// ShutdownGrace bounds how long in-flight jobs may finish after
 	// shutdown begins (after Drain) before they are cut off.
 	ShutdownGrace time.Duration
 	// Drain is how long the tier keeps serving after it reports NOT_SERVING,
@@ -27,7 +32,7 @@ type Config struct {
 
 	// Protection turns all of the tier's overload mechanisms on or off at
 	// once: a mechanism is active when Protection and its own switch are
-	// both true. With Protection off the tier simulates every valid request
+	// both true. With Protection off the tier runs every valid request
 	// it gets, to the end, even one whose caller has gone (the "before"
 	// picture of the load test).
 	Protection bool
@@ -36,17 +41,17 @@ type Config struct {
 	// AdaptiveShed switches adaptive shedding (seed 001). Off, the shedder
 	// still measures the limit (battle_adaptive_limit) but sheds nothing.
 	AdaptiveShed bool
-	// InFlightCap switches the hard cap on simulations in flight.
+	// InFlightCap switches the hard cap on jobs in flight.
 	InFlightCap bool
 
-	// MaxInFlight is the hard cap on simulations running at once, whatever
+	// MaxInFlight is the hard cap on jobs running at once, whatever
 	// their criticality; requests beyond it are refused at once with
 	// RESOURCE_EXHAUSTED.
 	MaxInFlight int
 	// CPUInterval is how often the CPU utilisation is sampled.
 	CPUInterval time.Duration
 	// ThrottleCPU is the CPU utilisation (0..1) above which each battle is
-	// delayed by a random 0..ThrottleMaxDelay before it is simulated.
+	// delayed by a random 0..ThrottleMaxDelay before it runs.
 	ThrottleCPU float64
 	// ThrottleMaxDelay bounds the throttle's random delay; 0 disables it.
 	ThrottleMaxDelay time.Duration
@@ -63,7 +68,7 @@ type Config struct {
 	ShedCoolOff time.Duration
 }
 
-// defaultMaxInFlight is one simulation per CPU the process may use,
+// defaultMaxInFlight is one job per CPU the process may use,
 // rounded up (a limit of 1.5 CPUs allows 2), at least 1.
 func defaultMaxInFlight(cpus float64) int {
 	return max(int(math.Ceil(cpus)), 1)
@@ -82,7 +87,7 @@ func DefaultConfig() Config {
 		Throttle:      true,
 		AdaptiveShed:  true,
 		InFlightCap:   true,
-		// Battles are CPU-bound: more at once than the CPUs the process
+		// Jobs are CPU-bound: more at once than the CPUs the process
 		// may use only makes each slower and starves the gRPC server's
 		// own goroutines, so refusals come back late. One per CPU is
 		// enough to keep them busy because logic keeps a short line of
@@ -98,7 +103,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate returns every problem with c; each names its flag.
+// Validate returns every problem with c's flags; each names its flag. The
+// game is checked by New (and by battlecmd before it), with ValidateGame.
 func (c Config) Validate() error {
 	var errs []error
 	if c.GRPCAddr == "" {
@@ -140,6 +146,18 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("-shed-cooloff: must be >= 0, got %v", c.ShedCoolOff))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateGame reports why c's game cannot run: none was given, or its
+// declaration does not Validate (the error names the action or job).
+func (c Config) ValidateGame() error {
+	if c.Game == nil {
+		return errors.New("battle: no game: Config.Game is nil")
+	}
+	if err := c.Game.Validate(); err != nil {
+		return fmt.Errorf("battle: %w", err)
+	}
+	return nil
 }
 
 // throttleOn, adaptiveShedOn and inFlightCapOn say whether each mechanism is

@@ -8,15 +8,15 @@ import (
 	"github.com/leveehq/levee/internal/testwait"
 )
 
-// While battle drains (a simulation still in flight holds the graceful
+// While battle drains (a job still in flight holds the graceful
 // stop), its ops server answers: /readyz 503, /metrics with the in-flight
 // gauge and the latency the autoscaler reads. It stops only after gRPC has.
 func TestOpsAnswerWhileDraining(t *testing.T) {
 	g := newGatedSim()
-	r := start(t, testConfig(), func(s *Server) { s.sim = g.simulate })
+	r := start(t, testConfig(), func(s *Server) { setRun(s, g.run) })
 	errc := make(chan error, 1)
 	go func() {
-		_, err := r.client.Simulate(context.Background(), skirmish(1))
+		_, err := simulate(t, context.Background(), r.client, skirmish(1))
 		errc <- err
 	}()
 	<-g.entered
@@ -26,7 +26,7 @@ func TestOpsAnswerWhileDraining(t *testing.T) {
 	servetest.WantDraining(t, ops, "battle_inflight 1")
 	close(g.release)
 	if err := <-errc; err != nil {
-		t.Fatalf("in-flight simulation: %v", err)
+		t.Fatalf("in-flight job: %v", err)
 	}
 	if err := r.wait(t); err != nil {
 		t.Fatalf("Run: %v", err)

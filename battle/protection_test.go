@@ -16,7 +16,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	arenapb "github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/cpu"
@@ -26,7 +28,7 @@ import (
 )
 
 // These tests call the handler directly (no network), with an injected CPU
-// reading, random source and clock, and a stand-in simulator.
+// reading, random source and clock, and a stand-in for arena's simulate job.
 
 const (
 	critical  = priority.Critical
@@ -42,7 +44,7 @@ const (
 	fastLatency = 10 * time.Millisecond
 )
 
-// harness is a Server that is not Run, driven through Simulate.
+// harness is a Server that is not Run, driven through its Jobs.Run handler.
 type harness struct {
 	s       *Server
 	clk     *clock.Fake
@@ -78,20 +80,21 @@ func newHarness(t *testing.T, cfg Config) *harness {
 		h.draws = append(h.draws, n)
 		return h.draw(n)
 	}
-	s.sim = func(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
+	setRun(s, func(ctx context.Context, m proto.Message) (proto.Message, error) {
+		req := m.(*arenapb.SimulateRequest)
 		h.sims.Add(1)
 		if req.GetSeed() == fastSeed {
 			h.clk.Advance(fastLatency)
-			return &leveev2.SimulateReply{BattleId: req.GetBattleId()}, nil
+			return &arenapb.SimulateReply{BattleId: req.GetBattleId()}, nil
 		}
 		h.entered <- req.GetSeed()
 		select {
 		case <-h.release:
-			return &leveev2.SimulateReply{BattleId: req.GetBattleId()}, nil
+			return &arenapb.SimulateReply{BattleId: req.GetBattleId()}, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-	}
+	})
 	return h
 }
 
@@ -116,7 +119,7 @@ type trailerStream struct {
 	trailer metadata.MD
 }
 
-func (*trailerStream) Method() string               { return "/levee.v2.Battle/Simulate" }
+func (*trailerStream) Method() string               { return "/levee.v2.Jobs/Run" }
 func (*trailerStream) SetHeader(metadata.MD) error  { return nil }
 func (*trailerStream) SendHeader(metadata.MD) error { return nil }
 func (ts *trailerStream) SetTrailer(md metadata.MD) error {
@@ -127,18 +130,21 @@ func (ts *trailerStream) SetTrailer(md metadata.MD) error {
 }
 
 type result struct {
-	rep     *leveev2.SimulateReply
+	rep     *leveev2.JobReply
 	err     error
 	trailer metadata.MD
 }
 
-// call runs Simulate as a request of criticality crit would arrive.
+// call runs the simulate job as a request of criticality crit would arrive.
 func (h *harness) call(ctx context.Context, crit priority.Class, seed uint64) result {
 	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(priority.Key, crit.String()))
 	ts := &trailerStream{}
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
-	req := skirmish(seed)
-	rep, err := h.s.Simulate(ctx, req)
+	b, err := proto.Marshal(skirmish(seed))
+	if err != nil {
+		panic(err)
+	}
+	rep, err := h.s.handle(ctx, &leveev2.JobRequest{Job: jobSimulate, Key: "k", Request: b})
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return result{rep, err, ts.trailer}

@@ -2,6 +2,7 @@ package battle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -14,9 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/cpu"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
@@ -24,18 +27,23 @@ import (
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-// MaxRecvMsgSize bounds a request; the largest valid one is a few KiB.
+// MaxRecvMsgSize bounds a job request (its name, key and encoded request);
+// a larger one is refused by gRPC with RESOURCE_EXHAUSTED.
 const MaxRecvMsgSize = 64 << 10
 
-// simulateFunc runs one validated battle; Simulate in production, a
-// controllable stand-in in tests.
-type simulateFunc func(context.Context, *leveev2.SimulateRequest) (*leveev2.SimulateReply, error)
+// job is one of the game's jobs as the tier runs it: its declaration, the
+// Run it calls (the declaration's; a controllable stand-in in tests) and its
+// metrics' children, resolved once.
+type job struct {
+	def     *gamedef.Job
+	run     func(context.Context, proto.Message) (proto.Message, error)
+	latency prometheus.Observer
+	panics  prometheus.Counter
+}
 
-// Server is the battle tier: the Battle gRPC service, its health service and
-// its ops HTTP endpoints.
+// Server is the battle tier: the Jobs gRPC service (the game's compute
+// jobs), its health service and its ops HTTP endpoints.
 type Server struct {
-	leveev2.UnimplementedBattleServer
-
 	cfg     Config
 	log     *slog.Logger
 	reg     *prometheus.Registry
@@ -48,7 +56,7 @@ type Server struct {
 	adm      *admission
 	throttle *shed.Throttle
 	sampler  *cpu.Sampler
-	sim      simulateFunc
+	jobs     map[string]*job
 	clk      clock.Clock
 	// cpu reads the CPU utilisation (0..1): the sampler's in production, a
 	// made-up one in tests.
@@ -63,12 +71,11 @@ type Server struct {
 	samplerWG   sync.WaitGroup
 }
 
-var _ leveev2.BattleServer = (*Server)(nil)
-
-// New validates cfg, opens both listeners (so ":0" works) and builds the
-// server. A nil logger discards logs.
+// New validates cfg and its game (refusing a declaration that cannot work,
+// with the reason naming the action or job), opens both listeners (so ":0"
+// works) and builds the server. A nil logger discards logs.
 func New(cfg Config, logger *slog.Logger) (*Server, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), cfg.ValidateGame()); err != nil {
 		return nil, err
 	}
 	if logger == nil {
@@ -89,7 +96,6 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:     metrics.NewRegistry("battle"),
 		grpcLis: grpcLis,
 		opsLis:  opsLis,
-		sim:     Simulate,
 		clk:     clock.Real{},
 		int64N:  rand.Int64N,
 	}
@@ -111,12 +117,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 			Timeout:               10 * time.Second,
 		}),
 	)...)
-	leveev2.RegisterBattleServer(s.grpc, s)
+	leveev2.RegisterJobsServer(s.grpc, jobsService{s: s})
 	s.tier, err = serve.New(serve.Config{
 		Name:         "battle",
 		GRPC:         s.grpc,
 		GRPCListener: grpcLis,
-		Services:     []string{leveev2.Battle_ServiceDesc.ServiceName},
+		Services:     []string{leveev2.Jobs_ServiceDesc.ServiceName},
 		OpsListener:  opsLis,
 		Ops:          map[string]http.Handler{"/metrics": metrics.Handler(s.reg)},
 		Drain:        cfg.Drain,
@@ -154,6 +160,15 @@ func (s *Server) build() error {
 	s.m = newServerMetrics(s.reg,
 		func() float64 { return s.cpu() },
 		func() float64 { return s.adm.shedder.Limit(s.clk.Now()) })
+	s.jobs = make(map[string]*job)
+	for _, d := range s.cfg.Game.Def().Jobs() {
+		s.jobs[d.Name] = &job{
+			def:     d,
+			run:     d.Run,
+			latency: s.m.latency.WithLabelValues(d.Name),
+			panics:  s.m.panics.WithLabelValues(d.Name),
+		}
+	}
 	return nil
 }
 
@@ -176,7 +191,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 // Run serves until ctx is done, then stops as every tier does (package
 // internal/serve): health NOT_SERVING and /readyz 503, the server keeps
-// serving for Drain, in-flight simulations get ShutdownGrace to finish
+// serving for Drain, in-flight jobs get ShutdownGrace to finish
 // (GracefulStop, then Stop), the CPU sampler stops, and the ops endpoints
 // stop last. It returns nil on a clean stop; a second call returns
 // serve.ErrAlreadyRun.
@@ -185,12 +200,12 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // start runs the CPU sampler until the gRPC server has stopped, so
-// simulations still running during the drain see a live CPU reading.
+// jobs still running during the drain see a live CPU reading.
 func (s *Server) start(context.Context, func(error)) {
 	ctx, stop := context.WithCancel(context.Background())
 	s.samplerStop = stop
 	s.samplerWG.Go(func() { s.sampler.Run(ctx, s.cfg.CPUInterval) })
-	s.log.Info("battle serving", "grpc_addr", s.GRPCAddr().String(), "ops_addr", s.OpsAddr().String(),
+	s.log.Info("battle serving", "game", s.cfg.Game.Name(), "jobs", len(s.jobs), "grpc_addr", s.GRPCAddr().String(), "ops_addr", s.OpsAddr().String(),
 		"allowed_cpus", s.sampler.AllowedCPUs(),
 		"throttle", s.cfg.throttleOn(), "adaptive_shed", s.cfg.adaptiveShedOn(),
 		"in_flight_cap", s.cfg.inFlightCapOn(), "max_in_flight", s.cfg.MaxInFlight)

@@ -357,8 +357,8 @@ type critKey struct{}
 
 // WithCriticality returns a ctx under which the SDK's calls (Call, Send,
 // and Do with an UNSPECIFIED criticality) carry crit instead of their
-// action's class, e.g. to mark a cosmetic purchase or a background
-// profile refresh SHEDDABLE. The game's declaration decides every
+// action's class, e.g. to mark a cosmetic change or a background
+// refresh SHEDDABLE. The game's declaration decides every
 // action's class: a lower class than the action's is honoured, a higher one is
 // ignored (the request is served with the action's class). crit also
 // orders the call in the SDK's own pacer.

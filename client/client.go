@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/internal/codec"
@@ -55,9 +54,9 @@ type Client struct {
 
 	mu        sync.Mutex
 	pending   map[uint64]pendingCall
-	abandoned map[uint64]struct{}
-	closing   bool  // Close was called
-	err       error // why the connection ended; set before done is closed
+	abandoned map[uint64]string // timed-out calls' actions, by request id
+	closing   bool              // Close was called
+	err       error             // why the connection ended; set before done is closed
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -89,20 +88,22 @@ type Stats struct {
 	DialAttempts uint64 // dials it took to get this connection (1 for Dial)
 }
 
-// pendingCall is a call waiting for its reply: where to hand it, and the
-// message type of its action's reply (nil when unknown; the JSON codec
-// needs it).
+// pendingCall is a call waiting for its reply: where to hand it, and its
+// action (the JSON codec reads the reply as the action's reply message).
 type pendingCall struct {
-	ch    chan *leveev2.ServerFrame
-	reply protoreflect.MessageType
+	ch     chan *leveev2.ServerFrame
+	action string
 }
 
-// replyType is the reply message type of the pending call with request id
-// id, for the JSON codec; nil when none waits.
-func (c *Client) replyType(id uint64) protoreflect.MessageType {
+// actionOf is the action of the request with id id still waiting for its
+// reply, or abandoned by its caller, for the JSON codec; "" for none.
+func (c *Client) actionOf(id uint64) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pending[id].reply
+	if pc, ok := c.pending[id]; ok {
+		return pc.action
+	}
+	return c.abandoned[id]
 }
 
 // newClient wraps conn; opts has its defaults and is valid.
@@ -118,7 +119,7 @@ func newClient(conn *websocket.Conn, opts Options) *Client {
 		pre:          make(chan *leveev2.ServerFrame, preBuffer),
 		dialQuit:     make(chan struct{}),
 		pending:      map[uint64]pendingCall{},
-		abandoned:    map[uint64]struct{}{},
+		abandoned:    map[uint64]string{},
 		done:         make(chan struct{}),
 	}
 	if opts.JSON {
@@ -302,7 +303,7 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev2.ClientFrame, id uint6
 		if _, dup := c.pending[id]; dup {
 			err = fmt.Errorf("client: request id %d already in flight", id)
 		} else {
-			c.pending[id] = pendingCall{ch: ch, reply: c.codec.ReplyType(f.GetAction())}
+			c.pending[id] = pendingCall{ch: ch, action: f.GetAction()}
 		}
 	}
 	c.mu.Unlock()
@@ -357,10 +358,10 @@ func (c *Client) wait(ctx context.Context, id uint64, ch chan *leveev2.ServerFra
 		return reply(f)
 	case <-ctx.Done():
 		c.mu.Lock()
-		if _, ok := c.pending[id]; ok && c.err == nil {
+		if pc, ok := c.pending[id]; ok && c.err == nil {
 			delete(c.pending, id)
 			if len(c.abandoned) < maxAbandoned {
-				c.abandoned[id] = struct{}{}
+				c.abandoned[id] = pc.action
 			}
 			c.mu.Unlock()
 			return nil, ctx.Err()
@@ -421,7 +422,7 @@ func (c *Client) readLoop() {
 			cause = err
 			break
 		}
-		f, err := c.codec.DecodeServer(data, c.replyType)
+		f, err := c.codec.DecodeServer(data, c.actionOf)
 		if err != nil {
 			cause = fmt.Errorf("%w: %w", ErrProtocol, err)
 			msg := websocket.FormatCloseMessage(websocket.CloseProtocolError, "malformed frame")

@@ -250,52 +250,61 @@ func TestUnexpectedPayload(t *testing.T) {
 }
 
 // The first call's ctx expires while the gate holds its reply; the reply
-// arrives later and must be dropped, not handed to the next call.
+// arrives later and must be dropped (counted late, as a stray one is
+// counted unexpected), not handed to the next call, on both subprotocols.
 func TestDeadlineAndLateReply(t *testing.T) {
-	received := make(chan *leveev2.ClientFrame, 1)
-	release := make(chan struct{})
-	g := newGate(t, func(c *clienttest.Conn) {
-		f, err := c.Recv()
-		if err != nil {
-			return
-		}
-		received <- f
-		select {
-		case <-release:
-		case <-c.Context().Done():
-			return
-		}
-		_ = c.Send(clienttest.Reply(f, &arenapb.ProfileReply{Player: &arenapb.Player{Id: "late"}}))
-		// A stray reply nobody asked for.
-		_ = c.Send(clienttest.Reply(&leveev2.ClientFrame{RequestId: 12345}, &arenapb.ProfileReply{}))
-		arenaPlay(c)
-	})
-	c := dial(t, g, "erin", client.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_, err := getProfile(ctx, c, "")
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want deadline exceeded", err)
-	}
-	f := <-received
-	if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 90 {
-		t.Fatalf("timeout_ms = %d, want <= 90 (100 ms less the 10 ms reply margin)", f.GetTimeoutMs())
-	}
-	close(release)
-	// The next reply comes after the late one on the same connection.
-	p, err := getProfile(ctx5s(t), c, "")
-	if err != nil || p.GetId() != "erin" {
-		t.Fatalf("next call = %v, %v (got the late reply?)", p, err)
-	}
-	if st := c.Stats(); st.Late != 1 || st.Unexpected != 1 || st.Replies != 1 || st.Sent != 2 {
-		t.Fatalf("stats = %+v", st)
-	}
-	// An expired context is refused before anything is sent.
-	if _, err := getProfile(ctx, c, ""); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("expired ctx: %v", err)
-	}
-	if c.Stats().Sent != 2 {
-		t.Fatal("a request was sent with an expired context")
+	for _, json := range []bool{false, true} {
+		t.Run(map[bool]string{false: "proto", true: "json"}[json], func(t *testing.T) {
+			received := make(chan *leveev2.ClientFrame, 1)
+			release := make(chan struct{})
+			g := newGate(t, func(c *clienttest.Conn) {
+				f, err := c.Recv()
+				if err != nil {
+					return
+				}
+				received <- f
+				select {
+				case <-release:
+				case <-c.Context().Done():
+					return
+				}
+				_ = c.Send(clienttest.Reply(f, &arenapb.ProfileReply{Player: &arenapb.Player{Id: "late"}}))
+				// A stray reply nobody asked for.
+				if c.JSON() {
+					_ = c.SendRaw([]byte(`{"requestId":"12345","reply":{"player":{"id":"stray"}}}`))
+				} else {
+					_ = c.Send(clienttest.Reply(&leveev2.ClientFrame{RequestId: 12345}, &arenapb.ProfileReply{}))
+				}
+				arenaPlay(c)
+			})
+			c := dial(t, g, "erin", client.Options{JSON: json})
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := getProfile(ctx, c, "")
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want deadline exceeded", err)
+			}
+			f := <-received
+			if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 90 {
+				t.Fatalf("timeout_ms = %d, want <= 90 (100 ms less the 10 ms reply margin)", f.GetTimeoutMs())
+			}
+			close(release)
+			// The next reply comes after the late one on the same connection.
+			p, err := getProfile(ctx5s(t), c, "")
+			if err != nil || p.GetId() != "erin" {
+				t.Fatalf("next call = %v, %v (got the late reply?)", p, err)
+			}
+			if st := c.Stats(); st.Late != 1 || st.Unexpected != 1 || st.Replies != 1 || st.Sent != 2 {
+				t.Fatalf("stats = %+v", st)
+			}
+			// An expired context is refused before anything is sent.
+			if _, err := getProfile(ctx, c, ""); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("expired ctx: %v", err)
+			}
+			if c.Stats().Sent != 2 {
+				t.Fatal("a request was sent with an expired context")
+			}
+		})
 	}
 }
 

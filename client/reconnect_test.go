@@ -42,7 +42,7 @@ func flakyGate(t *testing.T, fails int64, retryAfter int) (url string, attempts 
 		defer ws.Close()
 		cd, _ := codec.ForSubprotocol(ws.Subprotocol(), nil)
 		data, _ := cd.EncodeServer(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{
-			Welcome: &leveev2.Welcome{PlayerId: "p"}}}, nil)
+			Welcome: &leveev2.Welcome{PlayerId: "p"}}}, "")
 		if ws.WriteMessage(websocket.BinaryMessage, data) != nil {
 			return
 		}

@@ -10,7 +10,7 @@ const idBits = 53
 
 // firstRequestID is a random non-zero 53-bit value, so that ids stay unique
 // across reconnects of the same player (the gate uses them to recognise a
-// replayed purchase).
+// replayed mutation).
 func firstRequestID() uint64 {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {

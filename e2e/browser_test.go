@@ -26,6 +26,8 @@ import (
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/testbrowser"
 )
 
@@ -93,7 +95,7 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	defer func() { _ = ws.Close(); <-gone }()
-	c := &browserConn{ws: ws, codec: wire.Codec{JSON: true}, gone: gone, ctx: g.ctx}
+	c := &browserConn{ws: ws, codec: wire.Codec{JSON: true, Game: wire.ForGame(arena.Game().Def())}, gone: gone, ctx: g.ctx}
 	if ws.Subprotocol() != wire.JSONSubprotocol {
 		c.close(websocket.CloseProtocolError, "want "+wire.JSONSubprotocol)
 		return
@@ -130,12 +132,21 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 		if c.queue(3, g.hold) && c.queue(2, nil) && c.queue(1, nil) &&
 			c.after(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Admitted{Admitted: &leveev2.Admitted{WaitedMs: 4200}}}) &&
 			c.send(&leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Welcome{Welcome: &leveev2.Welcome{
-				Player: &leveev2.Player{Id: player, Level: 7, Gold: 1234}, Shard: 3}}}) {
+				PlayerId: player, Shard: 3, Version: 4, State: welcomeState(player)}}}) {
 			c.stay()
 		}
 	default:
 		c.close(websocket.CloseTryAgainLater, "unexpected connection")
 	}
+}
+
+// welcomeState is arena's state of a player at level 7 with 1,234 gold.
+func welcomeState(player string) []byte {
+	b, err := proto.Marshal(&arenapb.Player{Id: player, Level: 7, Gold: 1234})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // browserConn is one scripted connection; each step reports whether to go on.
@@ -148,7 +159,7 @@ type browserConn struct {
 }
 
 func (c *browserConn) send(f *leveev2.ServerFrame) bool {
-	data, err := c.codec.EncodeServer(f)
+	data, err := c.codec.EncodeServer(f, "")
 	if err != nil {
 		return false
 	}

@@ -12,8 +12,12 @@ import (
 
 	"github.com/leveehq/levee/battle"
 	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenaclient"
+	"github.com/leveehq/levee/examples/arena/arenaledger"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/loadtest/engine"
 	"github.com/leveehq/levee/logic"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -29,6 +33,10 @@ type cluster struct {
 	logicOps, gateOps string
 	stop              map[string]func() error // tier name -> cancel and wait for Run
 }
+
+// arenaDriven is the demo game as the load engine drives it, with its
+// ledger.
+func arenaDriven() engine.Game { return engine.Game{Game: arena.Game(), Audit: arenaledger.New} }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -74,6 +82,7 @@ func startTiers(t *testing.T, o tiers) *cluster {
 	var battleAddrs []string
 	for i := range max(o.battles, 1) {
 		cfg := battle.DefaultConfig()
+		cfg.Game = arena.Game()
 		cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 		if o.battle != nil {
 			o.battle(&cfg)
@@ -87,6 +96,7 @@ func startTiers(t *testing.T, o tiers) *cluster {
 		c.stop["battle"+string(rune('1'+i))] = runTier(t, b.Run)
 	}
 	lcfg := logic.DefaultConfig()
+	lcfg.Game = arena.Game()
 	lcfg.GRPCAddr, lcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	lcfg.DataDir = o.dataDir
 	if lcfg.DataDir == "" {
@@ -104,6 +114,7 @@ func startTiers(t *testing.T, o tiers) *cluster {
 	c.stop["logic"] = runTier(t, l.Run)
 
 	gcfg := gate.DefaultConfig()
+	gcfg.Game = arena.Game()
 	gcfg.Addr, gcfg.GRPCAddr, gcfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	gcfg.LogicAddrs = []string{l.GRPCAddr().String()}
 	gcfg.TokenSecret = string(testSecret)
@@ -136,7 +147,7 @@ func dial(t *testing.T, c *cluster, player string, json bool) *client.Client {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cl, err := client.Dial(ctx, c.gateURL, tok, client.Options{JSON: json})
+	cl, err := client.Dial(ctx, c.gateURL, tok, arenaclient.Options(client.Options{JSON: json}))
 	if err != nil {
 		t.Fatalf("dial as %s: %v", player, err)
 	}
@@ -169,39 +180,45 @@ func TestGameLoop(t *testing.T) {
 		}
 		cl := dial(t, c, player, json)
 		ctx := ctxT(t)
-		w := cl.Welcome().GetPlayer()
+		w, err := arenaclient.Profile(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if w.GetId() != player || w.GetGold() != 1000 || w.GetLevel() != 1 {
 			t.Fatalf("welcome player = %v", w)
 		}
 
-		buy, err := cl.BuyItem(ctx, "sword", 1)
+		buy, _, err := arenaclient.BuyItem(ctx, cl, "sword", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if buy.GetPlayer().GetGold() != 900 || buy.GetPlayer().GetInventory()["sword"] != 1 {
 			t.Fatalf("after buying a sword: %v", buy.GetPlayer())
 		}
-		_, err = cl.BuyItem(ctx, "dragon_skin", 100)
-		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
-		_, err = cl.BuyItem(ctx, "sword", -1)
+		_, _, err = arenaclient.BuyItem(ctx, cl, "dragon_skin", 100)
+		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_REJECTED)
+		if r := client.Reason(err); r != arena.ReasonInsufficientGold {
+			t.Fatalf("reason %q, want %q", r, arena.ReasonInsufficientGold)
+		}
+		_, _, err = arenaclient.BuyItem(ctx, cl, "sword", -1)
 		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
-		_, err = cl.BuyItem(ctx, "no-such-item", 1)
+		_, _, err = arenaclient.BuyItem(ctx, cl, "no-such-item", 1)
 		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
-		_, err = cl.GetProfile(ctx, "someone-else")
+		_, err = arenaclient.GetProfile(ctx, cl, "someone-else")
 		wantCode(t, err, leveev2.ErrorCode_ERROR_CODE_FORBIDDEN)
 
-		first, err := cl.StartBattle(ctx, "battle-1", 4, 100)
+		first, replayed, err := arenaclient.StartBattle(ctx, cl, "battle-1", 4, 100)
+		if err != nil || replayed {
+			t.Fatal(err, replayed)
+		}
+		again, replayed, err := arenaclient.StartBattle(ctx, cl, "battle-1", 4, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := cl.StartBattle(ctx, "battle-1", 4, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !again.GetReplayed() || again.GetResult().GetResultHash() != first.GetResult().GetResultHash() {
+		if !replayed || again.GetResult().GetResultHash() != first.GetResult().GetResultHash() {
 			t.Fatalf("same battle id twice: first %v, again %v", first, again)
 		}
-		p, err := cl.GetProfile(ctx, "")
+		p, err := arenaclient.GetProfile(ctx, cl, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +238,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	c := startCluster(t, dir)
 	cl := dial(t, c, "carol", false)
-	if _, err := cl.BuyItem(ctxT(t), "potion", 3); err != nil {
+	if _, _, err := arenaclient.BuyItem(ctxT(t), cl, "potion", 3); err != nil {
 		t.Fatal(err)
 	}
 	for name, stop := range map[string]func() error{"gate": c.stop["gate"], "logic": c.stop["logic"]} {
@@ -241,7 +258,10 @@ func TestStateSurvivesRestart(t *testing.T) {
 	}
 
 	c2 := startCluster(t, dir)
-	p := dial(t, c2, "carol", false).Welcome().GetPlayer()
+	p, err := arenaclient.Profile(dial(t, c2, "carol", false))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if p.GetGold() != 970 || p.GetInventory()["potion"] != 3 {
 		t.Fatalf("after restart: %v", p)
 	}

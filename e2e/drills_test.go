@@ -116,7 +116,7 @@ func runDrill(t *testing.T, c *drillCluster, name string, overrides ...string) *
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run, err := engine.Run(ctx, engine.Config{Scenario: sc, Name: name, Gates: []string{c.gate}, TokenSecret: c.secret,
-		Metrics: c.metrics, Workers: 1, Faults: c.injector(), Log: quietLogger()})
+		Metrics: c.metrics, Workers: 1, Faults: c.injector(), Log: quietLogger(), Game: arenaDriven()})
 	if err != nil {
 		t.Fatal(err)
 	}

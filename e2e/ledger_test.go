@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/leveehq/levee/client"
+	"github.com/leveehq/levee/examples/arena/arenaclient"
+	"github.com/leveehq/levee/examples/arena/arenaledger"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/loadtest/engine"
-	"github.com/leveehq/levee/loadtest/ledger"
 	"github.com/leveehq/levee/loadtest/record"
 	"github.com/leveehq/levee/loadtest/scenario"
 	"github.com/leveehq/levee/logic"
@@ -24,10 +25,11 @@ arrivals:
     - {duration: 500ms, players: 12}
     - {duration: 6s, players: 12}
 players:
+  login: {do: get_profile, request: {}}
   actions:
-    - {do: purchase, weight: 3, item: potion}
-    - {do: battle, weight: 1, units: 2, ticks: 10}
-    - {do: profile, weight: 1}
+    - {do: buy_item, weight: 3, request: {item_id: potion, quantity: 1}}
+    - {do: start_battle, weight: 1, request: {battle_id: "{{job_id}}", units: 2, ticks: 10}}
+    - {do: get_profile, weight: 1, request: {}}
   think: 200ms
 client:
   request_timeout: 1s
@@ -87,7 +89,7 @@ func TestLedgerAcrossLogicRestart(t *testing.T) {
 	defer fault.Stop()
 
 	run, err := engine.Run(ctx, engine.Config{Scenario: sc, Name: "ledger-restart", Gates: []string{c.gateURL},
-		TokenSecret: string(testSecret), Workers: 1, Log: quietLogger()})
+		TokenSecret: string(testSecret), Workers: 1, Log: quietLogger(), Game: arenaDriven()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +149,13 @@ func startLogic(t *testing.T, c *cluster, cfg logic.Config) error {
 // real cluster as one doubled, and an honest player passes.
 func TestLedgerFindsPlantedDouble(t *testing.T) {
 	c := startTiers(t, tiers{})
-	l := ledger.New()
+	l := arenaledger.NewLedger()
 	dialAs := func(ctx context.Context, id string) (*client.Client, error) {
 		tok, err := token.Sign(testSecret, id, time.Now().Add(time.Hour))
 		if err != nil {
 			return nil, err
 		}
-		return client.DialRetry(ctx, c.gateURL, client.StaticToken(tok), client.Options{})
+		return client.DialRetry(ctx, c.gateURL, client.StaticToken(tok), arenaclient.Options(client.Options{}))
 	}
 	ctx := ctxT(t)
 	for _, id := range []string{"honest", "doubled"} {
@@ -161,28 +163,32 @@ func TestLedgerFindsPlantedDouble(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.Snapshot(id, cl.Welcome().GetPlayer())
+		start, err := arenaclient.Profile(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Snapshot(id, start, cl.Welcome().GetVersion())
 		for range 3 {
 			var info client.CallInfo
-			r, err := cl.BuyItem(client.WithCallInfo(ctx, &info), "potion", 1)
-			l.Purchase(id, info.RequestID, "potion", 1, info.Attempts, r, err)
+			r, replayed, err := arenaclient.BuyItem(client.WithCallInfo(ctx, &info), cl, "potion", 1)
+			l.Purchase(id, info.RequestID, "potion", 1, info.Attempts, r, replayed, err)
 			if err != nil {
 				t.Fatal(err)
 			}
 		}
 		if id == "doubled" {
-			if _, err := cl.BuyItem(ctx, "potion", 1); err != nil { // not in the ledger
+			if _, _, err := arenaclient.BuyItem(ctx, cl, "potion", 1); err != nil { // not in the ledger
 				t.Fatal(err)
 			}
 		}
 		_ = cl.Close()
 	}
-	results := map[string]ledger.Result{}
-	f := l.Check(ctx, ledger.CheckConfig{
-		Dial:   func(ctx context.Context, id string) (ledger.Conn, error) { return dialAs(ctx, id) },
-		Report: func(id string, r ledger.Result) { results[id] = r },
+	results := map[string]arenaledger.Result{}
+	f := l.Check(ctx, arenaledger.CheckConfig{
+		Dial:   func(ctx context.Context, id string) (arenaledger.Conn, error) { return dialAs(ctx, id) },
+		Report: func(id string, r arenaledger.Result) { results[id] = r },
 	})
-	want := ledger.Figures{Players: 2, Acked: 6, Doubled: 1}
+	want := arenaledger.Figures{Players: 2, Acked: 6, Doubled: 1}
 	if f != want {
 		t.Fatalf("figures %+v, want %+v; results %+v", f, want, results)
 	}

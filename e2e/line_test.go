@@ -243,8 +243,9 @@ func runLine(t *testing.T, bots int, mode string, pace int, body string) (*linea
 	sc, err := scenario.Parse("line-e2e.yaml", []byte(`version: 1
 name: line-e2e
 players:
+  login: {do: get_profile, request: {}}
   actions:
-    - {do: profile, weight: 1}
+    - {do: get_profile, weight: 1, request: {}}
   think: 1m
 client:
   request_timeout: 10s
@@ -263,6 +264,7 @@ client:
 		AdminToken:  lineAdminToken,
 		TokenSecret: string(testSecret),
 		Workers:     1,
+		Game:        arenaDriven(),
 	})
 	stopWatch()
 	if err != nil {

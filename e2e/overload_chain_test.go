@@ -18,13 +18,15 @@ import (
 	"github.com/leveehq/levee/battle"
 	"github.com/leveehq/levee/client"
 	"github.com/leveehq/levee/client/backoff"
+	"github.com/leveehq/levee/examples/arena/arenaclient"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/serve/servetest"
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/token"
-	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/logic"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
+	"google.golang.org/protobuf/proto"
 )
 
 // Bounds of TestOverloadChain: chainPlayers players on one shard each
@@ -93,7 +95,7 @@ func TestOverloadChain(t *testing.T) {
 	type call struct {
 		player string
 		err    error
-		reply  *leveev2.BattleReply
+		reply  *arenapb.BattleReply
 	}
 	var mu sync.Mutex
 	var calls []call
@@ -104,7 +106,7 @@ func TestOverloadChain(t *testing.T) {
 				if seen.Load() || ctx.Err() != nil {
 					return
 				}
-				r, err := c.StartBattle(ctx, fmt.Sprintf("%s-b%d", players[i], n), chainUnits, chainTicks)
+				r, _, err := arenaclient.StartBattle(ctx, c, fmt.Sprintf("%s-b%d", players[i], n), chainUnits, chainTicks)
 				mu.Lock()
 				calls = append(calls, call{players[i], err, r})
 				mu.Unlock()
@@ -256,10 +258,10 @@ func dialVia(t *testing.T, rawURL, player string) *client.Client {
 	// server's retry_after and nearly nothing else, so that a resend that
 	// ignored it would be seen; a budget as large as the requests lets
 	// every refused call retry.
-	c, err := client.Dial(ctx, rawURL, tok, client.Options{
+	c, err := client.Dial(ctx, rawURL, tok, arenaclient.Options(client.Options{
 		Retry:  backoff.Policy{Base: time.Millisecond, Cap: time.Millisecond},
 		Budget: backoff.NewBudget(backoff.BudgetConfig{Ratio: 1}),
-	})
+	}))
 	if err != nil {
 		t.Fatalf("dial as %s: %v", player, err)
 	}
@@ -359,18 +361,17 @@ func (p *recordingProxy) serve(w http.ResponseWriter, r *http.Request) {
 		_ = up.Close()
 		return
 	}
-	codec, _ := wire.ForSubprotocol(up.Subprotocol())
 	p.mu.Lock()
 	p.conns = append(p.conns, up, down)
 	p.wg.Add(2)
 	p.mu.Unlock()
-	go p.pump(down, up, codec, true)
-	go p.pump(up, down, codec, false)
+	go p.pump(down, up, true)
+	go p.pump(up, down, false)
 }
 
 // pump relays from src to dst until either fails, then closes both (the
 // other pump then ends too). Close frames are relayed as close frames.
-func (p *recordingProxy) pump(src, dst *websocket.Conn, codec wire.Codec, fromClient bool) {
+func (p *recordingProxy) pump(src, dst *websocket.Conn, fromClient bool) {
 	defer p.wg.Done()
 	defer dst.Close()
 	defer src.Close()
@@ -383,25 +384,26 @@ func (p *recordingProxy) pump(src, dst *websocket.Conn, codec wire.Codec, fromCl
 			}
 			return
 		}
-		p.record(codec, data, fromClient)
+		p.record(data, fromClient)
 		if err := dst.WriteMessage(mt, data); err != nil {
 			return
 		}
 	}
 }
 
-func (p *recordingProxy) record(codec wire.Codec, data []byte, fromClient bool) {
+// record logs a frame of the binary subprotocol (the SDK's default).
+func (p *recordingProxy) record(data []byte, fromClient bool) {
 	ev := frameEvent{at: time.Now(), fromClient: fromClient}
 	var id uint64
 	if fromClient {
-		f, err := codec.DecodeClient(data)
-		if err != nil {
+		f := &leveev2.ClientFrame{}
+		if proto.Unmarshal(data, f) != nil {
 			return
 		}
 		id = f.GetRequestId()
 	} else {
-		f, err := codec.DecodeServer(data)
-		if err != nil {
+		f := &leveev2.ServerFrame{}
+		if proto.Unmarshal(data, f) != nil {
 			return
 		}
 		id = f.GetRequestId()

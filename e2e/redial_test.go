@@ -67,8 +67,9 @@ arrivals:
   phases:
     - {duration: 1s, players: 40}
 players:
+  login: {do: get_profile, request: {}}
   actions:
-    - {do: profile, weight: 1}
+    - {do: get_profile, weight: 1, request: {}}
   think: 1s
 client:
   request_timeout: 3s
@@ -92,6 +93,7 @@ run:
 		TokenSecret: string(testSecret),
 		Faults:      fault.Procs{Targets: map[string]fault.Proc{"gate": {Restart: restart}}},
 		Workers:     1,
+		Game:        arenaDriven(),
 	})
 	if err != nil {
 		t.Fatal(err)

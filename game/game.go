@@ -16,13 +16,16 @@
 // first and Critical work last.
 //
 // A handler must be quick (the shard's other players wait for it: budget
-// 1 ms, see levee_logic_handler_seconds), deterministic given its inputs and
-// Ctx.Now, and must not keep the state or request it is given after it
-// returns. A handler that panics fails only its own request, with INTERNAL.
+// 1 ms, see logic_handler_duration_seconds and the alert LeveeHandlerSlow),
+// deterministic given its inputs and Ctx.Now, and must not keep the state
+// or request it is given after it returns. A handler that panics fails
+// only its own request, with INTERNAL.
 //
-// The tiers run a declaration: gate.New, logic.New and battle.New take the
-// *Game; package gametest runs a game's handlers in a test without a
-// cluster. See docs/writing-a-game.md.
+// The tiers run a declaration: a game's own binaries call gatecmd.Main,
+// logiccmd.Main, battlecmd.Main (and loadtestcmd.Main) with its *Game, as
+// Levee's cmd/* do with the demo game, examples/arena; logic.Config.Game
+// takes it when a tier is built in code. Package gametest runs a game's
+// handlers in a test without a cluster. See docs/writing-a-game.md.
 package game
 
 import (

@@ -94,7 +94,7 @@ func BenchmarkServerFullLoopback(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if f, _ := (wire.Codec{}).DecodeServer(data); f.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_SERVER_FULL {
+		if f, _ := (wire.Codec{}).DecodeServer(data, nil); f.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_SERVER_FULL {
 			b.Fatalf("frame %v", f)
 		}
 		if _, _, err := ws.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseTryAgainLater) {
@@ -158,8 +158,8 @@ func benchWaiter(b *testing.B, g *testGate, subprotocol string) *conn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	codec, _ := wire.ForSubprotocol(ws.Subprotocol())
-	c := &conn{s: g.Server, ws: ws, codec: codec, msgType: messageType(codec), playerID: "bench-player-0001", ticket: 42}
+	codec := g.codecFor(ws.Subprotocol())
+	c := &conn{s: g.Server, ws: ws, codec: codec, msgType: messageType(*codec), playerID: "bench-player-0001", ticket: 42}
 	c.lineState.Store(lineWaiting)
 	return c
 }

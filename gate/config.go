@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/lineapi"
+	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/queue"
 )
 
@@ -18,8 +20,19 @@ import (
 // when it falls back to it. The load test and the demo mint tokens with it.
 const DevTokenSecret = "levee-dev-secret"
 
-// Config is a gate's configuration. Every field has a flag in cmd/gate.
+// Config is a gate's configuration. Every field but Game and Clock has a
+// flag in gate/gatecmd.
 type Config struct {
+	// Game is the game the gate serves: each action's class, request and
+	// reply types and limits come from its declaration. Required; New
+	// refuses one whose Validate fails.
+	Game *game.Game
+
+	// MaxFrame (-max-frame) is the largest frame read from a player, in
+	// bytes; a larger one closes the connection (1009). An action's
+	// request is also capped by its declared MaxRequestBytes.
+	MaxFrame int
+
 	Addr     string // -addr: WebSocket (/ws) and plain HTTP (/)
 	GRPCAddr string // -grpc-addr: gRPC health only
 	OpsAddr  string // -ops-addr: /metrics /healthz /readyz
@@ -125,6 +138,7 @@ func DefaultConfig() Config {
 		WriteTimeout:     5 * time.Second,
 		RequestTimeout:   10 * time.Second,
 		MaxInFlight:      32,
+		MaxFrame:         wire.MaxFrame,
 		Protection:       true,
 		ConnCap:          true,
 		MaxConns:         250_000,
@@ -174,6 +188,8 @@ const (
 	maxFullRetryAfter = 24 * time.Hour
 	maxConnRate       = 1e9
 	maxConnBurst      = 1_000_000
+	minMaxFrame       = 256
+	maxMaxFrame       = 1 << 20
 )
 
 // ErrInvalidConfig is wrapped by every error Validate returns.
@@ -225,6 +241,9 @@ func (c Config) Validate() error {
 		if d.v > maxKeepaliveFlag {
 			return bad("-%s: must be at most %s, got %s", d.flag, maxKeepaliveFlag, d.v)
 		}
+	}
+	if c.MaxFrame < minMaxFrame || c.MaxFrame > maxMaxFrame {
+		return bad("-max-frame: must be in [%d, %d], got %d", minMaxFrame, maxMaxFrame, c.MaxFrame)
 	}
 	if c.MaxInFlight <= 0 {
 		return bad("-max-inflight: must be > 0, got %d", c.MaxInFlight)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leveehq/levee/examples/arena"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -109,6 +111,7 @@ func TestNewWarnsAboutTheDevSecret(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Addr, cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.LogicAddrs = []string{"127.0.0.1:1"}
+	cfg.Game = arena.Game()
 	var logs strings.Builder
 	s, err := New(cfg, newTextLogger(&logs))
 	if err != nil {

@@ -27,7 +27,7 @@ type conn struct {
 	slot, slotIdx      int32 // where the connection is in Server.conns
 	s                  *Server
 	ws                 *websocket.Conn
-	codec              wire.Codec
+	codec              *wire.Codec // one of the server's, by subprotocol
 	msgType            int
 	playerID           string // from the token
 	shard              int    // the player's logic shard
@@ -106,7 +106,7 @@ func (c *conn) serve(hs *handshake, admitted *leveev2.ServerFrame) {
 //
 //go:noinline
 func (c *conn) prepareReads() {
-	c.ws.SetReadLimit(wire.MaxFrame)
+	c.ws.SetReadLimit(int64(c.s.cfg.MaxFrame))
 	// No read deadline: the keepalive drops a silent player (keepalive.go).
 	// The pong handler runs deep inside gorilla's read, so it only notes
 	// the liveness time (Server.aliveNow), written out here: one more call
@@ -155,8 +155,8 @@ func (c *conn) login(hs *handshake, admitted *leveev2.ServerFrame) bool {
 // welcome frame, or (ok false) the refusal to send before closing.
 func (c *conn) callLogin(hs *handshake) (f *leveev2.ServerFrame, ok bool) {
 	start := time.Now()
-	req := &leveev2.LogicRequest{PlayerId: c.playerID, Action: &leveev2.LogicRequest_Login{Login: &leveev2.LoginRequest{}}}
-	f = c.s.do(c.ctx, c.shard, c.logic, req, loginCriticality, c.s.cfg.RequestTimeout)
+	req := &leveev2.LogicRequest{PlayerId: c.playerID, Kind: &leveev2.LogicRequest_Login{Login: &leveev2.LoginRequest{}}}
+	f = c.s.do(c.ctx, c.shard, c.logic, req, loginCriticality, kindOther, c.s.cfg.RequestTimeout)
 	hs.End() // the handshake ends with logic's answer, whatever it is
 	c.s.observe(actionLogin, start, f)
 	if e := f.GetError(); e != nil || f.GetWelcome() == nil {
@@ -219,8 +219,12 @@ func (c *conn) finish() {
 // send writes one frame, serialized with the connection's other writes and
 // bounded by the write timeout. A frame that cannot be encoded is replaced
 // by an INTERNAL error for the same request id, so the reply still goes out.
-func (c *conn) send(f *leveev2.ServerFrame) error {
-	data, err := c.encode(f)
+func (c *conn) send(f *leveev2.ServerFrame) error { return c.sendReply(f, "") }
+
+// sendReply is send for a frame that answers a request for action (whose
+// reply message, on JSON, is converted with the action's reply type).
+func (c *conn) sendReply(f *leveev2.ServerFrame, action string) error {
+	data, err := c.encode(f, action)
 	if err != nil {
 		return err
 	}
@@ -231,14 +235,14 @@ func (c *conn) send(f *leveev2.ServerFrame) error {
 
 // encode encodes f in the connection's codec; a frame that cannot be
 // encoded becomes an INTERNAL error for the same request id.
-func (c *conn) encode(f *leveev2.ServerFrame) ([]byte, error) {
-	data, err := c.codec.EncodeServer(f)
+func (c *conn) encode(f *leveev2.ServerFrame, action string) ([]byte, error) {
+	data, err := c.codec.EncodeServer(f, action)
 	if err != nil {
-		c.s.log.Error("encoding a reply", "err", err, "request_id", f.GetRequestId())
+		c.s.log.Error("encoding a reply", "err", err, "request_id", f.GetRequestId(), "action", action)
 		data, err = c.codec.EncodeServer(&leveev2.ServerFrame{
 			RequestId: f.GetRequestId(),
 			Payload:   &leveev2.ServerFrame_Error{Error: apperr.Reply(apperr.ErrInternal, 0)},
-		})
+		}, "")
 	}
 	return data, err
 }

@@ -17,13 +17,14 @@ import (
 // logic asks for.
 const maxLogicCooling = 2 * time.Second
 
-// Request kinds of the cooling table. A battle can be refused by logic for
-// reasons of the battle tier (every battle instance cooling, too many
-// battles in flight) that say nothing about the shard's other work, so a
-// refused battle cools battles only; any other refusal cools both kinds.
+// Request kinds of the cooling table. An action that runs a job can be
+// refused by logic for reasons of the job tier (every instance of the tier
+// cooling, too many jobs in flight) that say nothing about the shard's
+// other work, so a refused job action cools job actions only; any other
+// refusal cools both kinds.
 const (
 	kindOther = iota
-	kindBattle
+	kindJob
 	numKinds
 )
 
@@ -62,25 +63,9 @@ func newCoolingTable(shards int) *coolingTable {
 	return &coolingTable{shards: make([]coolShard, shards)}
 }
 
-// kindOf is a logic request's cooling kind.
-func kindOf(req *leveev2.LogicRequest) int {
-	if req.GetStartBattle() != nil {
-		return kindBattle
-	}
-	return kindOther
-}
-
-// kindOfFrame is a player frame's cooling kind.
-func kindOfFrame(f *leveev2.ClientFrame) int {
-	if f.GetStartBattle() != nil {
-		return kindBattle
-	}
-	return kindOther
-}
-
 // cool marks shard s as cooling for pushback from now (at most
 // maxLogicCooling) for crit and every lower class, for kind and, when kind
-// is not a battle, for battles too. It never shortens a cooling in force.
+// is not a job action, for job actions too. It never shortens a cooling in force.
 func (t *coolingTable) cool(s, kind int, crit priority.Class, now time.Time, pushback time.Duration) {
 	if pushback <= 0 {
 		return

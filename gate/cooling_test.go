@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
@@ -54,10 +56,6 @@ func ask(c *client, f *leveev2.ClientFrame, crit leveev2.Criticality) *leveev2.S
 	f.Criticality = crit
 	c.send(f)
 	return c.recv()
-}
-
-func battleFrame(id uint64) *leveev2.ClientFrame {
-	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: "b1"}}}
 }
 
 // wantCooling checks a refusal by the gate's cooling: BUSY, retry_after
@@ -107,7 +105,7 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 			t.Fatalf("backpressure %v, want logic's depth 40, ratio 0.95", bp)
 		}
 	}
-	wantCooling(t, ask(ca, battleFrame(4), dflt), 4, 200*time.Millisecond) // a refused profile cools battles too
+	wantCooling(t, ask(ca, battleFrame(4, "b1"), dflt), 4, 200*time.Millisecond) // a refused profile cools battles too
 	if calls() != n {
 		t.Fatalf("logic saw %d requests while the shard was cooling", calls()-n)
 	}
@@ -115,10 +113,10 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 	// cooled; a purchase (critical) always goes to logic; so does another
 	// shard's default.
 	wantCooling(t, ask(ca, profileFrame(5), critical), 5, 200*time.Millisecond)
-	if f := ask(ca, buyFrame(50), 0); f.GetBuyItem() == nil {
+	if f := ask(ca, buyOne(50), 0); replyOf(f, &arenapb.BuyItemReply{}) == nil {
 		t.Fatalf("critical while cooling: %v", f)
 	}
-	if f := ask(cb, profileFrame(6), dflt); f.GetProfile() == nil {
+	if f := ask(cb, profileFrame(6), dflt); !isProfile(f) {
 		t.Fatalf("another shard while cooling: %v", f)
 	}
 	if calls() != n+2 {
@@ -128,10 +126,10 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 	g.clock.Advance(150 * time.Millisecond)
 	wantCooling(t, ask(ca, profileFrame(7), dflt), 7, 50*time.Millisecond)
 	g.clock.Advance(50 * time.Millisecond)
-	if f := ask(ca, profileFrame(8), dflt); f.GetProfile() == nil {
+	if f := ask(ca, profileFrame(8), dflt); !isProfile(f) {
 		t.Fatalf("after the cooling: %v", f)
 	}
-	if f := ask(ca, profileFrame(9), sheddable); f.GetProfile() == nil {
+	if f := ask(ca, profileFrame(9), sheddable); !isProfile(f) {
 		t.Fatalf("sheddable after the cooling: %v", f)
 	}
 
@@ -143,7 +141,7 @@ func TestLogicPushbackCoolsTheShard(t *testing.T) {
 	if got := testutil.ToFloat64(g.m.rejectRequest[reqCooling]); got != 5 {
 		t.Errorf("gate_rejections_total{logic_cooling} = %v, want 5", got)
 	}
-	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 5 {
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(arena.ActionGetProfile, "busy")); got != 5 {
 		t.Errorf("gate_requests_total{get_profile,busy} = %v, want 5", got)
 	}
 }
@@ -160,21 +158,21 @@ func TestLogicPushbackCoolsTheClassAndKindRefused(t *testing.T) {
 
 	wantError(t, ask(c, profileFrame(1), sheddable), 1, leveev2.ErrorCode_ERROR_CODE_BUSY)
 	refuse.Store(false)
-	if f := ask(c, profileFrame(2), dflt); f.GetProfile() == nil {
+	if f := ask(c, profileFrame(2), dflt); !isProfile(f) {
 		t.Fatalf("default after a sheddable refusal: %v", f)
 	}
 	wantCooling(t, ask(c, profileFrame(3), sheddable), 3, time.Second)
 
 	g.clock.Advance(time.Second)
 	refuse.Store(true)
-	wantError(t, ask(c, battleFrame(4), dflt), 4, leveev2.ErrorCode_ERROR_CODE_BUSY)
+	wantError(t, ask(c, battleFrame(4, "b1"), dflt), 4, leveev2.ErrorCode_ERROR_CODE_BUSY)
 	refuse.Store(false)
-	if f := ask(c, profileFrame(5), sheddable); f.GetProfile() == nil {
+	if f := ask(c, profileFrame(5), sheddable); !isProfile(f) {
 		t.Fatalf("a profile after a refused battle: %v", f)
 	}
-	wantCooling(t, ask(c, battleFrame(6), sheddable), 6, time.Second)
+	wantCooling(t, ask(c, battleFrame(6, "b1"), sheddable), 6, time.Second)
 	// A battle is default whatever its frame asks for: cooled too.
-	wantCooling(t, ask(c, battleFrame(7), critical), 7, time.Second)
+	wantCooling(t, ask(c, battleFrame(7, "b1"), critical), 7, time.Second)
 }
 
 func TestLogicPushbackSwitch(t *testing.T) {
@@ -231,7 +229,7 @@ func TestCoolingTable(t *testing.T) {
 	// A critical refusal cools every lower class of both kinds, never
 	// critical itself, and only its shard.
 	tab.cool(2, kindOther, priority.Critical, clk.Now(), 300*time.Millisecond)
-	for _, k := range []int{kindOther, kindBattle} {
+	for _, k := range []int{kindOther, kindJob} {
 		for _, c := range []priority.Class{priority.Default, priority.Sheddable, priority.Class(5)} {
 			if d := left(2, k, c); d != 300*time.Millisecond {
 				t.Fatalf("kind %d class %v: cooling %v", k, c, d)

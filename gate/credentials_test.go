@@ -34,7 +34,7 @@ func TestTokenLifetimeIsBounded(t *testing.T) {
 		t.Fatalf("logic saw %d requests for a refused token", n)
 	}
 	atBound, _ := token.Sign([]byte(testSecret), "bob", t0.Add(2*time.Hour))
-	if f := dialRaw(t, g.wsURL(atBound), wire.ProtoSubprotocol, nil).recv(); f.GetWelcome().GetPlayer().GetId() != "bob" {
+	if f := dialRaw(t, g.wsURL(atBound), wire.ProtoSubprotocol, nil).recv(); f.GetWelcome().GetPlayerId() != "bob" {
 		t.Fatalf("token at the bound: %v, want a welcome", f)
 	}
 }

@@ -2,6 +2,22 @@
 // connections, authenticates them with signed tokens, and routes each
 // player's requests to the logic instance that owns the player's shard.
 //
+// The gate knows no game of its own: it serves the declaration in
+// Config.Game (package game), refusing at New one that cannot work. A frame
+// names one of the game's actions and carries its request (levee.v2.proto:
+// protobuf bytes; levee.v2.json: the request message's protojson object,
+// converted by package wire with the declaration's types). The gate checks
+// that the request decodes as the action's request message (BAD_REQUEST
+// otherwise, UNKNOWN_MESSAGE for an action the game does not declare, both
+// with the frame's request id), caps it at the action's MaxRequestBytes
+// (the frame at -max-frame), and sends logic a Call{action, request bytes};
+// a reply's bytes, replayed mark and state version go back in the
+// ServerFrame (on JSON the reply as the reply message's object). An action
+// declared with game.ReadsPlayer goes to the shard of the player its
+// target function names (logic calls the same function there to read that
+// player); every other request goes to the sender's shard. The sender's id
+// in LogicRequest.player_id is always the token's.
+//
 // Every request frame gets exactly one reply frame with the same request id:
 // the logic tier's result or a typed error. The gate never retries logic.
 //
@@ -46,8 +62,9 @@
 //     requests get BUSY from the gate at once (retry_after = the cooling
 //     left plus up to 25 % jitter, backpressure = the hints logic last sent
 //     for the shard), without a gRPC call. Critical requests always go to
-//     logic. A refused battle cools the shard's battles only, as logic may
-//     refuse battles for the battle tier's sake.
+//     logic. A refused job action (one that runs a compute job) cools the
+//     shard's job actions only, as logic may refuse them for the job
+//     tier's sake.
 //
 // When logic refuses, the player gets logic's exact code (BUSY, SERVER_FULL,
 // RATE_LIMITED, …, decoded from the status details by apperr.FromStatus)
@@ -57,13 +74,15 @@
 //
 // # Criticality
 //
-// A request's class (levee/internal/priority) is the gate's decision, from
-// one table (policy.go): buy_item and logins critical, start_battle and
-// get_profile default, cosmetic and chat work (no such action yet)
-// sheddable. A frame's criticality may lower its request's class but never
-// raise it: a higher one is ignored, the request is served with the
-// table's class, and gate_criticality_upgrades_refused_total{action}
-// counts it; UNSPECIFIED means the table's class. The class decides the
+// A request's class (levee/internal/priority) is the cluster's decision:
+// the class the game declares for the action (game.Critical, Default or
+// Sheddable; logins are critical). A frame's criticality may lower its
+// request's class but never raise it: a higher one is ignored, the request
+// is served with the declared class, and
+// gate_criticality_upgrades_refused_total{action} counts it; UNSPECIFIED
+// means the declared class. Every action label is a declared action's name
+// (plus login, and invalid for a frame refused before its action was
+// known). The class decides the
 // gate's own refusals (the cooling above; gate_request_rejections_total
 // {reason,criticality}) and goes to logic in the levee-criticality gRPC
 // metadata, which logic and battle trust. A reconnect to a match in

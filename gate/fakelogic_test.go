@@ -7,7 +7,10 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/priority"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -83,18 +86,36 @@ func (f *fakeLogic) Do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2
 	return defaultReply(req), nil
 }
 
+// defaultReply is an arena-shaped answer: a welcome with arena's state, a
+// profile, a purchase, a battle for the request's battle id.
 func defaultReply(req *leveev2.LogicRequest) *leveev2.LogicReply {
-	p := &leveev2.Player{Id: req.GetPlayerId(), Level: 1, Gold: 100}
+	p := &arenapb.Player{Id: req.GetPlayerId(), Level: 1, Gold: 100}
 	bp := &leveev2.Backpressure{QueueDepth: 3, Ratio: 0.25}
-	switch a := req.GetAction().(type) {
-	case *leveev2.LogicRequest_Login:
-		return &leveev2.LogicReply{Backpressure: bp, Result: &leveev2.LogicReply_Welcome{Welcome: &leveev2.Welcome{Player: p}}}
-	case *leveev2.LogicRequest_GetProfile:
-		return &leveev2.LogicReply{Backpressure: bp, Result: &leveev2.LogicReply_Profile{Profile: &leveev2.ProfileReply{Player: p}}}
-	case *leveev2.LogicRequest_BuyItem:
-		return &leveev2.LogicReply{Backpressure: bp, Result: &leveev2.LogicReply_BuyItem{BuyItem: &leveev2.BuyItemReply{Player: p, GoldSpent: 10}}}
-	case *leveev2.LogicRequest_StartBattle:
-		return &leveev2.LogicReply{Backpressure: bp, Result: &leveev2.LogicReply_Battle{Battle: &leveev2.BattleReply{BattleId: a.StartBattle.GetBattleId(), Player: p}}}
+	if req.GetLogin() != nil {
+		return &leveev2.LogicReply{Backpressure: bp, Version: 1, Result: &leveev2.LogicReply_Welcome{Welcome: &leveev2.Welcome{
+			State: marshal(p), PlayerId: req.GetPlayerId(), Version: 1}}}
 	}
-	return &leveev2.LogicReply{}
+	call := req.GetCall()
+	var rep proto.Message
+	switch call.GetAction() {
+	case arena.ActionGetProfile:
+		rep = &arenapb.ProfileReply{Player: p}
+	case arena.ActionBuyItem:
+		rep = &arenapb.BuyItemReply{Player: p, GoldSpent: 10}
+	case arena.ActionStartBattle:
+		sb := &arenapb.StartBattleRequest{}
+		_ = proto.Unmarshal(call.GetRequest(), sb)
+		rep = &arenapb.BattleReply{BattleId: sb.GetBattleId(), Player: p}
+	default:
+		return &leveev2.LogicReply{}
+	}
+	return &leveev2.LogicReply{Backpressure: bp, Version: 1, Result: &leveev2.LogicReply_Reply{Reply: marshal(rep)}}
+}
+
+func marshal(m proto.Message) []byte {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -13,7 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/gate/waitpage"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"
@@ -34,15 +37,15 @@ func TestWelcomeOnConnect(t *testing.T) {
 			if sp != "" && c.ws.Subprotocol() != sp {
 				t.Fatalf("negotiated %q, want %q", c.ws.Subprotocol(), sp)
 			}
-			if w.GetPlayer().GetId() != "alice" {
-				t.Fatalf("welcome for %q", w.GetPlayer().GetId())
+			if w.GetPlayerId() != "alice" || stateOf(t, w).GetId() != "alice" {
+				t.Fatalf("welcome for %q", w.GetPlayerId())
 			}
 		})
 	}
 	// The token may come in the Authorization header instead.
 	h := http.Header{"Authorization": {"Bearer " + g.tokenFor(t, "bob")}}
 	c := dialRaw(t, g.wsURL(""), wire.ProtoSubprotocol, h)
-	if f := c.recv(); f.GetWelcome().GetPlayer().GetId() != "bob" {
+	if f := c.recv(); f.GetWelcome().GetPlayerId() != "bob" {
 		t.Fatalf("header token: got %v", f)
 	}
 	if got := testutil.ToFloat64(g.m.connections.WithLabelValues(resultAccepted)); got != 4 {
@@ -68,18 +71,20 @@ func TestRequestsRoutedAndAnswered(t *testing.T) {
 		}
 		return defaultReply(req), nil
 	})
-	c.send(&leveev2.ClientFrame{RequestId: 10, Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
-	if f := c.recv(); f.GetRequestId() != 10 || f.GetProfile().GetPlayer().GetId() != "alice" || f.GetBackpressure().GetQueueDepth() != 3 {
+	c.send(profileFrame(10))
+	if f := c.recv(); f.GetRequestId() != 10 || replyOf(f, &arenapb.ProfileReply{}).GetPlayer().GetId() != "alice" || f.GetBackpressure().GetQueueDepth() != 3 {
 		t.Fatalf("get_profile reply: %v", f)
 	}
-	c.send(&leveev2.ClientFrame{RequestId: 11, Criticality: leveev2.Criticality_CRITICALITY_CRITICAL,
-		Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}})
-	if f := c.recv(); f.GetRequestId() != 11 || f.GetBuyItem().GetGoldSpent() != 10 {
+	buy := buyFrame(11, "sword", 1)
+	buy.Criticality = leveev2.Criticality_CRITICALITY_CRITICAL
+	c.send(buy)
+	if f := c.recv(); f.GetRequestId() != 11 || replyOf(f, &arenapb.BuyItemReply{}).GetGoldSpent() != 10 {
 		t.Fatalf("buy_item reply: %v", f)
 	}
-	c.send(&leveev2.ClientFrame{RequestId: 12, TimeoutMs: 1500, Criticality: leveev2.Criticality_CRITICALITY_SHEDDABLE,
-		Payload: &leveev2.ClientFrame_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: "b1", Units: 3, Ticks: 10}}})
-	if f := c.recv(); f.GetRequestId() != 12 || f.GetBattle().GetBattleId() != "b1" {
+	battle := battleFrame(12, "b1")
+	battle.TimeoutMs, battle.Criticality = 1500, leveev2.Criticality_CRITICALITY_SHEDDABLE
+	c.send(battle)
+	if f := c.recv(); f.GetRequestId() != 12 || replyOf(f, &arenapb.BattleReply{}).GetBattleId() != "b1" {
 		t.Fatalf("start_battle reply: %v", f)
 	}
 	if deadline <= 0 || deadline > 1500*time.Millisecond {
@@ -90,7 +95,8 @@ func TestRequestsRoutedAndAnswered(t *testing.T) {
 	if len(reqs) != 4 { // login + 3
 		t.Fatalf("logic got %d requests", len(reqs))
 	}
-	if r := reqs[2]; r.GetRequestId() != 11 || r.GetBuyItem().GetItemId() != "sword" || r.GetPlayerId() != "alice" {
+	if r := reqs[2]; r.GetRequestId() != 11 || r.GetCall().GetAction() != arena.ActionBuyItem ||
+		!proto.Equal(decodeAs(r.GetCall().GetRequest(), &arenapb.BuyItemRequest{}), &arenapb.BuyItemRequest{ItemId: "sword", Quantity: 1}) || r.GetPlayerId() != "alice" {
 		t.Fatalf("logic request: %v", r)
 	}
 	logic.mu.Lock()
@@ -102,7 +108,7 @@ func TestRequestsRoutedAndAnswered(t *testing.T) {
 			t.Fatalf("criticalities %v, want %v", crits, want)
 		}
 	}
-	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionBuyItem, outcomeOK)); got != 1 {
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(arena.ActionBuyItem, outcomeOK)); got != 1 {
 		t.Fatalf("gate_requests_total{buy_item,ok} = %v", got)
 	}
 	if n := testutil.CollectAndCount(g.m.duration); n != 4 { // login + 3 actions
@@ -114,7 +120,7 @@ func TestJSONSubprotocolRoundTrip(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, nil, logic)
 	c, _ := g.connect(t, "alice", wire.JSONSubprotocol)
-	if err := c.ws.WriteMessage(websocket.TextMessage, []byte(`{"requestId":"7","getProfile":{}}`)); err != nil {
+	if err := c.ws.WriteMessage(websocket.TextMessage, []byte(`{"requestId":"7","action":"get_profile","request":{}}`)); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -125,16 +131,18 @@ func TestJSONSubprotocolRoundTrip(t *testing.T) {
 	if mt != websocket.TextMessage {
 		t.Fatalf("message type %d, want text", mt)
 	}
+	// The reply is the action's reply message as a JSON object.
 	var got struct {
 		RequestID string `json:"requestId"`
-		Profile   struct {
+		Version   string `json:"version"`
+		Reply     struct {
 			Player struct{ ID string } `json:"player"`
-		} `json:"profile"`
+		} `json:"reply"`
 	}
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatalf("%v: %s", err, b)
 	}
-	if got.RequestID != "7" || got.Profile.Player.ID != "alice" {
+	if got.RequestID != "7" || got.Reply.Player.ID != "alice" || got.Version != "1" {
 		t.Fatalf("reply %s", b)
 	}
 }
@@ -175,10 +183,10 @@ func TestMalformedFrameThenValidRequest(t *testing.T) {
 	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol)
 	c.sendRaw([]byte{0xff, 0xff, 0xff})
 	wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
-	c.send(&leveev2.ClientFrame{Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}})
+	c.send(profileFrame(0))
 	wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST) // no request id
 	c.send(profileFrame(2))
-	if f := c.recv(); f.GetRequestId() != 2 || f.GetProfile() == nil {
+	if f := c.recv(); f.GetRequestId() != 2 || !isProfile(f) {
 		t.Fatalf("valid request after malformed ones: %v", f)
 	}
 	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionInvalid, "bad_request")); got != 2 {
@@ -207,7 +215,7 @@ func TestLogicBusyPushbackBecomesBusy(t *testing.T) {
 	if e := wantError(t, c.recv(), 9, leveev2.ErrorCode_ERROR_CODE_BUSY); e.GetRetryAfterMs() != 250 {
 		t.Fatalf("retry_after_ms = %d, want 250", e.GetRetryAfterMs())
 	}
-	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "busy")); got != 1 {
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(arena.ActionGetProfile, "busy")); got != 1 {
 		t.Fatalf("gate_requests_total{get_profile,busy} = %v", got)
 	}
 }
@@ -238,13 +246,13 @@ func TestRoutingFollowsShardmap(t *testing.T) {
 	for i, p := range players {
 		want[p] = shardmap.Instance(shardmap.Shard(p, g.cfg.Shards), len(logics))
 		c, w := g.connect(t, p, wire.ProtoSubprotocol)
-		if w.GetPlayer().GetId() != p {
-			t.Fatalf("welcome for %q, want %q", w.GetPlayer().GetId(), p)
+		if w.GetPlayerId() != p {
+			t.Fatalf("welcome for %q, want %q", w.GetPlayerId(), p)
 		}
 		// A client cannot act as someone else: the id in the payload is not
 		// the caller's identity.
-		c.send(&leveev2.ClientFrame{RequestId: uint64(100 + i), Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{PlayerId: "someone-else"}}})
-		if f := c.recv(); f.GetProfile().GetPlayer().GetId() != p {
+		c.send(callFrame(uint64(100+i), arena.ActionGetProfile, &arenapb.GetProfileRequest{PlayerId: "someone-else"}))
+		if f := c.recv(); replyOf(f, &arenapb.ProfileReply{}).GetPlayer().GetId() != p {
 			t.Fatalf("profile reply %v for %s", f, p)
 		}
 	}
@@ -281,7 +289,7 @@ func TestInFlightLimit(t *testing.T) {
 	got := map[uint64]bool{}
 	for range 2 {
 		f := c.recv()
-		if f.GetProfile() == nil {
+		if !isProfile(f) {
 			t.Fatalf("want a profile, got %v", f)
 		}
 		got[f.GetRequestId()] = true
@@ -291,7 +299,7 @@ func TestInFlightLimit(t *testing.T) {
 	}
 	// The slots are free again.
 	c.send(profileFrame(4))
-	if f := c.recv(); f.GetRequestId() != 4 || f.GetProfile() == nil {
+	if f := c.recv(); f.GetRequestId() != 4 || !isProfile(f) {
 		t.Fatalf("after release: %v", f)
 	}
 }
@@ -328,7 +336,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal("a new connection was accepted while shutting down")
 	}
 	close(release)
-	if f := c.recv(); f.GetRequestId() != 1 || f.GetProfile() == nil {
+	if f := c.recv(); f.GetRequestId() != 1 || !isProfile(f) {
 		t.Fatalf("in-flight request: %v", f)
 	}
 	if code := c.recvClose(); code != websocket.CloseServiceRestart {
@@ -392,12 +400,16 @@ func TestWaitingPageAtRoot(t *testing.T) {
 }
 
 func TestDecodeFrameAlwaysAnswers(t *testing.T) {
-	f, reply := decodeFrame(wire.Codec{}, mustMarshal(t, profileFrame(3)))
-	if reply != nil || f.GetRequestId() != 3 {
-		t.Fatalf("valid frame: %v %v", f, reply)
+	g := startGate(t, nil, startFakeLogic(t))
+	f, req, reply := g.decodeFrame(&g.codecs[0], mustMarshal(t, profileFrame(3)))
+	if reply != nil || f.GetRequestId() != 3 || req == nil {
+		t.Fatalf("valid frame: %v %v %v", f, req, reply)
 	}
-	if _, reply := decodeFrame(wire.Codec{JSON: true}, []byte(`{"requestId":"4","bogus":1}`)); reply.GetRequestId() != 4 || reply.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE {
+	if _, _, reply := g.decodeFrame(&g.codecs[1], []byte(`{"requestId":"4","bogus":1}`)); reply.GetRequestId() != 4 || reply.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE {
 		t.Fatalf("unknown JSON field: %v", reply)
+	}
+	if _, _, reply := g.decodeFrame(&g.codecs[1], []byte(`{"requestId":"5","action":"trade","request":{}}`)); reply.GetRequestId() != 5 || reply.GetError().GetCode() != leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE {
+		t.Fatalf("unknown action: %v", reply)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/token"
-	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
@@ -76,12 +75,12 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("websocket upgrade failed", "err", err, "remote", r.RemoteAddr)
 		return
 	}
-	codec, _ := wire.ForSubprotocol(ws.Subprotocol())
+	codec := s.codecFor(ws.Subprotocol())
 	c := &conn{
 		s:        s,
 		ws:       ws,
 		codec:    codec,
-		msgType:  messageType(codec),
+		msgType:  messageType(*codec),
 		playerID: playerID,
 	}
 	c.shard, c.logic = s.logic.route(playerID)

@@ -14,6 +14,8 @@ import (
 	"github.com/gorilla/websocket"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/token"
 	"github.com/leveehq/levee/internal/wire"
@@ -52,6 +54,7 @@ func startGateClock(t testing.TB, mod func(*Config), logger *slog.Logger, fc *cl
 	cfg.TokenSecret = testSecret
 	cfg.ShutdownGrace = 5 * time.Second
 	cfg.Clock = fc
+	cfg.Game = arena.Game()
 	for _, l := range logics {
 		cfg.LogicAddrs = append(cfg.LogicAddrs, l.addr)
 	}
@@ -102,11 +105,24 @@ func (g *testGate) wsURL(tok string) string {
 	return u.String()
 }
 
-// client is a test player's socket.
+// testTypes are arena's messages, for the test players' codecs.
+var testTypes = wire.ForGame(arena.Game().Def())
+
+// client is a test player's socket. It remembers the action of every
+// request it sent, to read the replies' messages on JSON.
 type client struct {
 	t     testing.TB
 	ws    *websocket.Conn
 	codec wire.Codec
+
+	mu   sync.Mutex
+	sent map[uint64]string // request id -> action
+}
+
+func (c *client) actionOf(id uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent[id]
 }
 
 func dialRaw(t testing.TB, rawURL, subprotocol string, h http.Header) *client {
@@ -122,7 +138,8 @@ func dialRaw(t testing.TB, rawURL, subprotocol string, h http.Header) *client {
 	}
 	t.Cleanup(func() { _ = ws.Close() })
 	codec, _ := wire.ForSubprotocol(ws.Subprotocol())
-	return &client{t: t, ws: ws, codec: codec}
+	codec.Game = testTypes
+	return &client{t: t, ws: ws, codec: codec, sent: map[uint64]string{}}
 }
 
 // connect dials as player and returns the client after its welcome.
@@ -142,6 +159,9 @@ func (c *client) send(f *leveev2.ClientFrame) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	c.mu.Lock()
+	c.sent[f.GetRequestId()] = f.GetAction()
+	c.mu.Unlock()
 	c.sendRaw(b)
 }
 
@@ -164,7 +184,7 @@ func (c *client) recv() *leveev2.ServerFrame {
 	if err != nil {
 		c.t.Fatalf("read: %v", err)
 	}
-	f, err := c.codec.DecodeServer(b)
+	f, err := c.codec.DecodeServer(b, c.actionOf)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -184,13 +204,64 @@ func (c *client) recvClose() int {
 			}
 			c.t.Fatalf("want a close frame, got %v", err)
 		}
-		f, _ := c.codec.DecodeServer(b)
+		f, _ := c.codec.DecodeServer(b, c.actionOf)
 		c.t.Logf("frame before close: %v", f)
 	}
 }
 
 func profileFrame(id uint64) *leveev2.ClientFrame {
-	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_GetProfile{GetProfile: &leveev2.GetProfileRequest{}}}
+	return callFrame(id, arena.ActionGetProfile, &arenapb.GetProfileRequest{})
+}
+
+func buyFrame(id uint64, item string, qty int32) *leveev2.ClientFrame {
+	return callFrame(id, arena.ActionBuyItem, &arenapb.BuyItemRequest{ItemId: item, Quantity: qty})
+}
+
+func battleFrame(id uint64, battleID string) *leveev2.ClientFrame {
+	return callFrame(id, arena.ActionStartBattle, &arenapb.StartBattleRequest{BattleId: battleID, Units: 3, Ticks: 10})
+}
+
+// callFrame is a frame for action with req.
+func callFrame(id uint64, action string, req proto.Message) *leveev2.ClientFrame {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		panic(err)
+	}
+	return &leveev2.ClientFrame{RequestId: id, Action: action, Request: b}
+}
+
+// replyOf decodes f's reply as m (nil when f has no reply or it does not
+// decode): replyOf(f, &arenapb.ProfileReply{}) != nil says f is a profile.
+func replyOf[M proto.Message](f *leveev2.ServerFrame, m M) M {
+	var zero M
+	r, ok := f.GetPayload().(*leveev2.ServerFrame_Reply)
+	if !ok || proto.Unmarshal(r.Reply, m) != nil {
+		return zero
+	}
+	return m
+}
+
+// decodeAs decodes b as m (m, for a comparison; nil when it does not decode).
+func decodeAs(b []byte, m proto.Message) proto.Message {
+	if proto.Unmarshal(b, m) != nil {
+		return nil
+	}
+	return m
+}
+
+// isProfile says f is a profile reply.
+func isProfile(f *leveev2.ServerFrame) bool {
+	return replyOf(f, &arenapb.ProfileReply{}).GetPlayer() != nil
+}
+
+// stateOf is a welcome's player state.
+func stateOf(t testing.TB, w *leveev2.Welcome) *arenapb.Player {
+	t.Helper()
+	p := &arenapb.Player{}
+	if err := proto.Unmarshal(w.GetState(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func wantError(t testing.TB, f *leveev2.ServerFrame, id uint64, code leveev2.ErrorCode) *leveev2.Error {

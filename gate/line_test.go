@@ -9,6 +9,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -49,7 +51,7 @@ func TestPacedLineOrderTicketsAndRelease(t *testing.T) {
 		t.Fatalf("p0 waited %v, want 1s", w)
 	}
 	clients["p0"].send(profileFrame(2))
-	if f := clients["p0"].recv(); f.GetProfile().GetPlayer().GetId() != "p0" {
+	if f := clients["p0"].recv(); replyOf(f, &arenapb.ProfileReply{}).GetPlayer().GetId() != "p0" {
 		t.Fatalf("p0 after admission: %v", f)
 	}
 	clients["p1"].probe(3) // no push at 1 s
@@ -174,7 +176,7 @@ func TestStatusPushesAreCoalesced(t *testing.T) {
 	if got := testutil.ToFloat64(g.m.line.pushes[pushSent]); got != 9 { // 3 first + 2 rounds of 3
 		t.Fatalf("gate_line_pushes_total{sent} = %v, want 9", got)
 	}
-	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, "not_admitted")); got != 9 {
+	if got := testutil.ToFloat64(g.m.requests.WithLabelValues(arena.ActionGetProfile, "not_admitted")); got != 9 {
 		t.Fatalf("gate_requests_total{get_profile,not_admitted} = %v, want 9", got)
 	}
 }
@@ -398,7 +400,7 @@ func TestReleasedWhileAwayIsAdmittedOnReturn(t *testing.T) {
 		t.Fatalf("waited %v, want 3s", w)
 	}
 	c.send(profileFrame(1))
-	if f := c.recv(); f.GetProfile() == nil {
+	if f := c.recv(); !isProfile(f) {
 		t.Fatalf("after admission: %v", f)
 	}
 }

@@ -95,7 +95,7 @@ func (c *client) recvAdmitted(player string) time.Duration {
 	if f.GetAdmitted() == nil {
 		c.t.Fatalf("%s: want Admitted, got %v", player, f)
 	}
-	if w := c.recv(); w.GetWelcome().GetPlayer().GetId() != player {
+	if w := c.recv(); w.GetWelcome().GetPlayerId() != player {
 		c.t.Fatalf("%s: want the welcome after Admitted, got %v", player, w)
 	}
 	return time.Duration(f.GetAdmitted().GetWaitedMs()) * time.Millisecond

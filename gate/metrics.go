@@ -17,11 +17,8 @@ const (
 	resultRefused      = "refused"       // the admission line said no
 	resultShuttingDown = "shutting_down" // upgraded while the gate began to stop
 	resultServerFull   = "server_full"   // refused at the connection cap
-	actionLogin        = "login"
-	actionGetProfile   = "get_profile"
-	actionBuyItem      = "buy_item"
-	actionStartBattle  = "start_battle"
-	actionInvalid      = "invalid" // a frame with no known payload
+	actionLogin        = "login"         // Levee's own: no game may declare it
+	actionInvalid      = "invalid"       // a frame refused before its action was known
 	outcomeOK          = "ok"
 )
 
@@ -65,7 +62,6 @@ type gateMetrics struct {
 	rejectHandshakes  prometheus.Counter
 	rejectRequest     [len(requestReasons)]prometheus.Counter
 	rejectRequestCrit [len(requestReasons)][priority.NumClasses]prometheus.Counter // [reason][Class.Index]
-	upgradeRefused    map[string]prometheus.Counter                                // by action: the policy's rows but login
 
 	line      *lineMetrics      // the admission line's
 	keepalive *keepaliveMetrics // the keepalive's
@@ -75,10 +71,11 @@ type gateMetrics struct {
 // (up to about 16 s), because a gate's fast drops take well under 10 ms.
 var requestBuckets = prometheus.ExponentialBuckets(0.0005, 2, 16)
 
-// newMetrics registers the gate's metrics; handshakes reads the number of
-// handshakes in progress, peak the most connection slots held at once, and
-// connCap is the connection cap (0: off).
-func newMetrics(reg prometheus.Registerer, handshakes, peak func() float64, connCap int) *gateMetrics {
+// newMetrics registers the gate's metrics and resolves each of actions'
+// own counters; handshakes reads the number of handshakes in progress,
+// peak the most connection slots held at once, and connCap is the
+// connection cap (0: off).
+func newMetrics(reg prometheus.Registerer, actions map[string]*action, handshakes, peak func() float64, connCap int) *gateMetrics {
 	f := promauto.With(reg)
 	m := &gateMetrics{
 		active: f.NewGauge(prometheus.GaugeOpts{
@@ -113,10 +110,9 @@ func newMetrics(reg prometheus.Registerer, handshakes, peak func() float64, conn
 		}, []string{"reason", "criticality"}),
 		upgrades: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_criticality_upgrades_refused_total",
-			Help: "Requests whose frame asked for a higher criticality than the gate's policy gives the action, by action; " +
-				"the gate ignored the request's class and handled it with the policy's.",
+			Help: "Requests whose frame asked for a higher criticality than the game declares for the action, by action; " +
+				"the gate ignored the request's class and handled it with the declared one.",
 		}, []string{"action"}),
-		upgradeRefused: make(map[string]prometheus.Counter, len(policy)),
 	}
 	m.handshakes = f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gate_handshakes_in_progress",
@@ -144,16 +140,14 @@ func newMetrics(reg prometheus.Registerer, handshakes, peak func() float64, conn
 			m.rejectRequestCrit[i][c] = m.reqRejects.WithLabelValues(r, c.String())
 		}
 	}
-	for action := range policy {
-		if action != actionLogin { // a login is no frame and asks for nothing
-			m.upgradeRefused[action] = m.upgrades.WithLabelValues(action)
-		}
+	for _, a := range actions { // a login is no frame and asks for nothing
+		a.upgradeRefused = m.upgrades.WithLabelValues(a.name)
 	}
 	return m
 }
 
 // outcome is the gate_requests_total outcome label of a reply: ok, or the
-// error code's label from the error table ("busy", "insufficient_gold").
+// error code's label from the error table ("busy", "rejected").
 func outcome(f *leveev2.ServerFrame) string {
 	e := f.GetError()
 	if e == nil {

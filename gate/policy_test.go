@@ -1,21 +1,26 @@
 package gate
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/serve/servetest"
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-func buyFrame(id uint64) *leveev2.ClientFrame {
-	return &leveev2.ClientFrame{RequestId: id, Payload: &leveev2.ClientFrame_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: "sword", Quantity: 1}}}
-}
+func buyOne(id uint64) *leveev2.ClientFrame    { return buyFrame(id, "sword", 1) }
+func battleOne(id uint64) *leveev2.ClientFrame { return battleFrame(id, "b1") }
 
-// A client that asks for CRITICAL on every frame gets the policy's class:
+// A client that asks for CRITICAL on every frame gets the declared class:
 // what reaches logic is the gate's decision, the request is still served,
 // and the refused upgrade is counted. Lowering is honoured.
 func TestClientCannotRaiseItsClass(t *testing.T) {
@@ -28,19 +33,19 @@ func TestClientCannotRaiseItsClass(t *testing.T) {
 		want    priority.Class
 		upgrade bool
 	}{
-		{battleFrame, critical, priority.Default, true},
-		{battleFrame, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Default, false},
-		{battleFrame, dflt, priority.Default, false},
-		{battleFrame, sheddable, priority.Sheddable, false},
-		{battleFrame, unknown, priority.Default, false},
+		{battleOne, critical, priority.Default, true},
+		{battleOne, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Default, false},
+		{battleOne, dflt, priority.Default, false},
+		{battleOne, sheddable, priority.Sheddable, false},
+		{battleOne, unknown, priority.Default, false},
 		{profileFrame, critical, priority.Default, true},
 		{profileFrame, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Default, false},
 		{profileFrame, sheddable, priority.Sheddable, false},
-		{buyFrame, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Critical, false},
-		{buyFrame, critical, priority.Critical, false},
-		{buyFrame, unknown, priority.Critical, false},
-		{buyFrame, dflt, priority.Default, false},
-		{buyFrame, sheddable, priority.Sheddable, false},
+		{buyOne, leveev2.Criticality_CRITICALITY_UNSPECIFIED, priority.Critical, false},
+		{buyOne, critical, priority.Critical, false},
+		{buyOne, unknown, priority.Critical, false},
+		{buyOne, dflt, priority.Default, false},
+		{buyOne, sheddable, priority.Sheddable, false},
 	}
 	upgrades := map[string]float64{}
 	for p, sub := range map[string]string{"alice": wire.ProtoSubprotocol, "bob": wire.JSONSubprotocol} {
@@ -48,7 +53,7 @@ func TestClientCannotRaiseItsClass(t *testing.T) {
 		for i, tc := range cases {
 			id := uint64(100 + i)
 			f := tc.frame(id)
-			action := actionOf(f)
+			action := f.GetAction()
 			if rep := ask(c, f, tc.asked); rep.GetRequestId() != id || rep.GetError() != nil {
 				t.Fatalf("%s %s asking %v: %v, want it served", sub, action, tc.asked, rep)
 			}
@@ -64,72 +69,129 @@ func TestClientCannotRaiseItsClass(t *testing.T) {
 			}
 		}
 	}
-	for _, action := range []string{actionStartBattle, actionGetProfile, actionBuyItem} {
+	for _, action := range []string{arena.ActionStartBattle, arena.ActionGetProfile, arena.ActionBuyItem} {
 		if got := testutil.ToFloat64(g.m.upgrades.WithLabelValues(action)); got != upgrades[action] {
 			t.Errorf("gate_criticality_upgrades_refused_total{%s} = %v, want %v", action, got, upgrades[action])
 		}
 	}
-	if upgrades[actionStartBattle] != 2 || upgrades[actionGetProfile] != 2 {
+	if upgrades[arena.ActionStartBattle] != 2 || upgrades[arena.ActionGetProfile] != 2 {
 		t.Fatalf("the test asked for %v upgrades", upgrades)
 	}
 }
 
-// The lowering rule over every row and every request: the lower of the two,
-// the row's class for UNSPECIFIED and unknown numbers, and an upgrade
-// exactly when the request asks for more than the row.
+// The lowering rule over every declared class and every request: the
+// lower of the two, the declared class for UNSPECIFIED and unknown
+// numbers, and an upgrade exactly when the request asks for more.
 func TestClassForLowersNeverRaises(t *testing.T) {
 	asks := []leveev2.Criticality{leveev2.Criticality_CRITICALITY_UNSPECIFIED, critical, dflt, sheddable, 42}
-	for action, row := range policy {
+	for _, declared := range priority.Classes {
 		for _, asked := range asks {
-			got, upgrade := classFor(action, asked)
-			want, wantUp := row, false
+			got, upgrade := classFor(declared, asked)
+			want, wantUp := declared, false
 			if c, ok := priority.FromProto(asked); ok {
-				want, wantUp = min(c, row), c > row
+				want, wantUp = min(c, declared), c > declared
 			}
 			if got != want || upgrade != wantUp {
-				t.Errorf("classFor(%s, %v) = %v, %v, want %v, %v", action, asked, got, upgrade, want, wantUp)
+				t.Errorf("classFor(%v, %v) = %v, %v, want %v, %v", declared, asked, got, upgrade, want, wantUp)
 			}
 		}
-	}
-	if c, up := classFor("no-such-action", critical); c != priority.Default || !up {
-		t.Errorf("an action without a row: %v, %v, want default, an upgrade refused", c, up)
 	}
 	if loginCriticality != priority.Critical {
 		t.Errorf("login is %v, want critical", loginCriticality)
 	}
 }
 
-// Every ClientFrame payload has a row in the policy, named by its field, and
-// actionOf knows it; every row is a payload, login or one of the declared
-// future kinds of work. A new payload without a row fails here.
-func TestPolicyCoversEveryPayload(t *testing.T) {
-	md := (&leveev2.ClientFrame{}).ProtoReflect().Descriptor()
-	oneof := md.Oneofs().ByName("payload")
-	if oneof == nil {
-		t.Fatal("ClientFrame has no payload oneof")
+// otherGame is a game unlike arena: a sheddable emote, a critical trade, a
+// default query that reads another player's state, a job action.
+func otherGame() *game.Game {
+	g := game.New("other", func(id string) *wrapperspb.StringValue { return wrapperspb.String(id) })
+	game.Mutation(g, "emote", game.Sheddable, func(c *game.Ctx, s *wrapperspb.StringValue, r *wrapperspb.StringValue) (*emptypb.Empty, *wrapperspb.StringValue, error) {
+		return &emptypb.Empty{}, nil, nil
+	})
+	game.Mutation(g, "trade", game.Critical, func(c *game.Ctx, s *wrapperspb.StringValue, r *wrapperspb.Int64Value) (*emptypb.Empty, *wrapperspb.StringValue, error) {
+		return &emptypb.Empty{}, nil, nil
+	}, game.MaxRequestBytes(8))
+	game.Query(g, "look", game.Default, func(c *game.Ctx, s *wrapperspb.StringValue, r *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+		return s, nil
+	}, game.ReadsPlayer(func(r *wrapperspb.StringValue) string { return r.GetValue() }))
+	game.Job(g, "craft", func(ctx context.Context, r *wrapperspb.Int64Value) (*wrapperspb.Int64Value, error) { return r, nil })
+	game.JobAction(g, "collect", game.Default, "craft",
+		func(r *wrapperspb.StringValue) string { return r.GetValue() },
+		func(c *game.Ctx, s *wrapperspb.StringValue, r *wrapperspb.StringValue) (*wrapperspb.Int64Value, error) {
+			return wrapperspb.Int64(1), nil
+		},
+		func(c *game.Ctx, s *wrapperspb.StringValue, r *wrapperspb.StringValue, res *wrapperspb.Int64Value) (*emptypb.Empty, *wrapperspb.StringValue, error) {
+			return &emptypb.Empty{}, nil, nil
+		})
+	return g
+}
+
+// The gate's classes, cooling kinds and metrics come from the declaration:
+// another game's actions get their declared classes, their own counters,
+// and a job action cools as a job.
+func TestClassesComeFromTheDeclaration(t *testing.T) {
+	g := startGate(t, func(c *Config) { c.Game = otherGame() }, startFakeLogic(t))
+	want := map[string]struct {
+		class priority.Class
+		kind  int
+	}{
+		"emote":   {priority.Sheddable, kindOther},
+		"trade":   {priority.Critical, kindOther},
+		"look":    {priority.Default, kindOther},
+		"collect": {priority.Default, kindJob},
 	}
-	rows := map[string]bool{actionLogin: true, actionCosmetic: true, actionChat: true}
-	fields := oneof.Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		name := string(fd.Name())
-		rows[name] = true
-		if _, ok := policy[name]; !ok {
-			t.Errorf("ClientFrame payload %s has no row in the criticality policy (gate/policy.go)", name)
+	if len(g.actions) != len(want) {
+		t.Fatalf("the gate knows %d actions, the game declares %d", len(g.actions), len(want))
+	}
+	for name, w := range want {
+		a := g.actions[name]
+		if a == nil || a.class != w.class || a.kind != w.kind || a.name != name {
+			t.Errorf("action %s: %+v, want class %v kind %d", name, a, w.class, w.kind)
+			continue
 		}
-		f := &leveev2.ClientFrame{RequestId: 1}
-		m := f.ProtoReflect()
-		m.Set(fd, protoreflect.ValueOfMessage(m.NewField(fd).Message()))
-		if got := actionOf(f); got != name {
-			t.Errorf("actionOf(a %s frame) = %q, want %q", name, got, name)
+		if a.upgradeRefused == nil {
+			t.Errorf("action %s has no gate_criticality_upgrades_refused_total counter", name)
 		}
 	}
-	for action := range policy {
-		if !rows[action] {
-			t.Errorf("policy row %q is neither a payload, login nor a declared future action", action)
+	body := scrapeMetrics(t, g)
+	for name := range want {
+		if !strings.Contains(body, `gate_criticality_upgrades_refused_total{action="`+name+`"} 0`) {
+			t.Errorf("no upgrades counter for %s in /metrics", name)
 		}
 	}
-	if policy[actionCosmetic] != priority.Sheddable || policy[actionChat] != priority.Sheddable {
-		t.Error("cosmetic and chat work must be sheddable")
+	if strings.Contains(body, arena.ActionBuyItem) {
+		t.Error("another game's gate has arena's actions in /metrics")
 	}
+}
+
+// A declaration that cannot work is refused at start with its message.
+func TestNewRefusesABadDeclaration(t *testing.T) {
+	logic := startFakeLogic(t)
+	bad := game.New("bad", func(id string) *wrapperspb.StringValue { return wrapperspb.String(id) })
+	game.Mutation[*wrapperspb.StringValue, *wrapperspb.StringValue, *emptypb.Empty](bad, "wave", 0, func(c *game.Ctx, s *wrapperspb.StringValue, r *wrapperspb.StringValue) (*emptypb.Empty, *wrapperspb.StringValue, error) {
+		return nil, nil, nil
+	})
+	cfg := DefaultConfig()
+	cfg.Addr, cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.LogicAddrs = []string{logic.addr}
+	cfg.Game = bad
+	if s, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), `action "wave" has no class`) {
+		if s != nil {
+			_ = s.logic.close()
+		}
+		t.Fatalf("New: %v, want the declaration refused naming the action", err)
+	}
+	cfg.Game = nil
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "no game") {
+		t.Fatalf("New without a game: %v", err)
+	}
+}
+
+func scrapeMetrics(t *testing.T, g *testGate) string {
+	t.Helper()
+	code, body := servetest.Get(t, "http://"+g.OpsAddr().String()+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	return body
 }

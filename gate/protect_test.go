@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
@@ -75,7 +76,7 @@ func TestServerFullAtTheCap(t *testing.T) {
 	// After one player leaves, a new one gets in.
 	_ = a.ws.Close()
 	testwait.Until(t, "1 active connection", func() bool { return testutil.ToFloat64(g.m.active) == 1 })
-	if _, w := g.connect(t, "c", wire.ProtoSubprotocol); w.GetPlayer().GetId() != "c" {
+	if _, w := g.connect(t, "c", wire.ProtoSubprotocol); w.GetPlayerId() != "c" {
 		t.Fatalf("welcome %v", w)
 	}
 	if got := testutil.ToFloat64(g.m.active); got != 2 {
@@ -155,7 +156,7 @@ func parseServerFrames(t *testing.T, codec wire.Codec, b []byte) *leveev2.Server
 	if op != messageType(codec) {
 		t.Fatalf("opcode %d", op)
 	}
-	f, err := codec.DecodeServer(data)
+	f, err := codec.DecodeServer(data, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestRateLimitRecoversWithTheClock(t *testing.T) {
 		return c.recv()
 	}
 	for range 3 {
-		if f := ask(0); f.GetProfile() == nil {
+		if f := ask(0); !isProfile(f) {
 			t.Fatalf("within the burst: %v", f)
 		}
 	}
@@ -307,12 +308,12 @@ func TestRateLimitRecoversWithTheClock(t *testing.T) {
 	wantError(t, c.recv(), 0, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED)
 
 	g.clock.Advance(300 * time.Millisecond)
-	if f := ask(0); f.GetProfile() == nil {
+	if f := ask(0); !isProfile(f) {
 		t.Fatalf("after a token was earned: %v", f)
 	}
 	g.clock.Advance(time.Hour) // refills to the burst, no more
 	for range 3 {
-		if f := ask(0); f.GetProfile() == nil {
+		if f := ask(0); !isProfile(f) {
 			t.Fatalf("after refill: %v", f)
 		}
 	}
@@ -341,12 +342,12 @@ func TestInFlightLimitIsTyped(t *testing.T) {
 	})
 	c.send(profileFrame(1))
 	<-logic.got
-	c.send(buyFrame(2)) // a purchase: critical
+	c.send(buyOne(2)) // a purchase: critical
 	if e := wantError(t, c.recv(), 2, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED); e.GetRetryAfterMs() != uint32(inflightRetryAfter.Milliseconds()) || !strings.Contains(e.GetMessage(), "in flight") {
 		t.Fatalf("in-flight refusal %v", e)
 	}
 	close(release)
-	if f := c.recv(); f.GetRequestId() != 1 || f.GetProfile() == nil {
+	if f := c.recv(); f.GetRequestId() != 1 || !isProfile(f) {
 		t.Fatalf("in-flight request: %v", f)
 	}
 	if got := testutil.ToFloat64(g.m.reqRejects.WithLabelValues(reasonInflight, "critical")); got != 1 {
@@ -420,7 +421,7 @@ func TestLogicRefusalKeepsItsCode(t *testing.T) {
 			if bp := f.GetBackpressure(); bp.GetQueueDepth() != 17 || bp.GetRatio() != 0.85 || bp.GetRetryAfterMs() != 300 {
 				t.Fatalf("backpressure %v, want depth 17, ratio 0.85, retry 300 ms", bp)
 			}
-			if got := testutil.ToFloat64(g.m.requests.WithLabelValues(actionGetProfile, apperr.Outcome(c.code))); got != 1 {
+			if got := testutil.ToFloat64(g.m.requests.WithLabelValues(arena.ActionGetProfile, apperr.Outcome(c.code))); got != 1 {
 				t.Fatalf("gate_requests_total{get_profile,%s} = %v", apperr.Outcome(c.code), got)
 			}
 			// The next request: answered by the gate's cooling (BUSY, the
@@ -505,7 +506,7 @@ func TestSwitches(t *testing.T) {
 						first <- nil
 						return
 					}
-					f, _ := c.codec.DecodeServer(b)
+					f, _ := c.codec.DecodeServer(b, c.actionOf)
 					first <- f
 				}()
 				var limited bool

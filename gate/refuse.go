@@ -154,7 +154,7 @@ func selectSubprotocol(r *http.Request) string {
 func (s *Server) errorFrames(e *leveev2.Error, code int, reason string) func(wire.Codec) []byte {
 	return func(codec wire.Codec) []byte {
 		f := &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Error{Error: e}}
-		data, err := codec.EncodeServer(f)
+		data, err := codec.EncodeServer(f, "")
 		if err != nil {
 			s.log.Error("encoding a refusal", "err", err)
 			return appendClose(nil, code, reason)
@@ -227,7 +227,7 @@ func newFullReply(base time.Duration, card string) (*fullReply, error) {
 			RetryAfterMs: uint32(retry.Milliseconds()),
 		}}}
 		for _, codec := range []wire.Codec{{}, {JSON: true}} {
-			data, err := codec.EncodeServer(f)
+			data, err := codec.EncodeServer(f, "")
 			if err != nil {
 				return nil, fmt.Errorf("gate: encoding the server_full reply: %w", err)
 			}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/wire"
@@ -29,11 +31,13 @@ const (
 func (c *conn) handleFrame(data []byte) {
 	start := time.Now()
 	c.heard() // any frame is a sign of life
-	f, refusal := decodeFrame(c.codec, data)
-	action, class := actionInvalid, priority.Default
+	f, req, refusal := c.s.decodeFrame(c.codec, data)
+	var a *action
+	name, class := actionInvalid, priority.Default
 	if refusal == nil {
-		action = actionOf(f)
-		class = c.s.classify(action, f.GetCriticality())
+		a = c.s.actions[f.GetAction()] // the codec knows only declared actions
+		name = a.name
+		class = c.s.classify(a, f.GetCriticality())
 	}
 	id := f.GetRequestId()
 	if refusal != nil {
@@ -42,7 +46,7 @@ func (c *conn) handleFrame(data []byte) {
 	if c.s.cfg.connRateLimitOn() {
 		if wait, ok := c.bucket.allow(c.s.clock.Now()); !ok {
 			c.s.rejectRequest(reqRateLimited, class)
-			c.reply(action, start, errorFrame(id, errRateLimited, ceilMillis(wait)))
+			c.reply(name, start, errorFrame(id, errRateLimited, ceilMillis(wait)))
 			return
 		}
 	}
@@ -51,20 +55,34 @@ func (c *conn) handleFrame(data []byte) {
 		return
 	}
 	if c.lineState.Load() != lineIn {
-		c.reply(action, start, errorFrame(id, errNotAdmitted, c.s.line.notAdmittedRetry(c, c.s.clock.Now())))
+		c.reply(name, start, errorFrame(id, errNotAdmitted, c.s.line.notAdmittedRetry(c, c.s.clock.Now())))
 		return
 	}
+	shard, lc := c.shard, c.logic
+	if a.target != nil {
+		// An action that reads another player's state goes to that
+		// player's shard; logic reads the target from the request there.
+		target, err := a.targetOf(c.playerID, req)
+		if err != nil {
+			c.s.log.Error("routing a request", "action", name, "err", err)
+			c.reply(name, start, errorFrame(id, apperr.ErrInternal, 0))
+			return
+		}
+		if target != c.playerID {
+			shard, lc = c.s.logic.route(target)
+		}
+	}
 	if !c.s.beginRequest() {
-		c.reply(action, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
+		c.reply(name, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
 		return
 	}
 	if c.s.cfg.logicPushbackOn() {
 		// Logic refused this shard's requests of this class a moment ago:
 		// answer for it, without a gRPC call (critical always goes on).
-		if left, ok := c.s.cooling.cooling(c.shard, kindOfFrame(f), class, c.s.clock); ok {
+		if left, ok := c.s.cooling.cooling(shard, a.kind, class, c.s.clock); ok {
 			c.s.endRequest()
 			c.s.rejectRequest(reqCooling, class)
-			c.reply(action, start, c.s.cooling.refusal(id, c.shard, left))
+			c.reply(name, start, c.s.cooling.refusal(id, shard, left))
 			return
 		}
 	}
@@ -72,16 +90,16 @@ func (c *conn) handleFrame(data []byte) {
 		c.inflight.Add(-1)
 		c.s.endRequest()
 		c.s.rejectRequest(reqInflight, class)
-		c.reply(action, start, errorFrame(id, errInflight, inflightRetryAfter))
+		c.reply(name, start, errorFrame(id, errInflight, inflightRetryAfter))
 		return
 	}
 	go func() {
 		defer c.s.endRequest() // after the reply is written, so shutdown waits for it
-		out := c.s.do(c.ctx, c.shard, c.logic, logicRequest(c.playerID, f), class, c.budget(f))
+		out := c.s.do(c.ctx, shard, lc, logicRequest(c.playerID, f), class, a.kind, c.budget(f))
 		// The slot is free before the player can see the reply, so a player
 		// who waits for replies is never refused for being over the limit.
 		c.inflight.Add(-1)
-		c.reply(action, start, out)
+		c.reply(name, start, out)
 	}()
 }
 
@@ -111,10 +129,10 @@ func (c *conn) budget(f *leveev2.ClientFrame) time.Duration {
 	return d
 }
 
-// reply counts the reply and writes it.
+// reply counts the reply to a request for action and writes it.
 func (c *conn) reply(action string, start time.Time, f *leveev2.ServerFrame) {
 	c.s.observe(action, start, f)
-	_ = c.send(f)
+	_ = c.sendReply(f, action)
 }
 
 func (s *Server) observe(action string, start time.Time, f *leveev2.ServerFrame) {
@@ -122,27 +140,33 @@ func (s *Server) observe(action string, start time.Time, f *leveev2.ServerFrame)
 	s.m.duration.WithLabelValues(action).Observe(time.Since(start).Seconds())
 }
 
-// decodeFrame parses a frame; when it cannot be routed it returns the typed
-// error reply instead, with the frame's request id whenever it could be
-// read (see wire.DecodeClient): UNKNOWN_MESSAGE for an unknown payload,
-// BAD_REQUEST for anything else, each with a message that says what was
-// wrong. A frame whose id cannot be read is BAD_REQUEST with id 0.
-func decodeFrame(codec wire.Codec, data []byte) (*leveev2.ClientFrame, *leveev2.ServerFrame) {
-	f, err := codec.DecodeClient(data)
+// decodeFrame parses a frame and its request; when it cannot be routed it
+// returns the typed error reply instead, with the frame's request id
+// whenever it could be read (see wire.DecodeClient): UNKNOWN_MESSAGE for
+// an unknown action or field, BAD_REQUEST for anything else (a request
+// that is not the action's, a malformed frame), each with a message that
+// says what was wrong. A frame whose id cannot be read is BAD_REQUEST
+// with id 0.
+func (s *Server) decodeFrame(codec *wire.Codec, data []byte) (*leveev2.ClientFrame, proto.Message, *leveev2.ServerFrame) {
+	f, req, err := codec.DecodeClient(data)
 	if err == nil {
-		return f, nil
+		if _, ok := s.actions[f.GetAction()]; ok {
+			return f, req, nil
+		}
+		// Not reached: the codec resolves actions from the same declaration.
+		return nil, nil, errorFrame(f.GetRequestId(), fmt.Errorf("%w: unknown action %q", apperr.ErrUnknownMessage, f.GetAction()), 0)
 	}
 	var fe *wire.FrameError
 	if !errors.As(err, &fe) { // not from this decoder: nothing can be read
-		return nil, errorFrame(0, fmt.Errorf("%w: malformed frame", apperr.ErrBadRequest), 0)
+		return nil, nil, errorFrame(0, fmt.Errorf("%w: malformed frame", apperr.ErrBadRequest), 0)
 	}
 	switch {
-	case fe.RequestID != 0 && errors.Is(err, wire.ErrUnknownPayload):
-		return nil, errorFrame(fe.RequestID, fmt.Errorf("%w: %s", apperr.ErrUnknownMessage, fe.Detail), 0)
+	case fe.RequestID != 0 && (errors.Is(err, wire.ErrUnknownPayload) || errors.Is(err, wire.ErrUnknownAction)):
+		return nil, nil, errorFrame(fe.RequestID, fmt.Errorf("%w: %s", apperr.ErrUnknownMessage, fe.Detail), 0)
 	case errors.Is(err, wire.ErrMalformed):
-		return nil, errorFrame(fe.RequestID, fmt.Errorf("%w: malformed frame: %s", apperr.ErrBadRequest, fe.Detail), 0)
+		return nil, nil, errorFrame(fe.RequestID, fmt.Errorf("%w: malformed frame: %s", apperr.ErrBadRequest, fe.Detail), 0)
 	default:
-		return nil, errorFrame(fe.RequestID, fmt.Errorf("%w: %s", apperr.ErrBadRequest, fe.Detail), 0)
+		return nil, nil, errorFrame(fe.RequestID, fmt.Errorf("%w: %s", apperr.ErrBadRequest, fe.Detail), 0)
 	}
 }
 
@@ -150,32 +174,13 @@ func errorFrame(id uint64, err error, retryAfter time.Duration) *leveev2.ServerF
 	return &leveev2.ServerFrame{RequestId: id, Payload: &leveev2.ServerFrame_Error{Error: apperr.Reply(err, retryAfter)}}
 }
 
-// actionOf is the metrics label of a decoded frame's payload.
-func actionOf(f *leveev2.ClientFrame) string {
-	switch f.GetPayload().(type) {
-	case *leveev2.ClientFrame_GetProfile:
-		return actionGetProfile
-	case *leveev2.ClientFrame_BuyItem:
-		return actionBuyItem
-	case *leveev2.ClientFrame_StartBattle:
-		return actionStartBattle
-	}
-	return actionInvalid
-}
-
-// logicRequest builds the logic call for a frame. The player id is the
-// token's, never anything the client sent.
+// logicRequest builds the logic call for a frame: the action and its
+// request's bytes as the player sent them (binary) or as the gate encoded
+// them (JSON). The player id is the token's, never anything the client
+// sent.
 func logicRequest(playerID string, f *leveev2.ClientFrame) *leveev2.LogicRequest {
-	req := &leveev2.LogicRequest{PlayerId: playerID, RequestId: f.GetRequestId(), IssuedAtMs: f.GetIssuedAtMs()}
-	switch p := f.GetPayload().(type) {
-	case *leveev2.ClientFrame_GetProfile:
-		req.Action = &leveev2.LogicRequest_GetProfile{GetProfile: p.GetProfile}
-	case *leveev2.ClientFrame_BuyItem:
-		req.Action = &leveev2.LogicRequest_BuyItem{BuyItem: p.BuyItem}
-	case *leveev2.ClientFrame_StartBattle:
-		req.Action = &leveev2.LogicRequest_StartBattle{StartBattle: p.StartBattle}
-	}
-	return req
+	return &leveev2.LogicRequest{PlayerId: playerID, RequestId: f.GetRequestId(), IssuedAtMs: f.GetIssuedAtMs(),
+		Kind: &leveev2.LogicRequest_Call{Call: &leveev2.Call{Action: f.GetAction(), Request: f.GetRequest()}}}
 }
 
 // do calls logic once (the gate never retries) with the budget as the gRPC
@@ -187,7 +192,9 @@ func logicRequest(playerID string, f *leveev2.ClientFrame) *leveev2.LogicRequest
 // backpressure logic attached to it. With -logic-pushback a refusal under
 // load (apperr.Overload) also starts the shard's cooling and the hints are
 // kept for the gate's own refusals (see coolingTable).
-func (s *Server) do(ctx context.Context, shard int, lc leveev2.LogicClient, req *leveev2.LogicRequest, crit priority.Class, budget time.Duration) *leveev2.ServerFrame {
+//
+// kind is the request's cooling kind (kindOther for a login).
+func (s *Server) do(ctx context.Context, shard int, lc leveev2.LogicClient, req *leveev2.LogicRequest, crit priority.Class, kind int, budget time.Duration) *leveev2.ServerFrame {
 	if s.logic.unreachable(shard) {
 		// Not sent: BUSY (not executed, so retrying is safe and nothing
 		// needs resending later) with the time the gate's next attempt to
@@ -218,7 +225,7 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev2.LogicClient, req 
 		}
 		if pushbackOn && apperr.Overload(refusal.Code) {
 			// The delay logic asked for; none (0) starts no cooling.
-			s.cooling.cool(shard, kindOf(req), crit, s.clock.Now(), refusal.RetryAfter)
+			s.cooling.cool(shard, kind, crit, s.clock.Now(), refusal.RetryAfter)
 		}
 		return &leveev2.ServerFrame{
 			RequestId:    req.GetRequestId(),
@@ -241,20 +248,17 @@ func (s *Server) do(ctx context.Context, shard int, lc leveev2.LogicClient, req 
 // its 3 s cap).
 const logicUnreachableRetryAfter = 2 * time.Second
 
-// serverFrame maps a LogicReply to the player's frame, oneof to oneof.
+// serverFrame maps a LogicReply to the player's frame, oneof to oneof,
+// with its replayed mark and the state's version.
 func serverFrame(id uint64, rep *leveev2.LogicReply) *leveev2.ServerFrame {
-	f := &leveev2.ServerFrame{RequestId: id, Backpressure: rep.GetBackpressure()}
+	f := &leveev2.ServerFrame{RequestId: id, Backpressure: rep.GetBackpressure(), Replayed: rep.GetReplayed(), Version: rep.GetVersion()}
 	switch r := rep.GetResult().(type) {
 	case *leveev2.LogicReply_Error:
 		f.Payload = &leveev2.ServerFrame_Error{Error: r.Error}
 	case *leveev2.LogicReply_Welcome:
 		f.Payload = &leveev2.ServerFrame_Welcome{Welcome: r.Welcome}
-	case *leveev2.LogicReply_Profile:
-		f.Payload = &leveev2.ServerFrame_Profile{Profile: r.Profile}
-	case *leveev2.LogicReply_BuyItem:
-		f.Payload = &leveev2.ServerFrame_BuyItem{BuyItem: r.BuyItem}
-	case *leveev2.LogicReply_Battle:
-		f.Payload = &leveev2.ServerFrame_Battle{Battle: r.Battle}
+	case *leveev2.LogicReply_Reply:
+		f.Payload = &leveev2.ServerFrame_Reply{Reply: r.Reply}
 	default:
 		f.Payload = &leveev2.ServerFrame_Error{Error: apperr.Reply(fmt.Errorf("%w: empty reply from logic", apperr.ErrInternal), 0)}
 	}

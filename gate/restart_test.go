@@ -129,7 +129,7 @@ func TestConnectionPeakNeverPassesTheCap(t *testing.T) {
 				results <- result{err: err}
 				return
 			}
-			f, err := wire.Codec{}.DecodeServer(data)
+			f, err := wire.Codec{}.DecodeServer(data, nil)
 			results <- result{c: ws, full: f.GetError().GetCode() == leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, err: err}
 		})
 	}
@@ -325,7 +325,7 @@ func (c *client) recvAdmittedSkipping(player string) *leveev2.Admitted {
 		if a == nil {
 			c.t.Fatalf("%s: want Admitted, got %v", player, f)
 		}
-		if w := c.recv(); w.GetWelcome().GetPlayer().GetId() != player {
+		if w := c.recv(); w.GetWelcome().GetPlayerId() != player {
 			c.t.Fatalf("%s: want the welcome after Admitted, got %v", player, w)
 		}
 		return a

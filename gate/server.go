@@ -19,6 +19,7 @@ import (
 	"github.com/leveehq/levee/gate/autopace"
 	"github.com/leveehq/levee/gate/waitpage"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
@@ -28,12 +29,15 @@ import (
 // Server is a running gate: the WebSocket listener, the gRPC health service,
 // the ops endpoint, and the connections to the logic tier.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  clock.Clock
-	secret []byte
-	reg    *prometheus.Registry
-	m      *gateMetrics
+	cfg     Config
+	def     *gamedef.Def       // the game's declaration (cfg.Game's)
+	codecs  [2]wire.Codec      // the game's, by subprotocol: protobuf, JSON
+	actions map[string]*action // the declared actions, by name
+	log     *slog.Logger
+	clock   clock.Clock
+	secret  []byte
+	reg     *prometheus.Registry
+	m       *gateMetrics
 
 	wsLis, grpcLis, opsLis net.Listener
 	httpSrv                *http.Server
@@ -88,10 +92,25 @@ type Server struct {
 	reqWG    sync.WaitGroup // one per request in flight, login included
 }
 
-// New validates cfg, opens the listeners (so ":0" works) and prepares the
+// codecFor is the game's codec for a negotiated subprotocol.
+func (s *Server) codecFor(subprotocol string) *wire.Codec {
+	if c, _ := wire.ForSubprotocol(subprotocol); c.JSON {
+		return &s.codecs[1]
+	}
+	return &s.codecs[0]
+}
+
+// New validates cfg and its game (refusing a declaration that cannot
+// work, with Validate's message), opens the listeners (so ":0" works) and prepares the
 // logic connections. Call Run to serve.
 func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Game == nil {
+		return nil, fmt.Errorf("%w: no game (Config.Game)", ErrInvalidConfig)
+	}
+	if err := cfg.Game.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Clock == nil {
@@ -113,13 +132,17 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:    metrics.NewRegistry("gate"),
 		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
+	s.def = cfg.Game.Def()
+	types := wire.ForGame(s.def)
+	s.codecs = [2]wire.Codec{{Game: types, MaxFrame: cfg.MaxFrame}, {JSON: true, Game: types, MaxFrame: cfg.MaxFrame}}
+	s.actions = newActions(s.def)
 	s.conns = newConnSet(s.ka.slots)
 	s.cooling = newCoolingTable(cfg.Shards)
 	connCap := 0
 	if cfg.connCapOn() {
 		connCap = cfg.MaxConns
 	}
-	s.m = newMetrics(s.reg, func() float64 { return float64(s.handshakes.Load()) },
+	s.m = newMetrics(s.reg, s.actions, func() float64 { return float64(s.handshakes.Load()) },
 		func() float64 { return float64(s.slotsPeak.Load()) }, connCap)
 	card, err := loadCard(cfg.FullCardFile)
 	if err != nil {

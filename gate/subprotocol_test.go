@@ -17,11 +17,12 @@ import (
 // TestHandshakeWithoutSubprotocolIsRefused: a client that offers no
 // subprotocol, or only ones the gate does not speak, gets HTTP 400 naming
 // the supported ones before any upgrade, and nothing is kept; one that
-// offers a known one among others gets it.
+// offers a known one among others gets it. The v1 names (before the frame
+// carried an action name) are unknown.
 func TestHandshakeWithoutSubprotocolIsRefused(t *testing.T) {
 	logic := startFakeLogic(t)
 	g := startGate(t, nil, logic)
-	for _, offered := range [][]string{nil, {"levee.v2.jsn"}, {"LEVEE.V1.JSON"}, {"chat", "levee.v2.proto"}} {
+	for _, offered := range [][]string{nil, {"levee.v2.jsn"}, {"LEVEE.V2.JSON"}, {"levee.v1.proto"}, {"levee.v1.json"}, {"chat", "levee.v1.proto"}} {
 		d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, Subprotocols: offered}
 		ws, resp, err := d.Dial(g.wsURL(g.tokenFor(t, "alice")), nil)
 		if err == nil {

@@ -61,10 +61,10 @@ func (c *conn) pushStatus(pos int, eta time.Duration, cur pushMark, enc *statusE
 	if c.lineState.Load() != lineWaiting || c.isClosing() {
 		return pushSkipped, why
 	}
-	data, err := enc.frame(c.codec, pos, etaMs)
+	data, err := enc.frame(*c.codec, pos, etaMs)
 	if err != nil { // cannot happen: the shared part is a valid message
 		c.s.log.Error("encoding a status template", "err", err)
-		data, err = c.encode(statusFrame(pos, time.Duration(etaMs)*time.Millisecond, &enc.info, ""))
+		data, err = c.encode(statusFrame(pos, time.Duration(etaMs)*time.Millisecond, &enc.info, ""), "")
 	}
 	if err != nil {
 		return pushFailed, why
@@ -152,7 +152,7 @@ func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 	gen := l.generation() // before the stats: a change after it is pushed again
 	info := l.pushInfo(l.q.Stats(now))
 	tok := signTicket(c.s.secret, l.id, c.ticket, c.playerID, st.Ticket.Joined, time.Unix(exp, 0))
-	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, tok))
+	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, tok), "")
 	if err == nil {
 		err = c.writeLocked(data, c.s.cfg.WriteTimeout)
 	}

@@ -20,7 +20,7 @@ func checkStatusEnc(t *testing.T, enc *statusEnc, codec wire.Codec, pos int, eta
 	if err != nil {
 		t.Fatalf("json=%v: %v", codec.JSON, err)
 	}
-	got, err := codec.DecodeServer(data)
+	got, err := codec.DecodeServer(data, nil)
 	if err != nil {
 		t.Fatalf("json=%v: %q does not decode: %v", codec.JSON, data, err)
 	}

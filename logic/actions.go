@@ -1,13 +1,16 @@
 package logic
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/priority"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -15,30 +18,14 @@ import (
 // busyPushback is the retry delay sent with RESOURCE_EXHAUSTED.
 const busyPushback = 100 * time.Millisecond
 
-// New players start with these.
-const (
-	startGold   = 1000
-	startRating = 1000
-)
-
-func newPlayer(id string) *leveev2.Player {
-	return &leveev2.Player{
-		Id:        id,
-		Level:     1,
-		Gold:      startGold,
-		Rating:    startRating,
-		Inventory: map[string]uint32{},
-		Version:   1,
-	}
-}
-
 var errNoPlayer = fmt.Errorf("%w: player not found; log in first", apperr.ErrNotFound)
 
 // record returns a player's current state as this batch sees it: its own
 // uncommitted copy first, then the cache, then the store. (nil, nil) when
-// the player does not exist. The result is read-only: a mutation works on
-// rec.clone() and puts it in b.dirty once complete, so neither the committed
-// record nor the batch's copy is ever left half changed.
+// the player does not exist. The result is read-only: a mutation gives the
+// game's handler a copy of the state and puts a new record in b.dirty once
+// complete, so neither the committed record nor the batch's copy is ever
+// left half changed.
 func (sh *shard) record(b *batch, id string) (*record, error) {
 	if r, ok := b.dirty[id]; ok {
 		return r, nil
@@ -56,6 +43,15 @@ func (sh *shard) record(b *batch, id string) (*record, error) {
 	return r, nil
 }
 
+// ctx is the handler context of o, whose player's state is at version.
+func (sh *shard) ctx(o *op, version uint64) *gamedef.Ctx {
+	name := gamedef.LoginAction
+	if o.action != nil {
+		name = o.action.Name
+	}
+	return gamedef.NewCtx(name, o.req.GetPlayerId(), o.req.GetRequestId(), version, sh.srv.clk.Now())
+}
+
 func (sh *shard) login(b *batch, o *op) {
 	id := o.req.GetPlayerId()
 	rec, err := sh.record(b, id)
@@ -64,17 +60,37 @@ func (sh *shard) login(b *batch, o *op) {
 		return
 	}
 	if rec == nil {
-		rec = &record{player: newPlayer(id)}
+		def := sh.srv.def
+		var state proto.Message
+		if err := sh.srv.guard(gamedef.LoginAction, id, func() error {
+			state = def.Initial(id)
+			return nil
+		}); err != nil {
+			b.reply(o, internalError(err))
+			return
+		}
+		if err := checkType("the initial state", state, def.State); err != nil {
+			b.reply(o, internalError(err))
+			return
+		}
+		rec = &record{state: state, version: 1}
 		b.dirty[id] = rec
 		b.mutations++
 	}
-	b.reply(o, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Welcome{
-		Welcome: &leveev2.Welcome{Player: clonePlayer(rec.player), Shard: uint32(sh.id)},
+	enc, err := proto.Marshal(rec.state)
+	if err != nil {
+		b.reply(o, internalError(fmt.Errorf("encode the state of %s: %w", id, err)))
+		return
+	}
+	b.reply(o, result{reply: &leveev2.LogicReply{Version: rec.version, Result: &leveev2.LogicReply_Welcome{
+		Welcome: &leveev2.Welcome{State: enc, Shard: uint32(sh.id), Version: rec.version, PlayerId: id},
 	}}})
 }
 
-func (sh *shard) profile(b *batch, o *op) {
-	rec, err := sh.record(b, o.req.GetPlayerId())
+// query serves a read-only action: the handler reads a copy of the state
+// of o.route (the sender, or the player it is declared to read).
+func (sh *shard) query(b *batch, o *op) {
+	rec, err := sh.record(b, o.route)
 	if err != nil {
 		b.reply(o, internalError(err))
 		return
@@ -83,25 +99,96 @@ func (sh *shard) profile(b *batch, o *op) {
 		b.reply(o, businessError(errNoPlayer))
 		return
 	}
-	b.reply(o, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Profile{
-		Profile: &leveev2.ProfileReply{Player: clonePlayer(rec.player)},
-	}}})
+	a := o.action
+	var reply proto.Message
+	err = sh.srv.guard(a.Name, o.req.GetPlayerId(), func() (err error) {
+		reply, _, err = a.Handle(sh.ctx(o, rec.version), rec.copyState(), o.msg)
+		return err
+	})
+	if r, ok := gameOutcome(err); ok {
+		b.reply(o, r)
+		return
+	}
+	enc, err := encodeReply(a, reply)
+	if err != nil {
+		b.reply(o, internalError(err))
+		return
+	}
+	b.reply(o, result{reply: &leveev2.LogicReply{Version: rec.version, Result: &leveev2.LogicReply_Reply{Reply: enc}}})
 }
 
-// Idempotency. A mutation (a purchase, a battle) is identified by its
-// request id and a battle also by its battle id. Its first outcome, a
-// result or a business error, is stored under each of its keys with the
-// change it answers, in the same commit, and is kept for the idempotency
-// window (plus maxIssuedSkew); a resend under a key with a stored outcome
-// gets that outcome back, marked replayed, and nothing is applied. A key
-// used again for a different request is BAD_REQUEST, and so is an
-// issued_at_ms too far in the future. Answers that say the request was not
-// executed (busy, expired in the queue, shutting down, battle unavailable,
-// player not logged in, malformed request) store nothing: the id stays open.
+// gameOutcome sorts a handler's error: nil is no outcome yet (ok false);
+// a game's error (game.Invalid, Reject, ...) is the request's outcome, a
+// business error; any other error, or a panic (guard), is INTERNAL.
+func gameOutcome(err error) (result, bool) {
+	if err == nil {
+		return result{}, false
+	}
+	if ge := (*apperr.GameError)(nil); errors.As(err, &ge) {
+		return businessError(ge), true
+	}
+	return internalError(err), true
+}
+
+// isFinal says whether r is an outcome to store: a reply (a business
+// error included), not an INTERNAL failure.
+func isFinal(r result) bool { return r.err == nil }
+
+// checkType refuses a message of the wrong type (or none) from game code.
+func checkType(what string, m proto.Message, want protoreflect.MessageType) error {
+	if m == nil || !m.ProtoReflect().IsValid() {
+		return fmt.Errorf("%s is nil, want a %s", what, want.Descriptor().FullName())
+	}
+	if got := m.ProtoReflect().Descriptor().FullName(); got != want.Descriptor().FullName() {
+		return fmt.Errorf("%s is a %s, want a %s", what, got, want.Descriptor().FullName())
+	}
+	return nil
+}
+
+// encodeReply encodes a handler's reply, which must be the action's reply
+// type; a nil reply is an empty one.
+func encodeReply(a *gamedef.Action, reply proto.Message) ([]byte, error) {
+	if reply == nil || !reply.ProtoReflect().IsValid() {
+		return nil, nil
+	}
+	if err := checkType(fmt.Sprintf("action %q's reply", a.Name), reply, a.Reply); err != nil {
+		return nil, err
+	}
+	enc, err := proto.Marshal(reply)
+	if err != nil {
+		return nil, fmt.Errorf("encode action %q's reply: %w", a.Name, err)
+	}
+	return enc, nil
+}
+
+// nextRecord is the record after a successful mutation of rec: the
+// handler's next state (nil or a nil pointer: unchanged), the version
+// bumped.
+func (sh *shard) nextRecord(a *gamedef.Action, rec *record, next proto.Message) (*record, error) {
+	if next == nil || !next.ProtoReflect().IsValid() {
+		return &record{state: rec.state, version: rec.version + 1}, nil
+	}
+	if err := checkType(fmt.Sprintf("action %q's next state", a.Name), next, sh.srv.def.State); err != nil {
+		return nil, err
+	}
+	return &record{state: next, version: rec.version + 1}, nil
+}
+
+// Idempotency. A mutation is identified by its request id and an action
+// that runs a job also by its job key (the game's key for it, e.g. a battle
+// id). Its first outcome, a reply or a game's error, is stored under each
+// of its keys with the change it answers, in the same commit, and is kept
+// for the idempotency window (plus maxIssuedSkew); a resend under a key
+// with a stored outcome gets that outcome back, marked replayed, and
+// nothing is applied. A key used again for a different request is
+// BAD_REQUEST, and so is an issued_at_ms too far in the future. Answers
+// that say the request was not executed (busy, expired in the queue,
+// shutting down, job tier unavailable, player not logged in, malformed
+// request, a failure of the game's code) store nothing: the id stays open.
 
 var (
 	errKeyReused     = fmt.Errorf("%w: request id already used for a different request", apperr.ErrBadRequest)
-	errBattleReused  = fmt.Errorf("%w: battle id already used for a different battle", apperr.ErrBadRequest)
+	errJobKeyReused  = fmt.Errorf("%w: job key already used for a different request", apperr.ErrBadRequest)
 	errIssuedFuture  = fmt.Errorf("%w: issued_at_ms lies more than %v in the future", apperr.ErrBadRequest, maxIssuedSkew)
 	errTooOldForKeys = fmt.Errorf("%w: the request was issued longer ago than the idempotency window and its outcome, if any, is no longer kept; it was not applied", apperr.ErrRequestExpired)
 )
@@ -126,7 +213,7 @@ func (sh *shard) prior(b *batch, o *op, key string, reused error) (result, bool)
 	if so == nil {
 		return result{}, false
 	}
-	if !sameRequest(so, o.req) {
+	if !sameRequest(so, o) {
 		return businessError(reused), true
 	}
 	return replayOf(so), true
@@ -164,7 +251,7 @@ func (sh *shard) checkIssued(o *op, now time.Time) error {
 // (written with its commit, before any answer goes out): all of them, or
 // none when it cannot be encoded.
 func (b *batch) store(req *leveev2.LogicRequest, reply *leveev2.LogicReply, now time.Time, keys ...string) error {
-	enc, err := encodeOutcome(now, req, reply)
+	enc, err := encodeOutcome(now, req.GetCall(), reply)
 	if err != nil {
 		return fmt.Errorf("encode outcome %q: %w", keys, err)
 	}
@@ -178,10 +265,10 @@ func (b *batch) store(req *leveev2.LogicRequest, reply *leveev2.LogicReply, now 
 	return nil
 }
 
-// final answers o with r and stores r as its outcome under key; false (and
+// final answers o with r and stores r as its outcome under keys; false (and
 // INTERNAL for o) when it could not be stored.
-func (sh *shard) final(b *batch, o *op, r result, now time.Time, key string) bool {
-	if err := b.store(o.req, r.reply, now, key); err != nil {
+func (sh *shard) final(b *batch, o *op, r result, now time.Time, keys ...string) bool {
+	if err := b.store(o.req, r.reply, now, keys...); err != nil {
 		b.reply(o, internalError(err))
 		return false
 	}
@@ -189,7 +276,9 @@ func (sh *shard) final(b *batch, o *op, r result, now time.Time, key string) boo
 	return true
 }
 
-func (sh *shard) buy(b *batch, o *op, req *leveev2.BuyItemRequest) {
+// mutate serves a mutation: idempotent by request id, then the game's
+// handler on a copy of the state.
+func (sh *shard) mutate(b *batch, o *op) {
 	id := o.req.GetPlayerId()
 	rec, err := sh.record(b, id)
 	if err != nil {
@@ -206,7 +295,7 @@ func (sh *shard) buy(b *batch, o *op, req *leveev2.BuyItemRequest) {
 		return
 	}
 	if sh.reqFlights[key] != nil {
-		// The id belongs to a battle still in flight.
+		// The id belongs to a job still in flight.
 		b.reply(o, businessError(errKeyReused))
 		return
 	}
@@ -215,43 +304,62 @@ func (sh *shard) buy(b *batch, o *op, req *leveev2.BuyItemRequest) {
 		b.reply(o, businessError(err))
 		return
 	}
-	cost, err := priceOf(req.GetItemId(), req.GetQuantity())
-	if err != nil {
-		sh.final(b, o, businessError(err), now, key)
+	a := o.action
+	var reply, next proto.Message
+	err = sh.srv.guard(a.Name, id, func() (err error) {
+		reply, next, err = a.Handle(sh.ctx(o, rec.version), rec.copyState(), o.msg)
+		return err
+	})
+	if r, ok := gameOutcome(err); ok {
+		if isFinal(r) {
+			sh.final(b, o, r, now, key)
+		} else {
+			b.reply(o, r)
+		}
 		return
 	}
-	if rec.player.GetGold() < cost {
-		sh.final(b, o, businessError(fmt.Errorf("%w: %d %s cost %d gold, you have %d",
-			apperr.ErrInsufficientGold, req.GetQuantity(), req.GetItemId(), cost, rec.player.GetGold())), now, key)
-		return
-	}
-	next := rec.clone()
-	p := next.player
-	p.Gold -= cost
-	if p.Inventory == nil {
-		p.Inventory = map[string]uint32{}
-	}
-	p.Inventory[req.GetItemId()] += uint32(req.GetQuantity())
-	p.Version++
-	br := &leveev2.BuyItemReply{Player: clonePlayer(p), GoldSpent: cost}
-	if sh.final(b, o, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_BuyItem{BuyItem: br}}}, now, key) {
-		b.dirty[id] = next
-		b.mutations++
-	}
+	sh.commitMutation(b, o, rec, reply, next, now, key)
 }
 
-// battleKeys are the outcome keys of a battle request: its battle id's and,
-// when it has one, its request id's.
-func battleKeys(o *op) []string {
+// commitMutation puts a successful mutation of rec in the batch: the new
+// record (version bumped) and the reply, stored under keys, for o.
+func (sh *shard) commitMutation(b *batch, o *op, rec *record, reply, next proto.Message, now time.Time, keys ...string) (*leveev2.LogicReply, bool) {
+	a := o.action
+	enc, err := encodeReply(a, reply)
+	if err == nil {
+		rec, err = sh.nextRecord(a, rec, next)
+	}
+	if err != nil {
+		b.reply(o, internalError(err))
+		return nil, false
+	}
+	lr := &leveev2.LogicReply{Version: rec.version, Result: &leveev2.LogicReply_Reply{Reply: enc}}
+	if !sh.final(b, o, result{reply: lr}, now, keys...) {
+		return nil, false
+	}
+	b.dirty[o.req.GetPlayerId()] = rec
+	b.mutations++
+	return lr, true
+}
+
+// jobKeys are the outcome keys of a job action's request: its job key's
+// and, when it has one, its request id's.
+func jobKeys(o *op, key string) []string {
 	id := o.req.GetPlayerId()
-	keys := []string{battleKey(id, o.req.GetStartBattle().GetBattleId())}
+	keys := []string{jobKey(id, o.action.Job, key)}
 	if rid := o.req.GetRequestId(); rid != 0 {
 		keys = append(keys, requestKey(id, rid))
 	}
 	return keys
 }
 
-func (sh *shard) startBattle(b *batch, o *op, req *leveev2.StartBattleRequest) {
+// maxJobKey bounds the key a game chooses for a job (e.g. a battle id).
+const maxJobKey = 128
+
+// startJob serves an action that runs a job: idempotent by request id and
+// by job key; the game's start builds the job's request, which runs on the
+// job tier after the batch commits (launch).
+func (sh *shard) startJob(b *batch, o *op) {
 	id := o.req.GetPlayerId()
 	rec, err := sh.record(b, id)
 	if err != nil {
@@ -262,7 +370,17 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev2.StartBattleRequest) {
 		b.reply(o, businessError(errNoPlayer))
 		return
 	}
-	keys := battleKeys(o)
+	a := o.action
+	var key string
+	if err := sh.srv.guard(a.Name, id, func() error { key = a.Key(o.msg); return nil }); err != nil {
+		b.reply(o, internalError(err))
+		return
+	}
+	if key == "" || len(key) > maxJobKey {
+		b.reply(o, businessError(fmt.Errorf("%w: action %q needs a job key of 1..%d bytes from its request, got %d", apperr.ErrBadRequest, a.Name, maxJobKey, len(key))))
+		return
+	}
+	keys := jobKeys(o, key)
 	if len(keys) > 1 {
 		if r, done := sh.prior(b, o, keys[1], errKeyReused); done {
 			b.reply(o, r)
@@ -273,16 +391,16 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev2.StartBattleRequest) {
 			return
 		}
 	}
-	if r, done := sh.prior(b, o, keys[0], errBattleReused); done {
+	if r, done := sh.prior(b, o, keys[0], errJobKeyReused); done {
 		b.reply(o, r)
 		return
 	}
 	if f := sh.flights[keys[0]]; f != nil {
-		if !proto.Equal(f.first.req.GetStartBattle(), req) {
-			b.reply(o, businessError(errBattleReused))
+		if f.first.action != a || !proto.Equal(f.first.msg, o.msg) {
+			b.reply(o, businessError(errJobKeyReused))
 			return
 		}
-		// A request with an id of its own joins the battle under it too:
+		// A request with an id of its own joins the job under it too:
 		// the outcome is stored under that id, and until then the id
 		// is taken.
 		if len(keys) > 1 && sh.reqFlights[keys[1]] == nil {
@@ -292,7 +410,8 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev2.StartBattleRequest) {
 		f.waiters = append(f.waiters, o)
 		return
 	}
-	if err := sh.checkIssued(o, sh.srv.clk.Now()); err != nil {
+	now := sh.srv.clk.Now()
+	if err := sh.checkIssued(o, now); err != nil {
 		b.reply(o, businessError(err))
 		return
 	}
@@ -300,12 +419,30 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev2.StartBattleRequest) {
 		b.reply(o, result{err: apperr.ErrShuttingDown})
 		return
 	}
+	var jreq proto.Message
+	err = sh.srv.guard(a.Name, id, func() (err error) {
+		jreq, err = a.Start(sh.ctx(o, rec.version), rec.copyState(), o.msg)
+		return err
+	})
+	if r, ok := gameOutcome(err); ok {
+		if isFinal(r) {
+			sh.final(b, o, r, now, keys...)
+		} else {
+			b.reply(o, r)
+		}
+		return
+	}
+	enc, err := sh.encodeJobRequest(a, jreq)
+	if err != nil {
+		b.reply(o, internalError(err))
+		return
+	}
 	f := &flight{
 		key:      keys[0],
 		keys:     keys,
 		playerID: id,
-		battleID: req.GetBattleId(),
-		req:      simulateRequest(rec.player, req),
+		jobKey:   key,
+		req:      enc,
 		first:    o,
 		waiters:  []*op{o},
 	}
@@ -318,7 +455,21 @@ func (sh *shard) startBattle(b *batch, o *op, req *leveev2.StartBattleRequest) {
 	b.launches = append(b.launches, f)
 }
 
-// launch runs f's battle call on its own goroutine, bounded by MaxBattles.
+// encodeJobRequest encodes what a's start returned, which must be its
+// job's request type.
+func (sh *shard) encodeJobRequest(a *gamedef.Action, jreq proto.Message) ([]byte, error) {
+	j, _ := sh.srv.def.Job(a.Job) // Validate has checked it
+	if err := checkType(fmt.Sprintf("action %q's job request", a.Name), jreq, j.Request); err != nil {
+		return nil, err
+	}
+	enc, err := proto.Marshal(jreq)
+	if err != nil {
+		return nil, fmt.Errorf("encode action %q's job request: %w", a.Name, err)
+	}
+	return enc, nil
+}
+
+// launch runs f's job call on its own goroutine, bounded by MaxBattles.
 // The result comes back through the shard's internal channel, which the
 // shard drains before its requests; that send is not subject to admission
 // (it must never be refused) and gives up only when the server stops.
@@ -328,7 +479,7 @@ func (sh *shard) launch(f *flight) {
 	case s.battleSem <- struct{}{}:
 	default:
 		sh.failFlight(f, result{
-			err:      fmt.Errorf("%w: %d battles in flight", apperr.ErrBusy, cap(s.battleSem)),
+			err:      fmt.Errorf("%w: %d jobs in flight", apperr.ErrBusy, cap(s.battleSem)),
 			pushback: busyPushback,
 		})
 		return
@@ -337,10 +488,11 @@ func (sh *shard) launch(f *flight) {
 	go func() {
 		defer s.battleWG.Done()
 		defer func() { <-s.battleSem }()
-		// The first request's deadline and criticality travel to battle.
+		// The first request's deadline and criticality travel to the job
+		// tier.
 		ctx := priority.Outgoing(f.first.ctx, f.first.class)
-		rep, pushback, err := s.battle.Simulate(ctx, f.req, f.first.class)
-		msg := &op{battle: &battleResult{key: f.key, rep: rep, err: err, pushback: pushback}}
+		rep, pushback, err := s.jobs.Run(ctx, f.first.action.Job, f.jobKey, f.req, f.first.class)
+		msg := &op{job: &jobResult{key: f.key, rep: rep, err: err, pushback: pushback}}
 		select {
 		case sh.in <- msg:
 		case <-s.stop:
@@ -365,9 +517,9 @@ func (sh *shard) failFlight(f *flight, r result) {
 	}
 }
 
-// applyBattle applies a finished battle's reward exactly once and answers
-// every request that waited for it.
-func (sh *shard) applyBattle(b *batch, res *battleResult) {
+// applyJob applies a finished job's result exactly once, with the game's
+// continuation, and answers every request that waited for it.
+func (sh *shard) applyJob(b *batch, res *jobResult) {
 	f := sh.flights[res.key]
 	if f == nil {
 		return
@@ -378,45 +530,81 @@ func (sh *shard) applyBattle(b *batch, res *battleResult) {
 		return
 	}
 	sh.forget(f)
+	failAll := func(err error) {
+		for _, w := range f.waiters {
+			b.reply(w, internalError(err))
+		}
+	}
+	a := f.first.action
+	j, _ := sh.srv.def.Job(a.Job)
+	jrep := j.Reply.New().Interface()
+	if err := proto.Unmarshal(res.rep, jrep); err != nil {
+		failAll(fmt.Errorf("decode job %q's reply: %w", a.Job, err))
+		return
+	}
 	rec, err := sh.record(b, f.playerID)
 	if err == nil && rec == nil {
 		err = errNoPlayer
 	}
 	if err != nil {
-		for _, w := range f.waiters {
-			b.reply(w, internalError(err))
-		}
+		failAll(err)
 		return
 	}
 	if so, err := sh.outcome(b, f.key); err != nil || so != nil {
 		// Stored meanwhile: cannot happen while the flight is known, but
-		// the reward must never be applied twice.
+		// the result must never be applied twice.
 		for _, w := range f.waiters {
-			r, _ := sh.prior(b, w, f.key, errBattleReused)
+			r, _ := sh.prior(b, w, f.key, errJobKeyReused)
 			b.reply(w, r)
 		}
 		return
 	}
-	next := rec.clone()
-	br := applyReward(next.player, f.battleID, res.rep)
-	br.Player = clonePlayer(next.player)
-	reply := &leveev2.LogicReply{Result: &leveev2.LogicReply_Battle{Battle: br}}
-	if err := b.store(f.first.req, reply, sh.srv.clk.Now(), f.keys...); err != nil {
-		for _, w := range f.waiters {
-			b.reply(w, internalError(err))
+	now := sh.srv.clk.Now()
+	var reply, next proto.Message
+	err = sh.srv.guard(a.Name, f.playerID, func() (err error) {
+		reply, next, err = a.Apply(sh.ctx(f.first, rec.version), rec.copyState(), f.first.msg, jrep)
+		return err
+	})
+	var lr *leveev2.LogicReply
+	if r, ok := gameOutcome(err); ok {
+		if !isFinal(r) {
+			for _, w := range f.waiters {
+				b.reply(w, r)
+			}
+			return
 		}
-		return
+		if !sh.final(b, f.first, r, now, f.keys...) {
+			for _, w := range f.waiters[1:] {
+				b.reply(w, internalError(errors.New("the job's outcome could not be stored")))
+			}
+			return
+		}
+		lr = r.reply
+	} else {
+		var ok bool
+		if lr, ok = sh.commitMutation(b, f.first, rec, reply, next, now, f.keys...); !ok {
+			for _, w := range f.waiters[1:] {
+				b.reply(w, internalError(errors.New("the job's result could not be applied")))
+			}
+			return
+		}
 	}
-	b.dirty[f.playerID] = next
-	b.mutations++
 	for _, w := range f.waiters {
 		if w == f.first {
-			b.reply(w, result{reply: reply})
-			continue
+			continue // answered by final
 		}
-		// The others waited for the first's battle: theirs is a replay.
-		r := proto.Clone(br).(*leveev2.BattleReply)
+		// The others waited for the first's job: theirs is a replay.
+		r := proto.Clone(lr).(*leveev2.LogicReply)
 		r.Replayed = true
-		b.reply(w, result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Battle{Battle: r}}})
+		b.reply(w, result{reply: r})
 	}
+}
+
+// businessError is a typed error inside a LogicReply.
+func businessError(err error) result {
+	return result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Error{Error: apperr.Reply(err, 0)}}}
+}
+
+func internalError(err error) result {
+	return result{err: fmt.Errorf("%w: %w", apperr.ErrInternal, err)}
 }

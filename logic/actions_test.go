@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -77,10 +78,15 @@ func TestBuyBadInputsChangeNothing(t *testing.T) {
 		{"absurd quantity", buyReq("alice", 14, "potion", math.MaxInt32), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
 		{"unknown item", buyReq("alice", 15, "no-such-item", 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
 		{"empty item", buyReq("alice", 16, "", 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
-		{"huge item id", buyReq("alice", 17, strings.Repeat("x", 10000), 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
+		{"long item id", buyReq("alice", 17, strings.Repeat("x", 200), 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
+		// Past the action's declared MaxRequestBytes (256): refused
+		// before the shard.
+		{"huge item id", buyReq("alice", 22, strings.Repeat("x", 10000), 1), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"undecodable request", undecodable(buyReq("alice", 23, "potion", 1)), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
+		{"unknown action", callReq("alice", 24, "sell_item", &leveev2.Error{}), leveev2.ErrorCode_ERROR_CODE_UNKNOWN_MESSAGE},
 		{"no request id", buyReq("alice", 0, "potion", 1), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
-		{"insufficient gold", buyReq("alice", 18, "dragon_skin", 3), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
-		{"insufficient gold, max quantity", buyReq("alice", 19, "dragon_skin", 100), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
+		{"insufficient gold", buyReq("alice", 18, "dragon_skin", 3), leveev2.ErrorCode_ERROR_CODE_REJECTED},
+		{"insufficient gold, max quantity", buyReq("alice", 19, "dragon_skin", 100), leveev2.ErrorCode_ERROR_CODE_REJECTED},
 		{"player never logged in", buyReq("ghost", 20, "potion", 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND},
 		{"no action", &leveev2.LogicRequest{PlayerId: "alice", RequestId: 21}, leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST},
 	} {
@@ -90,20 +96,47 @@ func TestBuyBadInputsChangeNothing(t *testing.T) {
 			if len(r.GetError().GetMessage()) > 200 {
 				t.Errorf("error message is %d bytes long", len(r.GetError().GetMessage()))
 			}
-			if after := e.profile("alice"); !proto.Equal(after, before) {
+			if after := e.profile("alice"); !samePlayer(after, before) {
 				t.Fatalf("state changed: %v, was %v", after, before)
 			}
 		})
 	}
-	// A malformed request never executed: its id stays open, and applies
-	// once it is well formed.
-	if r := e.call(buyReq("alice", 10, "dragon_skin", 1)).GetBuyItem(); r.GetReplayed() || r.GetPlayer().GetGold() != 500 {
-		t.Fatalf("buy with the id of a malformed request = %v", r)
+	// A request Levee refused before the game saw it (too big, not
+	// decodable) was never executed: its id stays open, and applies once
+	// it is well formed.
+	for _, rid := range []uint64{22, 23} {
+		if r := e.call(buyReq("alice", rid, "potion", 1)).GetBuyItem(); r.GetReplayed() || r.GetPlayer().GetInventory()["potion"] != uint32(rid-21) {
+			t.Fatalf("buy with the id %d of a malformed request = %v", rid, r)
+		}
 	}
-	// A business error is the id's outcome for good (see
-	// TestRefusedPurchaseStaysRefused).
-	wantError(t, e.call(buyReq("alice", 18, "dragon_skin", 3)), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
-	wantError(t, e.call(buyReq("alice", 15, "no-such-item", 1)), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND)
+	// The game's error, validation or business, is the id's outcome for
+	// good (see TestRefusedPurchaseStaysRefused): a resend gets it again,
+	// marked replayed, and the reason the game gave.
+	for _, c := range []struct {
+		rid    uint64
+		req    *leveev2.LogicRequest
+		code   leveev2.ErrorCode
+		reason string
+	}{
+		{10, buyReq("alice", 10, "potion", 0), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST, arena.ReasonBadQuantity},
+		{18, buyReq("alice", 18, "dragon_skin", 3), leveev2.ErrorCode_ERROR_CODE_REJECTED, arena.ReasonInsufficientGold},
+		{15, buyReq("alice", 15, "no-such-item", 1), leveev2.ErrorCode_ERROR_CODE_NOT_FOUND, arena.ReasonUnknownItem},
+	} {
+		r := e.call(c.req)
+		wantError(t, r, c.code)
+		if !r.GetReplayed() || r.GetError().GetReason() != c.reason {
+			t.Errorf("resend of request %d = %v, want replayed with reason %q", c.rid, r, c.reason)
+		}
+	}
+	// A well-formed request under the id of a refused one is another
+	// request: refused, not applied.
+	wantError(t, e.call(buyReq("alice", 10, "dragon_skin", 1)), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
+}
+
+// undecodable is req with a request that does not decode as its action's.
+func undecodable(req *leveev2.LogicRequest) *leveev2.LogicRequest {
+	req.GetCall().Request = []byte{0xff, 0xff, 0xff}
+	return req
 }
 
 func TestBuyIdempotentByRequestID(t *testing.T) {

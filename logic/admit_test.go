@@ -266,7 +266,7 @@ func TestBattleRetryOnOtherInstance(t *testing.T) {
 		e.clk.Advance(time.Second)
 		ctx := priority.Outgoing(ctxT(t), critical)
 		r, err := e.cli.Do(ctx, battleReq("alice", "retry-"+string(rune('a'+i)), 2, 10))
-		if err != nil || r.GetBattle() == nil {
+		if err != nil || view(r).GetBattle() == nil {
 			t.Fatalf("battle %d: %v %v", i, r, err)
 		}
 	}
@@ -298,7 +298,7 @@ func TestBattleRetryAroundDeadInstance(t *testing.T) {
 	e := start(t, envOpts{battle: f2, cfg: func(c *Config) { c.BattleAddrs = []string{dead, a2} }})
 	e.login("alice")
 	for i := range 4 {
-		if r, err := e.cli.Do(ctxT(t), battleReq("alice", "dead-"+string(rune('a'+i)), 2, 10)); err != nil || r.GetBattle() == nil {
+		if r, err := e.cli.Do(ctxT(t), battleReq("alice", "dead-"+string(rune('a'+i)), 2, 10)); err != nil || view(r).GetBattle() == nil {
 			t.Fatalf("battle %d: %v %v", i, r, err)
 		}
 	}
@@ -426,7 +426,7 @@ func TestRejectEarlyOffBlocks(t *testing.T) {
 
 			e.gate.release()
 			for _, ch := range []<-chan answer{q1, q2, waiter} {
-				if a := <-ch; a.err != nil || a.r.GetProfile() == nil {
+				if a := <-ch; a.err != nil || view(a.r).GetProfile() == nil {
 					t.Fatalf("answer %v, %v", a.r, a.err)
 				}
 			}

@@ -51,7 +51,7 @@ func TestBattleBadInputsChangeNothing(t *testing.T) {
 }
 
 // checkReward checks a first battle's reply against the rules.
-func checkReward(t *testing.T, br *leveev2.BattleReply) {
+func checkReward(t *testing.T, br *battleView) {
 	t.Helper()
 	p := br.GetPlayer()
 	if br.GetWon() {
@@ -98,7 +98,7 @@ func TestBattleConcurrentSameID(t *testing.T) {
 	e.login("alice")
 	e.flushAndBlock("alice")
 	const n = 5
-	replies := make(chan *leveev2.BattleReply, n)
+	replies := make(chan *battleView, n)
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
@@ -109,7 +109,7 @@ func TestBattleConcurrentSameID(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			replies <- r.GetBattle()
+			replies <- view(r).GetBattle()
 		}()
 	}
 	testwait.Until(t, "5 battle requests queued", func() bool { return e.depth(0) == n })
@@ -176,10 +176,10 @@ func TestBattleWaitsForInFlight(t *testing.T) {
 	if ra.err != nil || rb.err != nil {
 		t.Fatalf("errors: %v, %v", ra.err, rb.err)
 	}
-	if ra.r.GetBattle().GetReplayed() || !rb.r.GetBattle().GetReplayed() {
-		t.Fatalf("replayed flags: first %v, second %v", ra.r.GetBattle(), rb.r.GetBattle())
+	if view(ra.r).GetBattle().GetReplayed() || !view(rb.r).GetBattle().GetReplayed() {
+		t.Fatalf("replayed flags: first %v, second %v", view(ra.r).GetBattle(), view(rb.r).GetBattle())
 	}
-	checkReward(t, ra.r.GetBattle())
+	checkReward(t, view(ra.r).GetBattle())
 	if c := e.battle.calls.Load(); c != 1 {
 		t.Fatalf("battle called %d times, want 1", c)
 	}
@@ -256,7 +256,7 @@ func TestBattleBoundedInFlight(t *testing.T) {
 	}()
 	testwait.Until(t, "the battle call", func() bool { return e.battle.calls.Load() == 1 })
 	_, err := e.cli.Do(ctxT(t), battleReq("alice", "two", 4, 100))
-	wantStatus(t, err, codes.ResourceExhausted, "battles in flight")
+	wantStatus(t, err, codes.ResourceExhausted, "jobs in flight")
 	if apperr.FromStatus(err).RetryAfter <= 0 {
 		t.Error("no pushback on a refused battle")
 	}
@@ -277,34 +277,5 @@ func TestBattleRoundRobin(t *testing.T) {
 			t.Fatalf("after 200 battles: %d and %d calls", f1.calls.Load(), f2.calls.Load())
 		}
 		e.call(battleReq("alice", "rr-"+string(rune('a'+i%26))+string(rune('a'+i/26)), 1, 1))
-	}
-}
-
-func TestSimulateRequestDeterministic(t *testing.T) {
-	p := newPlayer("alice")
-	req := &leveev2.StartBattleRequest{BattleId: "b1", Units: 3, Ticks: 50}
-	a, b := simulateRequest(p, req), simulateRequest(proto.Clone(p).(*leveev2.Player), req)
-	if !proto.Equal(a, b) {
-		t.Fatal("same input, different battles")
-	}
-	if a.GetSeed() != battleSeed("alice", "b1") || len(a.GetTeamA()) != 3 || len(a.GetTeamB()) != 3 || a.GetMaxTicks() != 50 {
-		t.Fatalf("request = %v", a)
-	}
-	if c := simulateRequest(p, &leveev2.StartBattleRequest{BattleId: "b2", Units: 3, Ticks: 50}); proto.Equal(c.GetTeamB()[0], a.GetTeamB()[0]) && c.GetSeed() == a.GetSeed() {
-		t.Fatal("another battle id gives the same battle")
-	}
-}
-
-func TestApplyReward(t *testing.T) {
-	p := newPlayer("alice")
-	p.Xp = 490
-	br := applyReward(p, "b", &leveev2.SimulateReply{Winner: 1})
-	if !br.GetWon() || p.GetXp() != 540 || p.GetLevel() != 2 || p.GetGold() != 1030 || p.GetRating() != 1015 || p.GetWins() != 1 || p.GetVersion() != 2 {
-		t.Fatalf("after a win: %v", p)
-	}
-	p.Rating = 4
-	br = applyReward(p, "c", &leveev2.SimulateReply{Winner: 0}) // a draw is a loss
-	if br.GetWon() || br.GetRatingDelta() != -4 || p.GetRating() != 0 || p.GetLosses() != 1 || p.GetXp() != 550 || p.GetGold() != 1030 {
-		t.Fatalf("after a draw: %v (reply %v)", p, br)
 	}
 }

@@ -21,14 +21,15 @@ import (
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-// simulator is what the shards need from the battle tier: one simulation
-// for a caller of class c, its error as a domain error, and the retry delay
-// the callee asked for.
-type simulator interface {
-	Simulate(ctx context.Context, req *leveev2.SimulateRequest, c priority.Class) (*leveev2.SimulateReply, time.Duration, error)
+// jobRunner is what the shards need from the battle tier: one run of the
+// game's job (its name, the key the game chose, the encoded request) for a
+// caller of class c, the encoded reply, its error as a domain error, and
+// the retry delay the callee asked for.
+type jobRunner interface {
+	Run(ctx context.Context, job, key string, req []byte, c priority.Class) ([]byte, time.Duration, error)
 }
 
-var _ simulator = (*battleClient)(nil)
+var _ jobRunner = (*battleClient)(nil)
 
 // battleInstance is one battle address with its own connection, so that a
 // retry can be sent to a different instance than the first attempt, and
@@ -36,7 +37,7 @@ var _ simulator = (*battleClient)(nil)
 type battleInstance struct {
 	addr  string
 	conn  *grpc.ClientConn
-	rpc   leveev2.BattleClient
+	rpc   leveev2.JobsClient
 	limit battleLimiter
 	gauge prometheus.Gauge // logic_battle_limit{instance}
 
@@ -220,7 +221,7 @@ func (c *battleClient) newInstance(addr string) (*battleInstance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &battleInstance{addr: addr, conn: conn, rpc: leveev2.NewBattleClient(conn), gauge: c.limits.WithLabelValues(addr), onClose: c.forget}
+	in := &battleInstance{addr: addr, conn: conn, rpc: leveev2.NewJobsClient(conn), gauge: c.limits.WithLabelValues(addr), onClose: c.forget}
 	in.limit.adaptive.tolerance = c.tolerance
 	in.gauge.Set(aimdInitial)
 	c.mu.Lock()
@@ -262,12 +263,13 @@ func (c *battleClient) setRTTTolerance(t float64) {
 // errNoBattleInstance: DNS has not given any battle instance yet.
 var errNoBattleInstance = fmt.Errorf("battle: %w: no battle instance known yet (-battle-addrs resolved to none)", apperr.ErrUnavailable)
 
-// Simulate calls one battle instance, and on a retryable failure maybe a
+// Run runs a job on one battle instance, and on a retryable failure maybe a
 // second one, within the caller's remaining deadline capped at the battle
 // timeout (both attempts together). The caller's outgoing metadata (the
 // criticality) goes with both attempts; cl decides what happens when
 // instances are cooling (see battlePicker.pick).
-func (c *battleClient) Simulate(ctx context.Context, req *leveev2.SimulateRequest, cl priority.Class) (*leveev2.SimulateReply, time.Duration, error) {
+func (c *battleClient) Run(ctx context.Context, job, key string, request []byte, cl priority.Class) ([]byte, time.Duration, error) {
+	req := &leveev2.JobRequest{Job: job, Key: key, Request: request}
 	critical := cl == priority.Critical
 	first, wait, full := c.choose(nil, critical)
 	if first == nil && full {
@@ -362,11 +364,11 @@ func (c *battleClient) choose(avoid *battleInstance, critical bool) (*battleInst
 // refusal (RESOURCE_EXHAUSTED or UNAVAILABLE) starts the instance's
 // cooling when pushback is on; an unreachable instance asks discovery for
 // an early lookup.
-func (c *battleClient) attempt(ctx context.Context, in *battleInstance, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, time.Duration, error) {
+func (c *battleClient) attempt(ctx context.Context, in *battleInstance, req *leveev2.JobRequest) ([]byte, time.Duration, error) {
 	defer in.release()
 	in.limit.begin()
 	start := c.clk.Now()
-	rep, err := in.rpc.Simulate(ctx, req)
+	rep, err := in.rpc.Run(ctx, req)
 	in.limit.end()
 	c.signalFreed()
 	if err != nil {
@@ -382,12 +384,10 @@ func (c *battleClient) attempt(ctx context.Context, in *battleInstance, req *lev
 	}
 	if c.pushback {
 		now := c.clk.Now()
-		// A battle's cost grows with its units and the ticks it lasted.
-		work := float64(len(req.GetTeamA())+len(req.GetTeamB())) * float64(rep.GetTicks())
-		in.gauge.Set(in.limit.succeeded(now, now.Sub(start), work))
+		in.gauge.Set(in.limit.succeeded(now, now.Sub(start), jobWork(req, rep)))
 	}
 	c.calls.WithLabelValues("ok").Inc()
-	return rep, 0, nil
+	return rep.GetReply(), 0, nil
 }
 
 // Outcomes of logic_battle_waits_total.
@@ -544,4 +544,14 @@ func battleOutcome(err error) string {
 	default:
 		return "error"
 	}
+}
+
+// jobWork is a job call's size for the delay signal (aimd): Levee knows
+// nothing of what a game's job computes, so it takes the encoded request
+// and reply (a job's work grows with what it is given and returns, e.g.
+// the size of a simulation and what its result reports), in bytes, at least
+// 1; the signal compares intervals' time per unit with each other, so the
+// unit does not matter.
+func jobWork(req *leveev2.JobRequest, rep *leveev2.JobReply) float64 {
+	return max(float64(len(req.GetRequest())+len(rep.GetReply())), 1)
 }

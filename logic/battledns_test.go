@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
@@ -82,7 +84,7 @@ func sharedPortBattles(t *testing.T, fs ...*fakeBattle) ([]string, string, strin
 		var ips []string
 		for i, f := range fs {
 			srv := grpc.NewServer()
-			leveev2.RegisterBattleServer(srv, f)
+			leveev2.RegisterJobsServer(srv, f)
 			go srv.Serve(liss[i])
 			t.Cleanup(srv.Stop)
 			ips = append(ips, fmt.Sprintf("127.0.0.%d", i+1))
@@ -135,8 +137,8 @@ func wantAddrs(t *testing.T, c *battleClient, want ...string) {
 
 func battleCall(t *testing.T, c *battleClient) error {
 	t.Helper()
-	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
-	_, _, err := c.Simulate(ctxT(t), req, priority.Default)
+	req := simulateRequest(newPlayer("alice"), &arenapb.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	_, _, err := c.Run(ctxT(t), arena.JobSimulate, "b", req, priority.Default)
 	return err
 }
 
@@ -352,14 +354,14 @@ func TestDiscoveryChangesUnderConcurrentCalls(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	req := simulateRequest(newPlayer("alice"), &arenapb.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	callCtx := ctxT(t)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				if _, _, err := c.Simulate(callCtx, req, priority.Default); err != nil {
+				if _, _, err := c.Run(callCtx, arena.JobSimulate, "b", req, priority.Default); err != nil {
 					errs <- err
 					return
 				}

@@ -90,17 +90,17 @@ func (l *battleLimiter) succeeded(now time.Time, rtt time.Duration, work float64
 //
 // With a tolerance (> 0; -battle-rtt-tolerance) it also listens to delay,
 // the way TCP Vegas or Envoy's adaptive concurrency do, but per unit of
-// work, because a battle's round trip grows with its size (units × ticks
-// fought): every rttInterval it takes the interval's round trips over
+// work, because a job's round trip grows with its size (measured by its
+// encoded request and reply, see jobWork): every rttInterval it takes the interval's round trips over
 // their work (total time / total work of the calls that succeeded in it)
 // and compares that with the smallest such figure of the last intervals
 // (over about rttWindow). Above tolerance × that, the instance is running
 // its work slower than it can (its CPUs are contended, by its own
-// simulations or by neighbours it cannot see), so the limit shrinks by
+// jobs or by neighbours it cannot see), so the limit shrinks by
 // rttDecrease and does not grow until an interval is back within
 // tolerance. Calls the limit holds back wait briefly at logic
 // (-battle-wait) or are refused fast, instead of running slowly in a
-// crowd: the battles that are served stay fast.
+// crowd: the jobs that are served stay fast.
 //
 // The zero value is a limit of aimdInitial without a delay signal.
 type aimd struct {

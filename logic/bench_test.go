@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkBuy measures purchases through gRPC into an in-process server
@@ -41,7 +41,7 @@ func benchmarkBuy(b *testing.B, shards int) {
 			}
 			rid++
 			r, err := e.cli.Do(ctx, buyReq(id, rid, "potion", 1))
-			if err != nil || r.GetBuyItem() == nil {
+			if err != nil || view(r).GetBuyItem() == nil {
 				b.Errorf("buy: %v %v", r, err)
 				return
 			}
@@ -80,7 +80,7 @@ func BenchmarkBuyLongLived(b *testing.B) {
 		for pb.Next() {
 			rid++
 			r, err := e.cli.Do(ctx, buyReq(id, rid, "potion", 1))
-			if err != nil || r.GetBuyItem() == nil {
+			if err != nil || view(r).GetBuyItem() == nil {
 				b.Errorf("buy: %v %v", r, err)
 				return
 			}

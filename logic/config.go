@@ -1,6 +1,7 @@
 package logic
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,12 +9,39 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leveehq/levee/game"
+	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/shardmap"
 )
+
+// JobRunner runs a game's job in this process (Config.Jobs): the job's
+// declared name, the key the game chose for it, and its request message,
+// protobuf-encoded; it returns the job's reply, protobuf-encoded. An error
+// fails every request waiting for the job (nothing is applied, the ids
+// stay open for a resend): a domain error of internal/apperr keeps its
+// code (e.g. apperr.ErrBusy), any other is INTERNAL.
+type JobRunner interface {
+	Run(ctx context.Context, job, key string, request []byte) (reply []byte, err error)
+}
 
 // Config is the logic tier's configuration; cmd/logic binds every field to a
 // flag (and a LOGIC_* variable).
 type Config struct {
+	// Game is the game this tier serves (required): its player state, its
+	// actions and their handlers, and its jobs. New refuses to start when
+	// Game.Validate reports an error.
+	Game *game.Game
+	// Jobs, when set, runs the game's jobs in this process instead of on
+	// the battle tier over gRPC (BattleAddrs may then be empty, and the
+	// Battle* settings do not apply): the test kit (package gametest) uses
+	// it. nil: the battle tier.
+	Jobs JobRunner
+	// Clock is the tier's clock: the handlers' Ctx.Now, when outcomes were
+	// applied (the idempotency window), the purge, the dequeue guard and
+	// the battle instances' cooling. nil: the real clock. (The shards'
+	// measured time per request is always wall-clock time.)
+	Clock clock.Clock
+
 	// GRPCAddr is where the Logic and health services listen.
 	GRPCAddr string
 	// OpsAddr serves /metrics, /healthz and /readyz.
@@ -81,7 +109,8 @@ type Config struct {
 	BattleWaiters int
 	// BattleRTTTolerance adds a delay signal to the adaptive limit per
 	// battle instance (part of BattlePushback): when a 100 ms interval's
-	// round trip per unit of work (units × ticks fought) exceeds this
+	// round trip per unit of work (the job's encoded request and reply,
+	// in bytes) exceeds this
 	// multiple of the best interval of the last minute, the limit shrinks
 	// (see aimd). 0: refusals alone set it.
 	// The default 1.5 is Netflix concurrency-limits' Gradient2 rttTolerance.
@@ -125,9 +154,9 @@ type Config struct {
 	// answers RESOURCE_EXHAUSTED or UNAVAILABLE is left alone ("cooling")
 	// until its grpc-retry-pushback-ms has passed (100 ms when it sent none);
 	// the picker skips cooling instances, and when every instance is cooling
-	// a DEFAULT or SHEDDABLE battle is refused locally (RESOURCE_EXHAUSTED,
+	// a DEFAULT or SHEDDABLE job is refused locally (RESOURCE_EXHAUSTED,
 	// retry after the earliest end of cooling) without any RPC, at admission
-	// when it is a new StartBattle. A CRITICAL call still tries the instance
+	// when it is a new request for an action that runs a job. A CRITICAL call still tries the instance
 	// whose cooling ends first. Off: every call goes out round robin.
 	BattlePushback bool
 }
@@ -274,7 +303,7 @@ func (c Config) Validate() error {
 	if !(c.BattleRetryBudget > 0 && c.BattleRetryBudget <= maxRetryTokens) {
 		errs = append(errs, fmt.Errorf("-battle-retry-budget: must be in (0, %d], got %v", maxRetryTokens, c.BattleRetryBudget))
 	}
-	if len(c.BattleAddrs) == 0 {
+	if len(c.BattleAddrs) == 0 && c.Jobs == nil {
 		errs = append(errs, errors.New("-battle-addrs: must list at least one address"))
 	}
 	for _, a := range c.BattleAddrs {

@@ -189,7 +189,7 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		r, err := cli.Do(ctx, loginReq(id))
 		cancel()
-		if err != nil || r.GetWelcome().GetPlayer().GetGold() != 1000 {
+		if err != nil || view(r).GetWelcome().GetPlayer().GetGold() != 1000 {
 			t.Fatalf("login %s: %v %v", id, r, err)
 		}
 		for i := range swords + potions {
@@ -256,7 +256,7 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 						t.Errorf("buy %v before the kill: %v", pu, err)
 						return
 					}
-					if r.GetBuyItem() == nil || r.GetBuyItem().GetReplayed() {
+					if view(r).GetBuyItem() == nil || view(r).GetBuyItem().GetReplayed() {
 						t.Errorf("buy %v: %v", pu, r)
 						return
 					}
@@ -300,14 +300,14 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 
 	presentTotal := 0
 	for id, ops := range byPlayer {
-		before := do(profileReq(id, "")).GetProfile().GetPlayer()
+		before := view(do(profileReq(id, ""))).GetProfile().GetPlayer()
 		// Resend every planned request id: replayed means it was applied
 		// before the crash.
 		present := map[string]uint32{}
 		spent := int64(0)
 		n := 0
 		for _, pu := range ops {
-			r := do(buyReq(pu.player, pu.rid, pu.item, 1)).GetBuyItem()
+			r := view(do(buyReq(pu.player, pu.rid, pu.item, 1))).GetBuyItem()
 			if r == nil {
 				t.Fatalf("resend %v: no purchase reply", pu)
 			}
@@ -337,7 +337,7 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 			}
 		}
 		// Now everything is applied, once.
-		after := do(profileReq(id, "")).GetProfile().GetPlayer()
+		after := view(do(profileReq(id, ""))).GetProfile().GetPlayer()
 		if after.GetGold() != 1000-int64(swords)*100-int64(potions)*10 ||
 			after.GetInventory()["sword"] != swords || after.GetInventory()["potion"] != potions ||
 			after.GetVersion() != uint64(1+len(ops)) {
@@ -345,11 +345,11 @@ func TestCrashKeepsAcknowledgedPurchases(t *testing.T) {
 		}
 		// And sending it all again changes nothing.
 		for _, pu := range ops {
-			if r := do(buyReq(pu.player, pu.rid, pu.item, 1)).GetBuyItem(); !r.GetReplayed() {
+			if r := view(do(buyReq(pu.player, pu.rid, pu.item, 1))).GetBuyItem(); !r.GetReplayed() {
 				t.Errorf("third send of %v applied again", pu)
 			}
 		}
-		if again := do(profileReq(id, "")).GetProfile().GetPlayer(); again.GetGold() != after.GetGold() || again.GetVersion() != after.GetVersion() {
+		if again := view(do(profileReq(id, ""))).GetProfile().GetPlayer(); again.GetGold() != after.GetGold() || again.GetVersion() != after.GetVersion() {
 			t.Errorf("%s changed by a third send: %v, was %v", id, again, after)
 		}
 	}

@@ -188,7 +188,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	e.gate.release()
 	wg.Wait()
-	if errs[0] != nil || reps[0].GetProfile().GetPlayer().GetGold() != startGold-10 {
+	if errs[0] != nil || view(reps[0]).GetProfile().GetPlayer().GetGold() != startGold-10 {
 		t.Fatalf("read of committed state in a failed batch: %v, %v", reps[0], errs[0])
 	}
 	storageFull(t, "purchase in a failed batch", errs[1])

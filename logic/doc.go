@@ -1,8 +1,27 @@
-// Package logic is Levee's stateful tier: it owns player state, sharded by a
-// hash of the player id. Each shard is one goroutine that drains a bounded
-// request channel and an internal channel (battle results), the internal
-// one always first, so its state needs no locks and a result never waits
+// Package logic is Levee's stateful tier: it serves a declared game
+// (Config.Game, package game) and owns its player state, sharded by a hash
+// of the player id. Each shard is one goroutine that drains a bounded
+// request channel and an internal channel (job results), the internal one
+// always first, so its state needs no locks and a result never waits
 // behind new requests.
+//
+// A request is a login or a call of one of the game's actions, by name
+// (an undeclared one is UNKNOWN_MESSAGE), with its request message
+// (one that does not decode as the action's is BAD_REQUEST, before it
+// takes a place in a queue). A login creates a new player's initial state
+// at version 1. On the shard, a query's handler reads a copy of the state
+// (of another player only where the game declares it: game.ReadsPlayer,
+// routed to that player's shard); a mutation's handler gets a copy of the
+// state and returns the reply and the next state, and Levee bumps the
+// version; an action that runs a job builds the job's request on the
+// shard (start), runs it on the battle tier off the shard (Jobs.Run, or
+// Config.Jobs in process), and applies its result back on the shard with
+// the game's continuation, exactly once per key. A game's error
+// (game.Invalid, Reject, NotFound, Forbidden) is a request's outcome; any
+// other error, or a panic, fails the request with INTERNAL and changes
+// nothing (guard.go: every call of the game's code is timed per action,
+// logic_handler_duration_seconds, budget 1 ms, and a panic is counted,
+// logic_handler_panics_total, and logged; the shard goes on).
 //
 // Admission (level 2 of the backpressure) never blocks: a request is refused
 // at once with RESOURCE_EXHAUSTED when the channel is at least 90 % full
@@ -17,32 +36,36 @@
 // error and never executed, and a non-critical one that has waited more
 // than 2 × -queue-max-wait is answered busy, unexecuted. The class
 // (levee/internal/priority) arrives in the levee-criticality gRPC metadata,
-// set by the gate from its policy table (logic is internal and trusts it;
-// none means default), and travels on to battle with the remaining
+// set by the gate from the action's declared class (logic is internal and
+// trusts it; none means default), and travels on to battle with the remaining
 // deadline. -protection=false (or the switch of each mechanism) turns this
 // off, for comparison.
 //
 // State is durable: every shard has its own bbolt file, and a shard commits
 // all the mutations of one pass over its channel in a single transaction
-// (group commit) before it answers any of them, so an acknowledged purchase
-// survives a crash. Purchases and battles are idempotent by request id, and
-// battles also by battle id: the first outcome of each, business errors
-// included, is stored in the shard's bucket "outcomes" in the same commit as
-// the change it answers, and a resend is answered from it for
-// -idempotency-window (24 h) after the request was issued; the shard purges
-// older outcomes itself, and a resend older than the window whose outcome
-// is gone is answered REQUEST_EXPIRED, never applied again.
+// (group commit) before it answers any of them, so an acknowledged mutation
+// survives a crash. Mutations are idempotent by request id, and actions
+// that run a job also by their job key (the game's, e.g. a battle id): the
+// first outcome of each, game errors included, is stored in the shard's
+// bucket "outcomes" in the same commit as the change it answers, and a
+// resend is answered from it for -idempotency-window (24 h) after the
+// request was issued; the shard purges older outcomes itself, and a resend
+// older than the window whose outcome is gone is answered REQUEST_EXPIRED,
+// never applied again. A request Levee refuses before the game's code runs
+// (not decodable, too big, no request id, busy, expired, shutting down, a
+// failure of the game's code or of the store) stores nothing: its id stays
+// open for a resend.
 //
-// Battles are simulated by the battle tier, called outside the shard
-// goroutine; the result comes back to the shard as an internal message
-// (which bypasses admission) and is applied there exactly once. Logic is the
-// one layer that retries: a battle call refused or unreachable is retried
+// Jobs run on the battle tier, called outside the shard goroutine; the
+// result comes back to the shard as an internal message (which bypasses
+// admission) and is applied there exactly once. Logic is the one layer
+// that retries: a job call refused or unreachable is retried
 // once, on another battle instance, under a retry throttle. A refusing
 // battle instance is left to cool for the pushback it sent; while every
-// instance cools, non-critical battles are refused locally without an RPC
-// (new StartBattles already at admission). Each instance also has an
+// instance cools, non-critical jobs are refused locally without an RPC
+// (new requests for them already at admission). Each instance also has an
 // adaptive concurrency limit (AIMD, with a delay signal per unit of work),
-// and a battle that finds every instance at its limit waits briefly for a
+// and a job that finds every instance at its limit waits briefly for a
 // slot (-battle-wait) or is refused. The instance's limiter (cooling, calls
 // outstanding, the limit: battlelimit.go) and the picker (battlepick.go)
 // are pure and told the time; battleclient.go makes the calls and feeds

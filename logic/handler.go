@@ -8,8 +8,10 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/token"
@@ -30,45 +32,47 @@ var errPlayerID = fmt.Errorf("%w: player_id must be 1..64 characters of [A-Za-z0
 // shard's backpressure, in the status details).
 func (s *Server) Do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 	start := time.Now()
-	reply, outcome, err := s.do(ctx, req)
-	s.m.requests.WithLabelValues(actionName(req), outcome).Inc()
+	reply, label, outcome, err := s.do(ctx, req)
+	s.m.requests.WithLabelValues(label, outcome).Inc()
 	s.m.duration.Observe(time.Since(start).Seconds())
 	return reply, err
 }
 
-// do returns the reply or status error, and the outcome label.
-func (s *Server) do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, string, error) {
+// do returns the reply or status error, the action label and the outcome
+// label.
+func (s *Server) do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.LogicReply, string, string, error) {
 	id := req.GetPlayerId()
+	a, msg, route, label, verr := s.decode(req)
 	if !token.ValidPlayerID(id) {
-		return nil, "invalid", apperr.ToStatus(ctx, errPlayerID, 0)
+		return nil, label, "invalid", apperr.ToStatus(ctx, errPlayerID, 0)
 	}
-	shardID := shardmap.Shard(id, s.cfg.Shards)
+	shardID := shardmap.Shard(route, s.cfg.Shards)
 	sh := s.shards[shardID]
 	if sh == nil {
-		return nil, "wrong_shard", status.Error(codes.FailedPrecondition, fmt.Sprintf("%v: player %s is on shard %d of %d, hosted by instance %d; this is instance %d of %d",
-			ErrWrongShard, id, shardID, s.cfg.Shards, shardmap.Instance(shardID, s.cfg.Instances), s.cfg.Instance, s.cfg.Instances))
+		return nil, label, "wrong_shard", status.Error(codes.FailedPrecondition, fmt.Sprintf("%v: player %s is on shard %d of %d, hosted by instance %d; this is instance %d of %d",
+			ErrWrongShard, route, shardID, s.cfg.Shards, shardmap.Instance(shardID, s.cfg.Instances), s.cfg.Instance, s.cfg.Instances))
 	}
-	if err := validateAction(req); err != nil {
-		return &leveev2.LogicReply{Backpressure: sh.backpressure(), Result: &leveev2.LogicReply_Error{Error: apperr.Reply(err, 0)}}, "rejected", nil
+	if verr != nil {
+		return &leveev2.LogicReply{Backpressure: sh.backpressure(), Result: &leveev2.LogicReply_Error{Error: apperr.Reply(verr, 0)}}, label, "rejected", nil
 	}
 	cl := priority.FromIncoming(ctx) // the gate's decision; logic is internal
 	now := s.clk.Now()
-	if req.GetStartBattle() != nil && cl != priority.Critical {
-		// Cheap: a few atomic loads. A battle that could only be refused
+	if a != nil && a.Job != "" && cl != priority.Critical && s.battleCli != nil {
+		// Cheap: a few atomic loads. A job that could only be refused
 		// locally after its turn in the queue is refused now instead.
 		if wait, all := s.battleCli.allCooling(now); all {
 			sh.coolingRefuse[cl.Index()].Inc()
 			depth := len(sh.ch)
 			err := fmt.Errorf("%w: every battle instance is cooling after refusing; the first is ready in %v", apperr.ErrBusy, wait)
-			return nil, errOutcome(err), apperr.Overloaded(ctx, err, ceilMillis(wait), depth, float64(depth)/float64(cap(sh.ch)))
+			return nil, label, errOutcome(err), apperr.Overloaded(ctx, err, ceilMillis(wait), depth, float64(depth)/float64(cap(sh.ch)))
 		}
 	}
-	o := &op{ctx: ctx, req: req, class: cl, arrived: now, done: make(chan result, 1)}
+	o := &op{ctx: ctx, req: req, class: cl, arrived: now, done: make(chan result, 1), action: a, msg: msg, route: route}
 	if depth, retryAfter, err := s.admit(sh, o); err != nil {
 		if errors.Is(err, apperr.ErrBusy) {
-			return nil, errOutcome(err), apperr.Overloaded(ctx, err, retryAfter, depth, float64(depth)/float64(cap(sh.ch)))
+			return nil, label, errOutcome(err), apperr.Overloaded(ctx, err, retryAfter, depth, float64(depth)/float64(cap(sh.ch)))
 		}
-		return nil, errOutcome(err), apperr.ToStatus(ctx, err, 0)
+		return nil, label, errOutcome(err), apperr.ToStatus(ctx, err, 0)
 	}
 	var r result
 	select {
@@ -82,62 +86,82 @@ func (s *Server) do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.Lo
 	if r.err != nil {
 		if errors.Is(r.err, apperr.ErrBusy) {
 			depth := len(sh.ch)
-			return nil, errOutcome(r.err), apperr.Overloaded(ctx, r.err, r.pushback, depth, float64(depth)/float64(cap(sh.ch)))
+			return nil, label, errOutcome(r.err), apperr.Overloaded(ctx, r.err, r.pushback, depth, float64(depth)/float64(cap(sh.ch)))
 		}
-		return nil, errOutcome(r.err), apperr.ToStatus(ctx, r.err, r.pushback)
+		return nil, label, errOutcome(r.err), apperr.ToStatus(ctx, r.err, r.pushback)
 	}
 	switch {
 	case r.reply.GetError() != nil:
-		return r.reply, "rejected", nil
-	case r.reply.GetBuyItem().GetReplayed(), r.reply.GetBattle().GetReplayed():
-		return r.reply, "replayed", nil
+		return r.reply, label, "rejected", nil
+	case r.reply.GetReplayed():
+		return r.reply, label, "replayed", nil
 	}
-	return r.reply, "ok", nil
+	return r.reply, label, "ok", nil
+}
+
+// Action labels of requests that name no declared action.
+const (
+	labelNone    = "none"    // neither a login nor a call
+	labelUnknown = "unknown" // a call of an action the game does not declare
+)
+
+// decode checks what can be checked without the player's state, so that a
+// bad request never takes a place in a shard's queue: the action it calls
+// (nil for a login), its request decoded as the action's, and the player
+// whose shard serves it (route: the sender, or the target of a query
+// declared to read another player). label is the logic_requests_total
+// action label. A bad request still gets a route (the sender) and err, a
+// domain error for its reply.
+func (s *Server) decode(req *leveev2.LogicRequest) (a *gamedef.Action, msg proto.Message, route, label string, err error) {
+	route = req.GetPlayerId()
+	switch k := req.GetKind().(type) {
+	case *leveev2.LogicRequest_Login:
+		return nil, nil, route, gamedef.LoginAction, nil
+	case *leveev2.LogicRequest_Call:
+		name := k.Call.GetAction()
+		a, ok := s.def.Action(name)
+		if !ok {
+			return nil, nil, route, labelUnknown, fmt.Errorf("%w: the game declares no action %q", apperr.ErrUnknownMessage, clip(name))
+		}
+		body := k.Call.GetRequest()
+		if a.MaxRequestBytes > 0 && len(body) > a.MaxRequestBytes {
+			return nil, nil, route, a.Name, fmt.Errorf("%w: action %q's request is %d bytes, at most %d", apperr.ErrBadRequest, a.Name, len(body), a.MaxRequestBytes)
+		}
+		msg = a.Request.New().Interface()
+		if err := proto.Unmarshal(body, msg); err != nil {
+			return nil, nil, route, a.Name, fmt.Errorf("%w: action %q's request is no %s: %v", apperr.ErrBadRequest, a.Name, a.Request.Descriptor().FullName(), err)
+		}
+		if a.Mutates && a.Job == "" && req.GetRequestId() == 0 {
+			return nil, nil, route, a.Name, fmt.Errorf("%w: action %q mutates and needs a non-zero request_id", apperr.ErrBadRequest, a.Name)
+		}
+		if a.Target != nil {
+			sender, target := route, route
+			if err := s.guard(a.Name, sender, func() error { target = a.Route(sender, msg); return nil }); err != nil {
+				return nil, nil, route, a.Name, fmt.Errorf("%w: %w", apperr.ErrInternal, err)
+			}
+			if !token.ValidPlayerID(target) {
+				return nil, nil, route, a.Name, fmt.Errorf("%w: action %q reads player %q, which is no valid player id", apperr.ErrBadRequest, a.Name, clip(target))
+			}
+			route = target
+		}
+		return a, msg, route, a.Name, nil
+	default:
+		return nil, nil, route, labelNone, fmt.Errorf("%w: request has no action", apperr.ErrBadRequest)
+	}
+}
+
+// clip cuts a name from a request to 64 bytes for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // ceilMillis rounds d up to a whole millisecond (the unit of retry_after_ms
 // in the status details), at least 1 ms, so that a short wait is not sent as "0".
 func ceilMillis(d time.Duration) time.Duration {
 	return max(((d+time.Millisecond-1)/time.Millisecond)*time.Millisecond, time.Millisecond)
-}
-
-// validateAction checks what can be checked without the player's state, so
-// that a bad request never takes a place in a shard's queue.
-func validateAction(req *leveev2.LogicRequest) error {
-	switch a := req.GetAction().(type) {
-	case *leveev2.LogicRequest_Login:
-		return nil
-	case *leveev2.LogicRequest_GetProfile:
-		if p := a.GetProfile.GetPlayerId(); p != "" && p != req.GetPlayerId() {
-			return fmt.Errorf("%w: you may only read your own profile", apperr.ErrForbidden)
-		}
-		return nil
-	case *leveev2.LogicRequest_BuyItem:
-		if req.GetRequestId() == 0 {
-			return fmt.Errorf("%w: a purchase needs a non-zero request_id", apperr.ErrBadRequest)
-		}
-		return checkQuantity(a.BuyItem.GetQuantity()) // the item is the shard's business
-	case *leveev2.LogicRequest_StartBattle:
-		return validateBattle(a.StartBattle)
-	default:
-		return fmt.Errorf("%w: request has no action", apperr.ErrBadRequest)
-	}
-}
-
-// actionName is the logic_requests_total action label.
-func actionName(req *leveev2.LogicRequest) string {
-	switch req.GetAction().(type) {
-	case *leveev2.LogicRequest_Login:
-		return "login"
-	case *leveev2.LogicRequest_GetProfile:
-		return "get_profile"
-	case *leveev2.LogicRequest_BuyItem:
-		return "buy_item"
-	case *leveev2.LogicRequest_StartBattle:
-		return "start_battle"
-	default:
-		return "none"
-	}
 }
 
 // errOutcome is the logic_requests_total outcome label for a status error.

@@ -3,6 +3,7 @@ package logic
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"strconv"
@@ -19,6 +20,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
@@ -28,11 +33,11 @@ import (
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-// fakeBattle is an in-process battle tier that counts its calls. It wins
-// when the seed is even. Set gate to hold every call until it is closed; set
+// fakeBattle is an in-process battle tier (the Jobs service running
+// arena's "simulate") that counts its calls. It wins when the seed is even. Set gate to hold every call until it is closed; set
 // fail to answer with that error (and pushback) instead.
 type fakeBattle struct {
-	leveev2.UnimplementedBattleServer
+	leveev2.UnimplementedJobsServer
 	calls    atomic.Int64
 	gate     atomic.Pointer[chan struct{}]
 	fail     atomic.Pointer[error]
@@ -48,8 +53,15 @@ type seenCall struct {
 	deadline time.Time // zero: none
 }
 
-func (f *fakeBattle) Simulate(ctx context.Context, req *leveev2.SimulateRequest) (*leveev2.SimulateReply, error) {
+func (f *fakeBattle) Run(ctx context.Context, jr *leveev2.JobRequest) (*leveev2.JobReply, error) {
 	f.calls.Add(1)
+	if jr.GetJob() != arena.JobSimulate {
+		return nil, status.Errorf(codes.InvalidArgument, "no job %q", jr.GetJob())
+	}
+	req := &arenapb.SimulateRequest{}
+	if err := proto.Unmarshal(jr.GetRequest(), req); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	dl, _ := ctx.Deadline()
 	f.mu.Lock()
 	f.seen = append(f.seen, seenCall{crit: priority.FromIncoming(ctx), deadline: dl})
@@ -77,12 +89,16 @@ func (f *fakeBattle) Simulate(ctx context.Context, req *leveev2.SimulateRequest)
 	if req.GetSeed()%2 == 0 {
 		winner = 1
 	}
-	return &leveev2.SimulateReply{
+	rep, err := proto.Marshal(&arenapb.SimulateReply{
 		BattleId:   req.GetBattleId(),
 		Winner:     winner,
 		Ticks:      1,
 		ResultHash: req.GetSeed() ^ uint64(len(req.GetTeamA())),
-	}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &leveev2.JobReply{Reply: rep}, nil
 }
 
 func (f *fakeBattle) seenCalls() []seenCall {
@@ -113,7 +129,7 @@ func startFakeBattle(t testing.TB, f *fakeBattle) string {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	leveev2.RegisterBattleServer(srv, f)
+	leveev2.RegisterJobsServer(srv, f)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
@@ -192,6 +208,7 @@ type envOpts struct {
 // time per request and a fake clock.
 func testConfig(dir string, battleAddr string) Config {
 	cfg := DefaultConfig()
+	cfg.Game = arena.Game()
 	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DataDir = dir
 	cfg.Shards = 1
@@ -264,7 +281,7 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // call sends req and fails the test on a status error.
-func (e *env) call(req *leveev2.LogicRequest) *leveev2.LogicReply {
+func (e *env) call(req *leveev2.LogicRequest) *reply {
 	e.t.Helper()
 	r, err := e.cli.Do(ctxT(e.t), req)
 	if err != nil {
@@ -273,28 +290,181 @@ func (e *env) call(req *leveev2.LogicRequest) *leveev2.LogicReply {
 	if r.GetBackpressure() == nil {
 		e.t.Fatalf("Do(%v): reply without backpressure", req)
 	}
-	return r
+	return view(r)
+}
+
+// startGold is a new arena player's gold.
+const startGold = arena.StartGold
+
+// newPlayer is a new arena player's state.
+func newPlayer(id string) *arenapb.Player { return arena.NewPlayer(id) }
+
+// callReq is a call of action with req, encoded.
+func callReq(id string, rid uint64, action string, req proto.Message) *leveev2.LogicRequest {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		panic(err)
+	}
+	return &leveev2.LogicRequest{PlayerId: id, RequestId: rid, Kind: &leveev2.LogicRequest_Call{Call: &leveev2.Call{Action: action, Request: b}}}
 }
 
 func loginReq(id string) *leveev2.LogicRequest {
-	return &leveev2.LogicRequest{PlayerId: id, RequestId: 1, Action: &leveev2.LogicRequest_Login{Login: &leveev2.LoginRequest{}}}
+	return &leveev2.LogicRequest{PlayerId: id, RequestId: 1, Kind: &leveev2.LogicRequest_Login{Login: &leveev2.LoginRequest{}}}
 }
 
 func profileReq(id, of string) *leveev2.LogicRequest {
-	return &leveev2.LogicRequest{PlayerId: id, RequestId: 2, Action: &leveev2.LogicRequest_GetProfile{GetProfile: &leveev2.GetProfileRequest{PlayerId: of}}}
+	return callReq(id, 2, arena.ActionGetProfile, &arenapb.GetProfileRequest{PlayerId: of})
 }
 
 func buyReq(id string, rid uint64, item string, qty int32) *leveev2.LogicRequest {
-	return &leveev2.LogicRequest{PlayerId: id, RequestId: rid, Action: &leveev2.LogicRequest_BuyItem{BuyItem: &leveev2.BuyItemRequest{ItemId: item, Quantity: qty}}}
+	return callReq(id, rid, arena.ActionBuyItem, &arenapb.BuyItemRequest{ItemId: item, Quantity: qty})
 }
 
 // battleReq is a battle request whose request id is derived from the battle
 // id (a request id names one request, see TestKeyReusedForAnotherRequest).
 func battleReq(id string, battleID string, units, ticks uint32) *leveev2.LogicRequest {
-	return &leveev2.LogicRequest{PlayerId: id, RequestId: battleSeed("rid", battleID)>>11 | 1<<52, Action: &leveev2.LogicRequest_StartBattle{StartBattle: &leveev2.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks}}}
+	return callReq(id, battleSeed("rid", battleID)>>11|1<<52, arena.ActionStartBattle,
+		&arenapb.StartBattleRequest{BattleId: battleID, Units: units, Ticks: ticks})
 }
 
-func (e *env) login(id string) *leveev2.Player {
+// battleSeed is arena's seed of a battle: FNV-1a 64 of "<player>/<battle>".
+func battleSeed(playerID, battleID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(playerID + "/" + battleID))
+	return h.Sum64()
+}
+
+// simulateRequest is arena's job request for p's battle b, encoded.
+func simulateRequest(p *arenapb.Player, b *arenapb.StartBattleRequest) []byte {
+	enc, err := proto.Marshal(arena.SimulateRequest(p, b))
+	if err != nil {
+		panic(err)
+	}
+	return enc
+}
+
+// reply is a LogicReply read as arena's: the tests ask for the reply of
+// the action they sent (a view is nil when the reply is not one).
+type reply struct{ *leveev2.LogicReply }
+
+func view(r *leveev2.LogicReply) *reply { return &reply{r} }
+
+// playerView is an arena player with the version Levee keeps for it.
+type playerView struct {
+	*arenapb.Player
+	version uint64
+}
+
+func (p *playerView) GetVersion() uint64 {
+	if p == nil {
+		return 0
+	}
+	return p.version
+}
+
+func (p *playerView) msg() *arenapb.Player {
+	if p == nil {
+		return nil
+	}
+	return p.Player
+}
+
+func decodeAs[M proto.Message](r *leveev2.LogicReply, m M) (M, bool) {
+	var zero M
+	if r.GetError() != nil || r.GetWelcome() != nil || r == nil {
+		return zero, false
+	}
+	if err := proto.Unmarshal(r.GetReply(), m); err != nil {
+		return zero, false
+	}
+	return m, true
+}
+
+type buyView struct {
+	*arenapb.BuyItemReply
+	r *leveev2.LogicReply
+}
+
+func (v *buyView) GetReplayed() bool { return v != nil && v.r.GetReplayed() }
+func (v *buyView) GetPlayer() *playerView {
+	if v == nil || v.BuyItemReply.GetPlayer() == nil {
+		return nil
+	}
+	return &playerView{v.BuyItemReply.GetPlayer(), v.r.GetVersion()}
+}
+
+func (r *reply) GetBuyItem() *buyView {
+	m, ok := decodeAs(r.LogicReply, &arenapb.BuyItemReply{})
+	if !ok {
+		return nil
+	}
+	return &buyView{m, r.LogicReply}
+}
+
+type battleView struct {
+	*arenapb.BattleReply
+	r *leveev2.LogicReply
+}
+
+func (v *battleView) GetReplayed() bool { return v != nil && v.r.GetReplayed() }
+func (v *battleView) GetPlayer() *playerView {
+	if v == nil || v.BattleReply.GetPlayer() == nil {
+		return nil
+	}
+	return &playerView{v.BattleReply.GetPlayer(), v.r.GetVersion()}
+}
+
+func (r *reply) GetBattle() *battleView {
+	m, ok := decodeAs(r.LogicReply, &arenapb.BattleReply{})
+	if !ok || m.GetBattleId() == "" {
+		return nil
+	}
+	return &battleView{m, r.LogicReply}
+}
+
+type profileView struct {
+	*arenapb.ProfileReply
+	r *leveev2.LogicReply
+}
+
+func (v *profileView) GetPlayer() *playerView {
+	if v == nil || v.ProfileReply.GetPlayer() == nil {
+		return nil
+	}
+	return &playerView{v.ProfileReply.GetPlayer(), v.r.GetVersion()}
+}
+
+func (r *reply) GetProfile() *profileView {
+	m, ok := decodeAs(r.LogicReply, &arenapb.ProfileReply{})
+	if !ok || m.GetPlayer() == nil {
+		return nil
+	}
+	return &profileView{m, r.LogicReply}
+}
+
+type welcomeView struct {
+	*leveev2.Welcome
+}
+
+func (v *welcomeView) GetPlayer() *playerView {
+	if v == nil {
+		return nil
+	}
+	p := &arenapb.Player{}
+	if err := proto.Unmarshal(v.Welcome.GetState(), p); err != nil {
+		return nil
+	}
+	return &playerView{p, v.Welcome.GetVersion()}
+}
+
+func (r *reply) GetWelcome() *welcomeView {
+	if r.LogicReply.GetWelcome() == nil {
+		return nil
+	}
+	return &welcomeView{r.LogicReply.GetWelcome()}
+}
+
+func (e *env) login(id string) *playerView {
 	e.t.Helper()
 	w := e.call(loginReq(id)).GetWelcome()
 	if w == nil {
@@ -303,13 +473,18 @@ func (e *env) login(id string) *leveev2.Player {
 	return w.GetPlayer()
 }
 
-func (e *env) profile(id string) *leveev2.Player {
+func (e *env) profile(id string) *playerView {
 	e.t.Helper()
 	r := e.call(profileReq(id, ""))
 	if r.GetProfile() == nil {
 		e.t.Fatalf("profile %s: %v", id, r)
 	}
 	return r.GetProfile().GetPlayer()
+}
+
+// samePlayer says whether a and b are the same state at the same version.
+func samePlayer(a, b *playerView) bool {
+	return proto.Equal(a.msg(), b.msg()) && a.GetVersion() == b.GetVersion()
 }
 
 // flushAndBlock parks the (only) shard: it sends a profile request for
@@ -358,7 +533,7 @@ func histogram(t testing.TB, h prometheus.Histogram) (uint64, float64) {
 }
 
 // wantError checks that r is a business error with code.
-func wantError(t testing.TB, r *leveev2.LogicReply, code leveev2.ErrorCode) {
+func wantError(t testing.TB, r interface{ GetError() *leveev2.Error }, code leveev2.ErrorCode) {
 	t.Helper()
 	if r.GetError().GetCode() != code {
 		t.Fatalf("reply = %v, want business error %v", r, code)

@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
@@ -35,7 +36,7 @@ func seedRich(t testing.TB, dir string, ids ...string) {
 		for _, id := range ids {
 			p := newPlayer(id)
 			p.Gold = 1_000_000_000
-			v, err := proto.Marshal(&leveev2.PlayerRecord{Player: p})
+			v, err := (&record{state: p, version: 1}).marshal()
 			if err != nil {
 				return err
 			}
@@ -65,7 +66,7 @@ func (e *env) buyMany(id string, from uint64, n int) {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				r, err := e.cli.Do(priority.Outgoing(ctx, priority.Critical), buyReq(id, rid, "potion", 1))
 				cancel()
-				if err != nil || r.GetBuyItem() == nil || r.GetBuyItem().GetReplayed() {
+				if err != nil || view(r).GetBuyItem() == nil || view(r).GetBuyItem().GetReplayed() {
 					e.t.Errorf("buy %d: %v %v", rid, r, err)
 				}
 			}
@@ -146,7 +147,7 @@ func TestRefusedPurchaseStaysRefused(t *testing.T) {
 		t.Fatalf("sword: %v", r)
 	}
 	refused := e.call(buyReq("alice", 2, "dragon_skin", 2)) // 1000 gold
-	wantError(t, refused, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, refused, leveev2.ErrorCode_ERROR_CODE_REJECTED)
 	for i := range 4 {
 		if b := e.call(battleReq("alice", winningBattleID(t, "alice", i), 4, 100)).GetBattle(); !b.GetWon() {
 			t.Fatalf("battle %d: %v", i, b)
@@ -157,7 +158,7 @@ func TestRefusedPurchaseStaysRefused(t *testing.T) {
 		t.Fatalf("after 4 wins: %v", rich)
 	}
 	again := e.call(buyReq("alice", 2, "dragon_skin", 2))
-	wantError(t, again, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, again, leveev2.ErrorCode_ERROR_CODE_REJECTED)
 	if again.GetError().GetMessage() != refused.GetError().GetMessage() {
 		t.Errorf("replayed refusal %q, first %q", again.GetError().GetMessage(), refused.GetError().GetMessage())
 	}
@@ -190,7 +191,7 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 		{"a battle under a purchase's id", battleReqID("alice", 42, "b2", 4, 100), "request id already used"},
 		{"a purchase under a battle's id", buyReq("alice", 43, "sword", 2), "request id already used"},
 		{"another battle under a battle's id", battleReqID("alice", 43, "b2", 4, 100), "request id already used"},
-		{"a battle id with other units", battleReqID("alice", 44, "b1", 5, 100), "battle id already used"},
+		{"a battle id with other units", battleReqID("alice", 44, "b1", 5, 100), "job key already used"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := e.call(c.req)
@@ -227,7 +228,7 @@ func TestOutcomesSurviveRestart(t *testing.T) {
 	bought := e.call(buyReq("alice", 7, "sword", 1)).GetBuyItem()
 	fought := e.call(battleReq("alice", "b1", 4, 100)).GetBattle()
 	refused := e.call(buyReq("alice", 8, "dragon_skin", 100))
-	wantError(t, refused, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, refused, leveev2.ErrorCode_ERROR_CODE_REJECTED)
 	if err := e.stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestOutcomesSurviveRestart(t *testing.T) {
 	if r := e2.call(battleReq("alice", "b1", 4, 100)).GetBattle(); !r.GetReplayed() || !proto.Equal(r.GetPlayer(), fought.GetPlayer()) {
 		t.Fatalf("battle after restart: %v", r)
 	}
-	wantError(t, e2.call(buyReq("alice", 8, "dragon_skin", 100)), leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD)
+	wantError(t, e2.call(buyReq("alice", 8, "dragon_skin", 100)), leveev2.ErrorCode_ERROR_CODE_REJECTED)
 	if p := e2.profile("alice"); !proto.Equal(p, before) || fb.calls.Load() != 1 {
 		t.Fatalf("resends after restart changed the player (%v, was %v) or fought again (%d)", p, before, fb.calls.Load())
 	}
@@ -344,7 +345,7 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 // keeps what is not yet due.
 func TestPurgeIsBounded(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	st, err := openStoreAt(t.TempDir(), 0, t0)
+	st, err := openStore(t.TempDir(), 0, (&arenapb.Player{}).ProtoReflect().Type())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,11 +353,12 @@ func TestPurgeIsBounded(t *testing.T) {
 	outs := map[string]outcome{}
 	for i := range 5000 {
 		at := t0.Add(time.Duration(i%2) * time.Hour) // half due, half an hour later
-		o, err := newOutcome(requestKey("p", uint64(i+1)), at, buyReq("p", uint64(i+1), "potion", 1), &leveev2.LogicReply{})
+		key := requestKey("p", uint64(i+1))
+		enc, err := encodeOutcome(at, buyReq("p", uint64(i+1), "potion", 1).GetCall(), &leveev2.LogicReply{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		outs[o.key] = o
+		outs[key] = outcome{key: key, at: at, enc: enc}
 	}
 	if err := st.put(nil, outs, nil); err != nil {
 		t.Fatal(err)
@@ -382,58 +384,6 @@ func TestPurgeIsBounded(t *testing.T) {
 	}
 	if st.purgedUpTo != t0.UnixMilli() {
 		t.Fatalf("purgedUpTo = %d, want %d", st.purgedUpTo, t0.UnixMilli())
-	}
-}
-
-// A shard file written by a release that kept outcomes inside the player
-// record has them moved to the outcomes bucket when it is opened: the old
-// purchase and battle are replayed, not applied again.
-func TestOutcomesMigratedFromRecords(t *testing.T) {
-	dir := t.TempDir()
-	p := newPlayer("alice")
-	p.Gold, p.Inventory["sword"], p.Wins, p.Version = 900, 1, 1, 3
-	old := &leveev2.PlayerRecord{Player: p, Applied: []*leveev2.AppliedOp{
-		{Key: "buy/5", Reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_BuyItem{BuyItem: &leveev2.BuyItemReply{Player: p, GoldSpent: 100}}}},
-		{Key: "battle/b9", Reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Battle{Battle: &leveev2.BattleReply{BattleId: "b9", Won: true, Player: p}}}},
-	}}
-	db, err := bolt.Open(filepath.Join(dir, "shard-000.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucket(playersBucket)
-		if err != nil {
-			return err
-		}
-		v, err := proto.Marshal(old)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte("alice"), v)
-	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := start(t, envOpts{dir: dir})
-	if r := e.call(buyReq("alice", 5, "sword", 1)).GetBuyItem(); !r.GetReplayed() || r.GetGoldSpent() != 100 {
-		t.Fatalf("migrated purchase: %v", r)
-	}
-	if r := e.call(battleReq("alice", "b9", 4, 100)).GetBattle(); !r.GetReplayed() || !r.GetWon() {
-		t.Fatalf("migrated battle: %v", r)
-	}
-	if got := e.profile("alice"); !proto.Equal(got, p) || e.battle.calls.Load() != 0 {
-		t.Fatalf("after the resends: %v (want %v), %d battles", got, p, e.battle.calls.Load())
-	}
-	st := e.srv.shards[0].store
-	if n := keyCount(t, st, outcomesBucket); n != 2 {
-		t.Fatalf("%d migrated outcomes, want 2", n)
-	}
-	var rec leveev2.PlayerRecord
-	if err := st.db.View(func(tx *bolt.Tx) error {
-		return proto.Unmarshal(tx.Bucket(playersBucket).Get([]byte("alice")), &rec)
-	}); err != nil || len(rec.GetApplied()) != 0 {
-		t.Fatalf("the record still holds %d outcomes (%v)", len(rec.GetApplied()), err)
 	}
 }
 
@@ -468,10 +418,10 @@ func TestBattleJoinerKeepsItsRequestID(t *testing.T) {
 	// Queued after the joiner, so the shard has seen it: its id is taken.
 	wantError(t, e.call(buyReq("alice", 71, "sword", 1)), leveev2.ErrorCode_ERROR_CODE_BAD_REQUEST)
 	close(release)
-	if r := <-first; r.GetBattle() == nil {
+	if r := <-first; view(r).GetBattle() == nil {
 		t.Fatalf("first: %v", r)
 	}
-	if r := <-joiner; !r.GetBattle().GetReplayed() {
+	if r := <-joiner; !view(r).GetBattle().GetReplayed() {
 		t.Fatalf("joiner: %v", r)
 	}
 	before := e.profile("alice")

@@ -131,7 +131,7 @@ func TestGracefulShutdown(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		r, err := e.cli.Do(ctxT(t), battleReq("alice", "last", 2, 10))
-		if err == nil && r.GetBattle() == nil {
+		if err == nil && view(r).GetBattle() == nil {
 			err = errors.New("no battle reply")
 		}
 		done <- err

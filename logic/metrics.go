@@ -1,8 +1,12 @@
 package logic
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/leveehq/levee/internal/gamedef"
 )
 
 // tierMetrics are the logic tier's own series, registered on the server's
@@ -23,7 +27,29 @@ type tierMetrics struct {
 
 	battleInstances prometheus.Gauge
 	battleResolves  *prometheus.CounterVec
+
+	handlerDuration *prometheus.HistogramVec
+	handlerPanics   *prometheus.CounterVec
 }
+
+// handlerSeries are the handler series of every action of def, and of the
+// login (the initial state), created at zero so that a rate over them
+// exists from the start.
+func (m *tierMetrics) handlerSeries(def *gamedef.Def) map[string]*handlerMetrics {
+	out := map[string]*handlerMetrics{}
+	names := []string{gamedef.LoginAction}
+	for _, a := range def.Actions() {
+		names = append(names, a.Name)
+	}
+	for _, n := range names {
+		out[n] = &handlerMetrics{duration: m.handlerDuration.WithLabelValues(n), panics: m.handlerPanics.WithLabelValues(n)}
+	}
+	return out
+}
+
+// HandlerBudget is how long a game's handler may hold its shard per call:
+// the alert LeveeHandlerSlow fires when an action's p99 is above it.
+const HandlerBudget = time.Millisecond
 
 // logic_rejections_total reasons.
 const (
@@ -90,7 +116,7 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 				"queue_full: refused at admission because the channel was past the class's fill threshold (RESOURCE_EXHAUSTED). " +
 				"wait_estimate: refused at admission because queue depth x measured time per request exceeded -queue-max-wait (half of it for sheddable; RESOURCE_EXHAUSTED). " +
 				"queue_wait: picked up after waiting longer than 2 x -queue-max-wait and answered busy unexecuted (RESOURCE_EXHAUSTED; never critical requests). " +
-				"battle_cooling: a start_battle refused at admission because every battle instance was cooling after refusing (RESOURCE_EXHAUSTED). " +
+				"battle_cooling: a request for an action that runs a job refused at admission because every battle instance was cooling after refusing (RESOURCE_EXHAUSTED). " +
 				"expired: the caller's deadline passed while the request waited in (or, with -reject-early off, for) the channel (DEADLINE_EXCEEDED).",
 		}, []string{"shard", "reason", "criticality"}),
 		blocked: f.NewGauge(prometheus.GaugeOpts{
@@ -108,6 +134,16 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 				"cooling (not retried: every other instance was cooling after a refusal).",
 		}, []string{"outcome"}),
 	}
+	m.handlerDuration = f.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "logic_handler_duration_seconds",
+		Help: "Time inside the game's code on the shard (its handler, job start and continuation, key and target functions, the initial state), by action " +
+			"(login: the initial state). The shard's other players wait meanwhile; the budget is 1 ms per call (alert LeveeHandlerSlow).",
+		Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1},
+	}, []string{"action"})
+	m.handlerPanics = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "logic_handler_panics_total",
+		Help: "Calls of the game's code that panicked, by action: each failed its own request with INTERNAL and changed nothing; the shard went on.",
+	}, []string{"action"})
 	m.battleWaits = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "logic_battle_waits_total",
 		Help: "Battle calls that found every battle instance at its adaptive concurrency limit and waited for a slot (-battle-wait), " +

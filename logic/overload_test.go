@@ -10,11 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
-	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // epoch is where the fake clocks of these tests start.
@@ -42,12 +43,12 @@ func TestBattleResultBeforeQueuedRequests(t *testing.T) {
 	}
 	e.gate.release()
 
-	if a := <-fight; a.err != nil || a.r.GetBattle() == nil {
+	if a := <-fight; a.err != nil || view(a.r).GetBattle() == nil {
 		t.Fatalf("battle: %v %v", a.r, a.err)
 	}
 	for i, ch := range queued {
 		a := <-ch
-		p := a.r.GetProfile().GetPlayer()
+		p := view(a.r).GetProfile().GetPlayer()
 		if a.err != nil || p.GetWins()+p.GetLosses() != 1 || p.GetVersion() != 2 {
 			t.Fatalf("queued profile %d read %v (%v): the battle result was applied after it", i, p, a.err)
 		}
@@ -161,7 +162,7 @@ func TestQueueWaitRefusedAtAdmission(t *testing.T) {
 	}
 	e.gate.release()
 	for _, ch := range queued {
-		if a := <-ch; a.err != nil || a.r.GetProfile() == nil {
+		if a := <-ch; a.err != nil || view(a.r).GetProfile() == nil {
 			t.Fatalf("queued request answered with %v, %v", a.r, a.err)
 		}
 	}
@@ -198,17 +199,17 @@ func TestQueueWaitGuardAtDequeue(t *testing.T) {
 		}
 		wantStatus(t, a.err, codes.ResourceExhausted, "waited in the queue longer than 100ms")
 	}
-	if a := <-late; a.err != nil || a.r.GetProfile() == nil {
+	if a := <-late; a.err != nil || view(a.r).GetProfile() == nil {
 		t.Fatalf("a request queued 1 ms: %v %v", a.r, a.err)
 	}
-	if a := <-buyCritical; a.err != nil || a.r.GetBuyItem() == nil {
+	if a := <-buyCritical; a.err != nil || view(a.r).GetBuyItem() == nil {
 		t.Fatalf("stale critical purchase: %v %v", a.r, a.err)
 	}
-	if a := <-fight; a.err != nil || a.r.GetBattle() == nil {
+	if a := <-fight; a.err != nil || view(a.r).GetBattle() == nil {
 		t.Fatalf("battle: %v %v", a.r, a.err)
 	}
 	p := e.profile("alice")
-	if p.GetInventory()["sword"] != 1 || p.GetGold() != before.GetGold()-100+int64(p.GetWins())*winGold || p.GetWins()+p.GetLosses() != 1 {
+	if p.GetInventory()["sword"] != 1 || p.GetGold() != before.GetGold()-100+int64(p.GetWins())*30 || p.GetWins()+p.GetLosses() != 1 {
 		t.Fatalf("after one critical purchase and one battle: %v", p)
 	}
 	for c, want := range map[priority.Class]float64{priority.Default: 2, priority.Sheddable: 1, priority.Critical: 0} {
@@ -236,7 +237,7 @@ func TestQueueWaitGuardSwitchedOff(t *testing.T) {
 			q := e.enqueue(profileReq("alice", ""), deflt, 1)
 			clk.Advance(time.Second)
 			e.gate.release()
-			if a := <-q; a.err != nil || a.r.GetProfile() == nil {
+			if a := <-q; a.err != nil || view(a.r).GetProfile() == nil {
 				t.Fatalf("stale request: %v %v", a.r, a.err)
 			}
 		})
@@ -265,10 +266,10 @@ func coolingClient(t *testing.T) (*battleClient, *clock.Fake, *fakeBattle, *fake
 // to the one ready first.
 func TestBattleCooling(t *testing.T) {
 	c, clk, f1, f2, m := coolingClient(t)
-	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	req := simulateRequest(newPlayer("alice"), &arenapb.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	call := func(cl priority.Class) (time.Duration, error) {
 		t.Helper()
-		_, pushback, err := c.Simulate(ctxT(t), req, cl)
+		_, pushback, err := c.Run(ctxT(t), arena.JobSimulate, "b", req, cl)
 		return pushback, err
 	}
 	calls := func(want1, want2 int64) {
@@ -341,10 +342,10 @@ func TestBattleCoolingWithoutPushbackAndRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.close() })
-	req := simulateRequest(newPlayer("alice"), &leveev2.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
+	req := simulateRequest(newPlayer("alice"), &arenapb.StartBattleRequest{BattleId: "b", Units: 1, Ticks: 1})
 	f1.failWith(statusBusy)
 	// dead (unavailable) then f1 (busy): both cool; the retry went out.
-	_, pb, err := c.Simulate(ctxT(t), req, priority.Default)
+	_, pb, err := c.Run(ctxT(t), arena.JobSimulate, "b", req, priority.Default)
 	if !errors.Is(err, apperr.ErrBusy) || pb != 200*time.Millisecond || f1.calls.Load() != 1 {
 		t.Fatalf("first call: %v, pushback %v, f1 calls %d", err, pb, f1.calls.Load())
 	}
@@ -354,7 +355,7 @@ func TestBattleCoolingWithoutPushbackAndRetry(t *testing.T) {
 	clk.Advance(100 * time.Millisecond) // dead is ready again, f1 cools to +200 ms
 	// First attempt at dead (the only one not cooling) fails; the retry
 	// would go to f1, which is cooling: not sent.
-	_, pb, err = c.Simulate(ctxT(t), req, priority.Default)
+	_, pb, err = c.Run(ctxT(t), arena.JobSimulate, "b", req, priority.Default)
 	if !errors.Is(err, apperr.ErrUnavailable) || f1.calls.Load() != 1 || pb != 100*time.Millisecond {
 		t.Fatalf("second call: %v, pushback %v, f1 calls %d", err, pb, f1.calls.Load())
 	}
@@ -372,7 +373,7 @@ func TestBattleCoolingThroughServer(t *testing.T) {
 	e, f1, f2 := twoBattlesPushback(t, "200", nil)
 	f1.failWith(statusBusy)
 	for i := range 3 { // f1 refuses, retried on f2; then f2's turn; then f1's, cooling: f2
-		if r, err := e.cli.Do(ctxT(t), battleReq("alice", "c"+string(rune('a'+i)), 2, 10)); err != nil || r.GetBattle() == nil {
+		if r, err := e.cli.Do(ctxT(t), battleReq("alice", "c"+string(rune('a'+i)), 2, 10)); err != nil || view(r).GetBattle() == nil {
 			t.Fatalf("battle %d: %v %v", i, r, err)
 		}
 	}
@@ -403,7 +404,7 @@ func TestBattleCoolingThroughServer(t *testing.T) {
 	e.profile("alice")
 
 	f1.failWith(nil)
-	if r, err := e.cli.Do(priority.Outgoing(ctxT(t), critical), battleReq("alice", "cf", 2, 10)); err != nil || r.GetBattle() == nil {
+	if r, err := e.cli.Do(priority.Outgoing(ctxT(t), critical), battleReq("alice", "cf", 2, 10)); err != nil || view(r).GetBattle() == nil {
 		t.Fatalf("critical battle: %v %v", r, err)
 	}
 	if f1.calls.Load() != 2 || f2.calls.Load() != 4 {
@@ -413,7 +414,7 @@ func TestBattleCoolingThroughServer(t *testing.T) {
 	e.clk.Advance(200 * time.Millisecond)
 	f2.failWith(nil)
 	for i := range 2 {
-		if r, err := e.cli.Do(ctxT(t), battleReq("alice", "cg"+string(rune('a'+i)), 2, 10)); err != nil || r.GetBattle() == nil {
+		if r, err := e.cli.Do(ctxT(t), battleReq("alice", "cg"+string(rune('a'+i)), 2, 10)); err != nil || view(r).GetBattle() == nil {
 			t.Fatalf("battle after the cooling: %v %v", r, err)
 		}
 	}

@@ -54,7 +54,7 @@ func TestQueueFullIsBusy(t *testing.T) {
 	wg.Wait()
 	close(replies)
 	for r := range replies {
-		if r.GetProfile() == nil || r.GetBackpressure() == nil {
+		if view(r).GetProfile() == nil || r.GetBackpressure() == nil {
 			t.Fatalf("queued request answered with %v", r)
 		}
 	}
@@ -141,7 +141,7 @@ func TestGroupCommitBatches(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					r, err := e.cli.Do(ctxT(t), buyReq(fmt.Sprintf("p%d", i), 1, "sword", 1))
-					if err != nil || r.GetBuyItem().GetPlayer().GetGold() != 900 {
+					if err != nil || view(r).GetBuyItem().GetPlayer().GetGold() != 900 {
 						t.Errorf("buy: %v %v", r, err)
 					}
 				}()

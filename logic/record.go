@@ -7,49 +7,58 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-// record is a player as a shard holds it. The outcomes of the player's
-// mutations are not part of it: they live in the store's bucket of their
-// own (see outcome), so that a commit re-encodes only the player.
+// record is a player as a shard holds it: the game's state message and its
+// version. The outcomes of the player's mutations are not part of it: they
+// live in the store's bucket of their own (see outcome), so that a commit
+// re-encodes only the state. A record in the cache or a batch is never
+// changed: a mutation works on a clone and puts a new record in the batch.
 type record struct {
-	player *leveev2.Player
+	state   proto.Message
+	version uint64
 }
 
-// clone is a copy whose player the batch may change.
-func (r *record) clone() *record { return &record{player: clonePlayer(r.player)} }
-
-func clonePlayer(p *leveev2.Player) *leveev2.Player { return proto.Clone(p).(*leveev2.Player) }
+// copyState is a copy of r's state that a handler may change.
+func (r *record) copyState() proto.Message { return proto.Clone(r.state) }
 
 // marshal encodes r as a leveev2.PlayerRecord.
 func (r *record) marshal() ([]byte, error) {
-	return proto.Marshal(&leveev2.PlayerRecord{Player: r.player})
+	state, err := proto.Marshal(r.state)
+	if err != nil {
+		return nil, err
+	}
+	return proto.Marshal(&leveev2.PlayerRecord{State: state, Version: r.version})
 }
 
-// unmarshalRecord decodes a leveev2.PlayerRecord. legacy is what a release
-// before the idempotency window kept inside the record (openStore moves it
-// to the outcomes bucket).
-func unmarshalRecord(b []byte) (r *record, legacy []*leveev2.AppliedOp, err error) {
+// unmarshalRecord decodes a leveev2.PlayerRecord whose state is a typ.
+func unmarshalRecord(b []byte, typ protoreflect.MessageType) (*record, error) {
 	var pr leveev2.PlayerRecord
 	if err := proto.Unmarshal(b, &pr); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if pr.GetPlayer() == nil {
-		return nil, nil, errors.New("record has no player")
+	if pr.GetVersion() == 0 {
+		return nil, errors.New("record has no version")
 	}
-	return &record{player: pr.GetPlayer()}, pr.GetApplied(), nil
+	state := typ.New().Interface()
+	if err := proto.Unmarshal(pr.GetState(), state); err != nil {
+		return nil, fmt.Errorf("record's state is no %s: %w", typ.Descriptor().FullName(), err)
+	}
+	return &record{state: state, version: pr.GetVersion()}, nil
 }
 
 // Outcome keys: "<player id>/req/<request id>" for every mutation with a
-// request id, and "<player id>/battle/<battle id>" for a battle. A player id
-// never contains '/', so the keys of two players never collide.
+// request id, and "<player id>/job/<job>/<key>" for an action that runs a
+// job. A player id never contains '/', so the keys of two players never
+// collide; a job's name never does either, so two jobs' keys never do.
 func requestKey(playerID string, requestID uint64) string {
 	return playerID + "/req/" + strconv.FormatUint(requestID, 10)
 }
 
-func battleKey(playerID, battleID string) string { return playerID + "/battle/" + battleID }
+func jobKey(playerID, job, key string) string { return playerID + "/job/" + job + "/" + key }
 
 // outcome is one mutation's first outcome, encoded as the store keeps it.
 type outcome struct {
@@ -58,26 +67,10 @@ type outcome struct {
 	enc []byte    // a marshalled leveev2.StoredOutcome
 }
 
-// newOutcome encodes reply as the outcome of req's action under key.
-func newOutcome(key string, at time.Time, req *leveev2.LogicRequest, reply *leveev2.LogicReply) (outcome, error) {
-	enc, err := encodeOutcome(at, req, reply)
-	if err != nil {
-		return outcome{}, fmt.Errorf("encode outcome %q: %w", key, err)
-	}
-	return outcome{key: key, at: at, enc: enc}, nil
-}
-
-// encodeOutcome marshals reply as the outcome of req's action, applied at
-// at; the key is not part of it, so one encoding serves every key.
-func encodeOutcome(at time.Time, req *leveev2.LogicRequest, reply *leveev2.LogicReply) ([]byte, error) {
-	so := &leveev2.StoredOutcome{AppliedAtMs: at.UnixMilli(), Reply: reply}
-	switch a := req.GetAction().(type) {
-	case *leveev2.LogicRequest_BuyItem:
-		so.Request = &leveev2.StoredOutcome_BuyItem{BuyItem: a.BuyItem}
-	case *leveev2.LogicRequest_StartBattle:
-		so.Request = &leveev2.StoredOutcome_StartBattle{StartBattle: a.StartBattle}
-	}
-	return proto.Marshal(so)
+// encodeOutcome marshals reply as the outcome of call, applied at at; the
+// key is not part of it, so one encoding serves every key.
+func encodeOutcome(at time.Time, call *leveev2.Call, reply *leveev2.LogicReply) ([]byte, error) {
+	return proto.Marshal(&leveev2.StoredOutcome{AppliedAtMs: at.UnixMilli(), Reply: reply, Request: call})
 }
 
 // decodeOutcome decodes a stored outcome; each call returns a fresh copy,
@@ -93,22 +86,19 @@ func decodeOutcome(key string, enc []byte) (*leveev2.StoredOutcome, error) {
 	return &so, nil
 }
 
-// sameRequest says whether req is the request that so answered. Outcomes
-// moved from an old PlayerRecord do not say, and match any request.
-func sameRequest(so *leveev2.StoredOutcome, req *leveev2.LogicRequest) bool {
-	switch a := req.GetAction().(type) {
-	case *leveev2.LogicRequest_BuyItem:
-		if so.GetRequest() == nil {
-			return so.GetReply().GetBattle() == nil
-		}
-		return proto.Equal(so.GetBuyItem(), a.BuyItem)
-	case *leveev2.LogicRequest_StartBattle:
-		if so.GetRequest() == nil {
-			return so.GetReply().GetBuyItem() == nil
-		}
-		return proto.Equal(so.GetStartBattle(), a.StartBattle)
+// sameRequest says whether the call o carries is the one so answered: the
+// same action and an equal request message (compared decoded, since two
+// encodings of one message may differ, e.g. in the order of a map).
+func sameRequest(so *leveev2.StoredOutcome, o *op) bool {
+	c := so.GetRequest()
+	if c.GetAction() != o.action.Name {
+		return false
 	}
-	return false
+	prev := o.action.Request.New().Interface()
+	if err := proto.Unmarshal(c.GetRequest(), prev); err != nil {
+		return false
+	}
+	return proto.Equal(prev, o.msg)
 }
 
 // replayOf is the answer to a resend from its stored outcome: the stored
@@ -116,11 +106,6 @@ func sameRequest(so *leveev2.StoredOutcome, req *leveev2.LogicRequest) bool {
 func replayOf(so *leveev2.StoredOutcome) result {
 	reply := so.GetReply()
 	reply.Backpressure = nil
-	if bi := reply.GetBuyItem(); bi != nil {
-		bi.Replayed = true
-	}
-	if br := reply.GetBattle(); br != nil {
-		br.Replayed = true
-	}
+	reply.Replayed = true
 	return result{reply: reply}
 }

@@ -8,13 +8,17 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/serve"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -42,12 +46,20 @@ type Server struct {
 	rejectEarly bool
 	dropExpired bool
 
-	// clk stamps arrivals for the dequeue guard and times the battle
-	// instances' cooling (tests swap in a clock.Fake with setClock). The
+	// clk stamps arrivals for the dequeue guard, is the handlers' Ctx.Now
+	// and the outcomes' time, ticks the purge and times the battle
+	// instances' cooling (Config.Clock; tests swap in a clock.Fake). The
 	// shards' measured time per request is always wall-clock time.
 	clk clock.Clock
 
-	battle    simulator
+	// def is the game this server runs (Config.Game); handlers are its
+	// actions' handler series, by action name ("login": the initial state).
+	def      *gamedef.Def
+	handlers map[string]*handlerMetrics
+
+	// jobs runs the game's jobs: battleCli (the battle tier over gRPC) or
+	// Config.Jobs.
+	jobs      jobRunner
 	battleCli *battleClient
 	battleSem chan struct{}
 	battleWG  sync.WaitGroup
@@ -71,6 +83,12 @@ var _ leveev2.LogicServer = (*Server)(nil)
 // New validates cfg, opens the stores of the hosted shards and the
 // listeners, and builds the server. Run starts it.
 func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
+	if cfg.Game == nil {
+		return nil, errors.New("logic: Config.Game is nil: logic serves a declared game (package game)")
+	}
+	if err := cfg.Game.Validate(); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -84,15 +102,23 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		return nil, err
 	}
 	reg := metrics.NewRegistry("logic")
+	def := cfg.Game.Def()
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	m := newMetrics(reg)
 	s := &Server{
 		cfg:         cfg,
 		log:         logger,
 		reg:         reg,
-		m:           newMetrics(reg),
+		m:           m,
+		def:         def,
+		handlers:    m.handlerSeries(def),
 		shards:      make([]*shard, cfg.Shards),
 		rejectEarly: cfg.rejectEarly(),
 		dropExpired: cfg.dropExpired(),
-		clk:         clock.Real{},
+		clk:         clk,
 		battleSem:   make(chan struct{}, cfg.maxBattles()),
 		stop:        make(chan struct{}),
 		shardsDone:  make(chan struct{}),
@@ -104,7 +130,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		}
 	}()
 	for _, id := range cfg.hosted() {
-		st, err := openStore(cfg.DataDir, id)
+		st, err := openStore(cfg.DataDir, id, def.State)
 		if err != nil {
 			return nil, err
 		}
@@ -112,24 +138,11 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		s.shards[id] = sh
 		s.hosted = append(s.hosted, sh)
 	}
-	var retry *retryThrottle
-	if cfg.battleRetry() {
-		retry = newRetryThrottle(cfg.BattleRetryBudget, retryTokenRatio)
-	}
-	target, dns, _ := battleDNSTarget(cfg.BattleAddrs) // Validate has checked it
-	if dns {
-		s.battleCli = newBattleClient(cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m)
-	} else if s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m); err != nil {
+	if cfg.Jobs != nil {
+		s.jobs = inProcessJobs{cfg.Jobs}
+	} else if err := s.dialJobs(); err != nil {
 		return nil, err
 	}
-	s.battleCli.slotWait, s.battleCli.maxWaiters = cfg.BattleWait, int64(cfg.BattleWaiters)
-	s.battleCli.setRTTTolerance(cfg.BattleRTTTolerance)
-	if dns {
-		host, port, _ := net.SplitHostPort(target)
-		s.battleCli.discover(battleDiscovery{host: host, port: port, resolver: net.DefaultResolver,
-			interval: cfg.BattleResolveInterval, clk: clock.Real{}, log: logger})
-	}
-	s.battle = s.battleCli
 	if s.grpcLis, err = net.Listen("tcp", cfg.GRPCAddr); err != nil {
 		return nil, fmt.Errorf("-grpc-addr: %w", err)
 	}
@@ -154,11 +167,49 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	return s, nil
 }
 
+// dialJobs builds the client of the battle tier, which runs the game's
+// jobs (Jobs.Run).
+func (s *Server) dialJobs() (err error) {
+	cfg := s.cfg
+	var retry *retryThrottle
+	if cfg.battleRetry() {
+		retry = newRetryThrottle(cfg.BattleRetryBudget, retryTokenRatio)
+	}
+	target, dns, _ := battleDNSTarget(cfg.BattleAddrs) // Validate has checked it
+	if dns {
+		s.battleCli = newBattleClient(cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m)
+	} else if s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m); err != nil {
+		return err
+	}
+	s.battleCli.slotWait, s.battleCli.maxWaiters = cfg.BattleWait, int64(cfg.BattleWaiters)
+	s.battleCli.setRTTTolerance(cfg.BattleRTTTolerance)
+	if dns {
+		host, port, _ := net.SplitHostPort(target)
+		s.battleCli.discover(battleDiscovery{host: host, port: port, resolver: net.DefaultResolver,
+			interval: cfg.BattleResolveInterval, clk: clock.Real{}, log: s.log})
+	}
+	s.jobs = s.battleCli
+	return nil
+}
+
+// inProcessJobs runs the game's jobs through Config.Jobs.
+type inProcessJobs struct{ r JobRunner }
+
+func (j inProcessJobs) Run(ctx context.Context, job, key string, req []byte, _ priority.Class) ([]byte, time.Duration, error) {
+	rep, err := j.r.Run(ctx, job, key, req)
+	if err != nil && apperr.Code(err) == leveev2.ErrorCode_ERROR_CODE_INTERNAL && !errors.Is(err, apperr.ErrInternal) {
+		err = fmt.Errorf("%w: job %q: %w", apperr.ErrInternal, job, err)
+	}
+	return rep, 0, err
+}
+
 // setClock replaces the server's clock (arrival stamps, battle cooling);
 // tests call it before Run.
 func (s *Server) setClock(c clock.Clock) {
 	s.clk = c
-	s.battleCli.clk = c
+	if s.battleCli != nil {
+		s.battleCli.clk = c
+	}
 }
 
 // GRPCAddr is the address the Logic service listens on.

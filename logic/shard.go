@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/priority"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // op is one message to a shard: a player's request (on the shard's request
-// channel), or (battle != nil) the result of a battle call coming back to be
+// channel), or (job != nil) the result of a job call coming back to be
 // applied (on its internal channel).
 type op struct {
 	ctx     context.Context
@@ -23,7 +25,14 @@ type op struct {
 	class   priority.Class // the class it arrived with (the gate's decision)
 	arrived time.Time      // when the request reached logic (the server's clock)
 	done    chan result    // buffered 1; gets exactly one result
-	battle  *battleResult
+	job     *jobResult
+
+	// A call (nil for a login): its declared action and its decoded
+	// request, and route, the player whose state it reads or writes (the
+	// sender, or the target of a query that reads another player).
+	action *gamedef.Action
+	msg    proto.Message
+	route  string
 }
 
 // result is what the handler waiting on an op gets back.
@@ -33,23 +42,23 @@ type result struct {
 	pushback time.Duration
 }
 
-// battleResult is a finished battle call, sent back into its shard.
-type battleResult struct {
+// jobResult is a finished job call, sent back into its shard.
+type jobResult struct {
 	key      string // the flight's key
-	rep      *leveev2.SimulateReply
+	rep      []byte // the job's encoded reply
 	err      error
 	pushback time.Duration
 }
 
-// flight is one battle call in progress; every request for the same player
-// and battle id that arrives meanwhile waits for it too.
+// flight is one job call in progress; every request for the same player,
+// job and key that arrives meanwhile waits for it too.
 type flight struct {
-	key      string   // the battle's outcome key
+	key      string   // the job's outcome key
 	keys     []string // its outcome keys: key, then the request id keys of the requests that wait for it
 	playerID string
-	battleID string
-	req      *leveev2.SimulateRequest
-	first    *op // the call runs on its context
+	jobKey   string // the key the game chose
+	req      []byte // the job's encoded request (Start's)
+	first    *op    // the call runs on its context
 	waiters  []*op
 }
 
@@ -58,7 +67,7 @@ type flight struct {
 type shard struct {
 	id int
 	// ch carries the players' requests, which pass admission; in carries
-	// internal messages (battle results), which do not, and which the loop
+	// internal messages (job results), which do not, and which the loop
 	// always takes first so that they never wait behind new requests.
 	ch    chan *op
 	in    chan *op
@@ -85,9 +94,9 @@ type shard struct {
 	srv           *Server
 
 	cache   map[string]*record // committed state
-	flights map[string]*flight // by battle outcome key
-	// reqFlights are the flights by their first request's id key, so that
-	// the id cannot be used for another request while its battle runs.
+	flights map[string]*flight // by job outcome key
+	// reqFlights are the flights by their requests' id keys, so that an
+	// id cannot be used for another request while its job runs.
 	reqFlights map[string]*flight
 	// purgeMore: the last purge stopped at purgeBatch with expired
 	// outcomes left, so the loop purges again before it waits.
@@ -133,7 +142,7 @@ func (sh *shard) backpressure() *leveev2.Backpressure {
 }
 
 // internalQueue is the capacity of a shard's internal channel. Its senders
-// (battle goroutines, at most MaxBattles) block while it is full, until the
+// (job goroutines, at most MaxBattles) block while it is full, until the
 // shard takes from it or the server stops; the shard always takes from it
 // first, so it does not stay full.
 func internalQueue(cfg Config) int { return max(min(cfg.QueueSize, cfg.maxBattles()), 1) }
@@ -242,7 +251,7 @@ type pendingReply struct {
 // the batch has changed so far (a record or an outcome) depends on the
 // commit; any other does not.
 func (b *batch) reply(o *op, r result) {
-	id := o.req.GetPlayerId()
+	id := o.route
 	_, dirty := b.dirty[id]
 	b.pending = append(b.pending, pendingReply{o: o, r: r, committed: !dirty && !b.touched[id]})
 }
@@ -329,8 +338,8 @@ func (sh *shard) send(o *op, r result) {
 
 // handle runs one message against the batch.
 func (sh *shard) handle(b *batch, o *op) {
-	if o.battle != nil {
-		sh.applyBattle(b, o.battle)
+	if o.job != nil {
+		sh.applyJob(b, o.job)
 		return
 	}
 	if err := o.ctx.Err(); err != nil && sh.srv.dropExpired {
@@ -350,26 +359,14 @@ func (sh *shard) handle(b *batch, o *op) {
 		sh.send(o, result{err: sh.staleErr[o.class.Index()], pushback: sh.retryAfter(len(sh.ch))})
 		return
 	}
-	switch a := o.req.GetAction().(type) {
-	case *leveev2.LogicRequest_Login:
+	switch a := o.action; {
+	case a == nil:
 		sh.login(b, o)
-	case *leveev2.LogicRequest_GetProfile:
-		sh.profile(b, o)
-	case *leveev2.LogicRequest_BuyItem:
-		sh.buy(b, o, a.BuyItem)
-	case *leveev2.LogicRequest_StartBattle:
-		sh.startBattle(b, o, a.StartBattle)
+	case a.Job != "":
+		sh.startJob(b, o)
+	case a.Mutates:
+		sh.mutate(b, o)
 	default:
-		// Validated before admission; kept so that every op is answered.
-		b.reply(o, businessError(fmt.Errorf("%w: no action", apperr.ErrBadRequest)))
+		sh.query(b, o)
 	}
-}
-
-// businessError is a typed error inside a LogicReply.
-func businessError(err error) result {
-	return result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Error{Error: apperr.Reply(err, 0)}}}
-}
-
-func internalError(err error) result {
-	return result{err: fmt.Errorf("%w: %w", apperr.ErrInternal, err)}
 }

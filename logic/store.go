@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -51,7 +52,7 @@ const openTimeout = time.Second
 var (
 	// playersBucket: player id -> marshalled leveev2.PlayerRecord.
 	playersBucket = []byte("players")
-	// outcomesBucket: outcome key (requestKey, battleKey) -> marshalled
+	// outcomesBucket: outcome key (requestKey, jobKey) -> marshalled
 	// leveev2.StoredOutcome.
 	outcomesBucket = []byte("outcomes")
 	// outcomeTimesBucket is the time index of outcomesBucket: key the
@@ -67,9 +68,6 @@ var (
 	// metaPurgedUpTo: 8-byte big-endian unix ms, the latest applied time of
 	// any outcome purged so far.
 	metaPurgedUpTo = []byte("purged-up-to")
-	// metaMigrated: present once the outcomes kept inside PlayerRecords by
-	// older releases have been moved to outcomesBucket.
-	metaMigrated = []byte("outcomes-migrated")
 )
 
 // store is one shard's bbolt file. Only the shard goroutine writes to it
@@ -79,6 +77,8 @@ type store struct {
 	path string
 	// purgedUpTo is metaPurgedUpTo (unix ms, 0: nothing purged yet).
 	purgedUpTo int64
+	// state is the type of the game's player state.
+	state protoreflect.MessageType
 }
 
 // shardFile is where shard's state lives under dir.
@@ -86,12 +86,9 @@ func shardFile(dir string, shard int) string {
 	return filepath.Join(dir, fmt.Sprintf("shard-%03d.db", shard))
 }
 
-// openStore opens (creating if needed) shard's file under dir.
-func openStore(dir string, shard int) (*store, error) { return openStoreAt(dir, shard, time.Now()) }
-
-// openStoreAt is openStore; a file written by an older release has its
-// players' stored outcomes moved to the outcomes bucket, stamped now.
-func openStoreAt(dir string, shard int, now time.Time) (*store, error) {
+// openStore opens (creating if needed) shard's file under dir, whose
+// players' states are typ messages.
+func openStore(dir string, shard int, typ protoreflect.MessageType) (*store, error) {
 	path := shardFile(dir, shard)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -100,94 +97,23 @@ func openStoreAt(dir string, shard int, now time.Time) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStore, path, err)
 	}
-	s := &store{db: db, path: path}
+	s := &store{db: db, path: path, state: typ}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{playersBucket, outcomesBucket, outcomeTimesBucket, metaBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		meta := tx.Bucket(metaBucket)
-		if v := meta.Get(metaPurgedUpTo); len(v) == 8 {
+		if v := tx.Bucket(metaBucket).Get(metaPurgedUpTo); len(v) == 8 {
 			s.purgedUpTo = int64(binary.BigEndian.Uint64(v))
 		}
-		if meta.Get(metaMigrated) != nil {
-			return nil
-		}
-		if err := migrateOutcomes(tx, now); err != nil {
-			return err
-		}
-		return meta.Put(metaMigrated, []byte{1})
+		return nil
 	})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w: init %s: %w", ErrStore, path, err)
 	}
 	return s, nil
-}
-
-// migrateOutcomes moves the outcomes that older releases kept inside each
-// PlayerRecord (their last 256) to the outcomes bucket, as applied at now,
-// and rewrites the records without them: one pass, in the transaction that
-// marks the file migrated.
-func migrateOutcomes(tx *bolt.Tx, now time.Time) error {
-	players := tx.Bucket(playersBucket)
-	type rewrite struct {
-		id  []byte
-		rec *record
-	}
-	var rewrites []rewrite
-	err := players.ForEach(func(k, v []byte) error {
-		rec, legacy, err := unmarshalRecord(v)
-		if err != nil {
-			return fmt.Errorf("migrate record %q: %w", k, err)
-		}
-		if len(legacy) == 0 {
-			return nil
-		}
-		id := string(k)
-		for _, op := range legacy {
-			key, ok := legacyKey(id, op.GetKey())
-			if !ok || op.GetReply() == nil {
-				continue
-			}
-			o, err := newOutcome(key, now, &leveev2.LogicRequest{}, op.GetReply())
-			if err != nil {
-				return err
-			}
-			if err := putOutcome(tx, o); err != nil {
-				return err
-			}
-		}
-		rewrites = append(rewrites, rewrite{bytes.Clone(k), rec})
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, rw := range rewrites {
-		v, err := rw.rec.marshal()
-		if err != nil {
-			return err
-		}
-		if err := players.Put(rw.id, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// legacyKey maps an old AppliedOp key ("buy/<request id>",
-// "battle/<battle id>") to today's outcome key.
-func legacyKey(playerID, k string) (string, bool) {
-	if rid, ok := strings.CutPrefix(k, "buy/"); ok {
-		n, err := strconv.ParseUint(rid, 10, 64)
-		return requestKey(playerID, n), err == nil && n != 0
-	}
-	if bid, ok := strings.CutPrefix(k, "battle/"); ok {
-		return battleKey(playerID, bid), validBattleID(bid)
-	}
-	return "", false
 }
 
 // ensureDir creates dir if it is missing.
@@ -207,7 +133,7 @@ func (s *store) get(id string) (*record, error) {
 			return nil
 		}
 		var err error
-		rec, _, err = unmarshalRecord(v)
+		rec, err = unmarshalRecord(v, s.state)
 		return err
 	})
 	if err != nil {

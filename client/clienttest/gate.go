@@ -20,7 +20,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/leveehq/levee/client/internal/codec"
 	"github.com/leveehq/levee/game"
@@ -257,17 +256,14 @@ func (c *Conn) Recv() (*leveev2.ClientFrame, error) {
 // Send writes a frame to the player. A reply's type, for the JSON
 // subprotocol, is the reply of the action its request id named.
 func (c *Conn) Send(f *leveev2.ServerFrame) error {
-	var reply protoreflect.MessageType
+	var action string
 	if id := f.GetRequestId(); id != 0 {
 		c.wmu.Lock()
-		action, ok := c.actions[id]
+		action = c.actions[id]
 		delete(c.actions, id)
 		c.wmu.Unlock()
-		if ok {
-			reply = c.codec.ReplyType(action)
-		}
 	}
-	data, err := c.codec.EncodeServer(f, reply)
+	data, err := c.codec.EncodeServer(f, action)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@ type Priority = priority.Class
 // The priorities, least important first.
 const (
 	Sheddable = priority.Sheddable // cosmetics, chat: shed first
-	Default   = priority.Default   // battles, profile reads
-	Critical  = priority.Critical  // purchases: shed last
+	Default   = priority.Default   // most actions
+	Critical  = priority.Critical  // purchases, trades: shed last
 )
 
 // levels is the number of priorities, the queue's number of FIFOs; a

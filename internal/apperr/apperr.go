@@ -47,22 +47,22 @@ import (
 
 // Domain errors. Wrap them with %w to add detail.
 var (
-	ErrBadRequest       = errors.New("bad request")
-	ErrUnknownMessage   = errors.New("unknown message type")
-	ErrUnauthorized     = errors.New("unauthorized")
-	ErrForbidden        = errors.New("forbidden")
-	ErrTicketInUse      = errors.New("ticket in use by another connection")
-	ErrNotFound         = errors.New("not found")
-	ErrRejected         = errors.New("rejected by the game")
-	ErrRequestExpired   = errors.New("request expired: resent after the idempotency window; not applied again")
-	ErrBusy             = errors.New("busy, try again later")
-	ErrServerFull       = errors.New("server full")
-	ErrDeadline         = errors.New("deadline exceeded")
-	ErrUnavailable      = errors.New("service unavailable")
-	ErrShuttingDown     = errors.New("server shutting down")
-	ErrRateLimited      = errors.New("rate limited")
-	ErrNotAdmitted      = errors.New("not admitted yet")
-	ErrInternal         = errors.New("internal error")
+	ErrBadRequest     = errors.New("bad request")
+	ErrUnknownMessage = errors.New("unknown message type")
+	ErrUnauthorized   = errors.New("unauthorized")
+	ErrForbidden      = errors.New("forbidden")
+	ErrTicketInUse    = errors.New("ticket in use by another connection")
+	ErrNotFound       = errors.New("not found")
+	ErrRejected       = errors.New("rejected by the game")
+	ErrRequestExpired = errors.New("request expired: resent after the idempotency window; not applied again")
+	ErrBusy           = errors.New("busy, try again later")
+	ErrServerFull     = errors.New("server full")
+	ErrDeadline       = errors.New("deadline exceeded")
+	ErrUnavailable    = errors.New("service unavailable")
+	ErrShuttingDown   = errors.New("server shutting down")
+	ErrRateLimited    = errors.New("rate limited")
+	ErrNotAdmitted    = errors.New("not admitted yet")
+	ErrInternal       = errors.New("internal error")
 )
 
 // RetryClass says what a client may do with a request that failed so.
@@ -360,6 +360,7 @@ func encode(err error, retryAfter time.Duration, bp *leveev2.Backpressure) *stat
 	}
 	st := status.New(c, err.Error())
 	detail := &leveev2.Error{Code: code, RetryAfterMs: millis(retryAfter)}
+	detail.Reason, _ = gameReason(err)
 	var withDetails *status.Status
 	var derr error
 	if bp != nil {
@@ -400,6 +401,9 @@ type Error struct {
 	Code       leveev2.ErrorCode
 	Message    string        // the callee's message, not for players as is (see Player)
 	RetryAfter time.Duration // the callee's retry delay, 0 when it gave none
+	// Reason is the game's own code of a game error (GameError.Reason),
+	// "" for Levee's errors.
+	Reason string
 	// Backpressure is the callee's hints on a refusal under load; nil
 	// when it sent none.
 	Backpressure *leveev2.Backpressure
@@ -443,7 +447,7 @@ func (e *Error) Player() *leveev2.Error {
 	if retry == 0 {
 		retry = millis(r.retry)
 	}
-	return &leveev2.Error{Code: e.Code, Message: msg, RetryAfterMs: retry}
+	return &leveev2.Error{Code: e.Code, Message: msg, RetryAfterMs: retry, Reason: e.Reason}
 }
 
 // FromStatus maps an error returned by a gRPC call back to the domain: the
@@ -468,6 +472,7 @@ func FromStatus(err error) *Error {
 		case *leveev2.Error:
 			e.Code = d.GetCode()
 			e.RetryAfter = time.Duration(d.GetRetryAfterMs()) * time.Millisecond
+			e.Reason = d.GetReason()
 		case *leveev2.Backpressure:
 			e.Backpressure = d
 		}
@@ -497,12 +502,25 @@ func (e *Error) GetBackpressure() *leveev2.Backpressure {
 // (GameError) carries its reason.
 func Reply(err error, retryAfter time.Duration) *leveev2.Error {
 	e := &leveev2.Error{Code: Code(err), Message: err.Error(), RetryAfterMs: millis(retryAfter)}
-	var ge *GameError
-	if errors.As(err, &ge) {
-		e.Reason = ge.Reason
-		e.Message = ge.Message
+	if reason, msg := gameReason(err); reason != "" || msg != "" {
+		e.Reason, e.Message = reason, msg
 	}
 	return e
+}
+
+// gameReason is the reason and player-safe message of a game's error in
+// err's chain: a GameError, or one that came over a hop with its reason
+// (an *Error whose Reason is set). Both "" when there is none.
+func gameReason(err error) (reason, message string) {
+	var ge *GameError
+	if errors.As(err, &ge) {
+		return ge.Reason, ge.Message
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Reason != "" {
+		return e.Reason, e.Message
+	}
+	return "", ""
 }
 
 // GameError is a game's own validation or business error: one of

@@ -110,7 +110,7 @@ func TestServerFullAndRateLimitedAreNotBusy(t *testing.T) {
 		{ErrServerFull, leveev2.ErrorCode_ERROR_CODE_SERVER_FULL},
 		{ErrRateLimited, leveev2.ErrorCode_ERROR_CODE_RATE_LIMITED},
 		{ErrShuttingDown, leveev2.ErrorCode_ERROR_CODE_SHUTTING_DOWN},
-		{ErrInsufficientGold, leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD},
+		{ErrRejected, leveev2.ErrorCode_ERROR_CODE_REJECTED},
 		{ErrNotAdmitted, leveev2.ErrorCode_ERROR_CODE_NOT_ADMITTED},
 		{ErrRequestExpired, leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED},
 		{ErrTicketInUse, leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE},
@@ -197,7 +197,7 @@ func TestProperties(t *testing.T) {
 		leveev2.ErrorCode_ERROR_CODE_FORBIDDEN:         {Final, false, true, true, ClosePolicyViolation},
 		leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE:     {Final, false, false, true, ClosePolicyViolation},
 		leveev2.ErrorCode_ERROR_CODE_NOT_FOUND:         {Final, false, true, false, CloseInternalError},
-		leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD: {Final, false, true, false, CloseInternalError},
+		leveev2.ErrorCode_ERROR_CODE_REJECTED:          {Final, false, true, false, CloseInternalError},
 		leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED:   {Final, false, false, false, CloseInternalError},
 		leveev2.ErrorCode_ERROR_CODE_INTERNAL:          {Final, false, false, false, CloseInternalError},
 		leveev2.ErrorCode_ERROR_CODE_BUSY:              {NotExecuted, true, false, false, CloseTryAgainLater},
@@ -215,8 +215,8 @@ func TestProperties(t *testing.T) {
 			t.Errorf("%v: %+v, want %+v", code, got, w)
 		}
 	}
-	if Outcome(leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD) != "insufficient_gold" || Outcome(99) != "unknown" {
-		t.Errorf("outcome labels %q %q", Outcome(leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD), Outcome(99))
+	if Outcome(leveev2.ErrorCode_ERROR_CODE_REJECTED) != "rejected" || Outcome(99) != "unknown" {
+		t.Errorf("outcome labels %q %q", Outcome(leveev2.ErrorCode_ERROR_CODE_REJECTED), Outcome(99))
 	}
 	for status, code := range map[int]leveev2.ErrorCode{
 		401: leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, 403: leveev2.ErrorCode_ERROR_CODE_FORBIDDEN,
@@ -232,8 +232,8 @@ func TestProperties(t *testing.T) {
 }
 
 func TestWrappedErrorsMapLikeTheirSentinel(t *testing.T) {
-	err := fmt.Errorf("buy sword: %w", ErrInsufficientGold)
-	if got := Code(err); got != leveev2.ErrorCode_ERROR_CODE_INSUFFICIENT_GOLD {
+	err := fmt.Errorf("buy sword: %w", ErrRejected)
+	if got := Code(err); got != leveev2.ErrorCode_ERROR_CODE_REJECTED {
 		t.Fatalf("Code = %v", got)
 	}
 	if got := GRPCCode(err); got != codes.FailedPrecondition {
@@ -355,5 +355,21 @@ func TestNoOtherErrorTable(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A game's error is its kind's row, and its reply carries the game's
+// reason and message (not the kind's text).
+func TestGameErrorReply(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", &GameError{Kind: ErrRejected, Reason: "insufficient_gold", Message: "you need 40 more gold"})
+	if Code(err) != leveev2.ErrorCode_ERROR_CODE_REJECTED || !errors.Is(err, ErrRejected) {
+		t.Fatalf("Code = %v", Code(err))
+	}
+	r := Reply(err, 0)
+	if r.GetReason() != "insufficient_gold" || r.GetMessage() != "you need 40 more gold" || r.GetCode() != leveev2.ErrorCode_ERROR_CODE_REJECTED {
+		t.Fatalf("Reply = %v", r)
+	}
+	if r := Reply(ErrBusy, 0); r.GetReason() != "" {
+		t.Fatalf("a Levee error has a reason: %v", r)
 	}
 }

@@ -113,6 +113,20 @@ type Action struct {
 	Apply    func(c *Ctx, state, req, jobReply proto.Message) (reply, next proto.Message, err error)
 }
 
+// Route is the player whose shard serves a's request req from sender:
+// the player Target names, for an action declared to read another
+// player's state, else the sender. The gate routes by it and logic serves
+// by it; Target is the game's code, so a caller guards it against a panic.
+func (a *Action) Route(sender string, req proto.Message) string {
+	if a.Target == nil {
+		return sender
+	}
+	if t := a.Target(req); t != "" {
+		return t
+	}
+	return sender
+}
+
 // Job is one declared compute job.
 type Job struct {
 	Name           string

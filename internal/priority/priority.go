@@ -7,8 +7,10 @@
 // pacer all read this one type, and a Class's String is both its metadata
 // value and the criticality label of every metric.
 //
-// The class is the cluster's decision, never the client's: the gate derives
-// it from its policy table (gate/policy.go) and sends it with Outgoing;
+// The class is the cluster's decision, never the client's: the gate takes
+// it from the game's declaration (each action's game.Critical, Default or
+// Sheddable: gamedef.Class.Priority; logins are critical; a client may
+// only lower it) and sends it with Outgoing;
 // logic and battle, which only the gate and logic call, trust what
 // FromIncoming reads. The proto's Criticality (FromProto, Class.Proto) is
 // only what a client may ask for.
@@ -38,11 +40,13 @@ import (
 type Class uint8
 
 const (
-	// Sheddable work (cosmetics, chat) is shed first.
+	// Sheddable work (a game's emotes, cosmetics, chat) is shed first.
 	Sheddable Class = iota
-	// Default work (battles, profile reads) is shed when a tier is full.
+	// Default work (most of a game's actions and jobs) is shed when a
+	// tier is full.
 	Default
-	// Critical work (purchases, logins, reconnects) is shed last: no
+	// Critical work (a game's purchases and trades, logins, reconnects)
+	// is shed last: no
 	// adaptive rule sheds it, only hard caps stop it.
 	Critical
 	// NumClasses is the number of classes, the length of per-class tables.

@@ -7,9 +7,9 @@ import (
 	"github.com/leveehq/levee/internal/token"
 )
 
-// The example of the format's definition (the package doc and the README's
-// player protocol section): go test checks the output, and TestREADMEExample
-// that the README shows the same token.
+// The example of the format's definition (the package doc and the Tokens
+// section of docs/protocol.md): go test checks the output, and
+// TestREADMEExample that docs/protocol.md shows the same token.
 func ExampleSign() {
 	tok, err := token.Sign([]byte("example-secret"), "alice", time.Unix(1767225600, 0))
 	if err != nil {

@@ -87,17 +87,18 @@ func mustExp(t *testing.T, tok string) int64 {
 // exampleToken is ExampleSign's output.
 const exampleToken = "v1.YWxpY2U.1767225600.-RW-b-OTZTbRELzzDo3jy1n9Kwra2B_XqaL_lEbKjWk"
 
-// TestREADMEExample keeps the README's description of the format from
-// rotting: it shows the example token, with the secret, player and expiry
-// it is made of, and the token verifies.
+// TestREADMEExample keeps the manual's description of the format (the
+// Tokens section of docs/protocol.md) from rotting: it shows the example
+// token, with the secret, player and expiry it is made of, and the token
+// verifies.
 func TestREADMEExample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/protocol.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{exampleToken, `"example-secret"`, `"alice"`, "1767225600"} {
 		if !strings.Contains(string(readme), want) {
-			t.Errorf("README.md does not show %s", want)
+			t.Errorf("docs/protocol.md does not show %s", want)
 		}
 	}
 	id, err := Verify([]byte("example-secret"), exampleToken, time.Unix(1767225600-1, 0))

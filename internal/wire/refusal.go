@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -28,49 +30,92 @@ var clientFields = func() map[string]protoreflect.FieldDescriptor {
 	return m
 }()
 
-const requestIDField = 1
+const (
+	requestIDField = 1
+	requestField   = 6 // ClientFrame.request
+)
 
-// jsonMember is one top-level member of a JSON object: its key, unescaped,
-// and its value as written.
-type jsonMember struct {
-	key string
-	raw []byte
+// The JSON names of the members that carry a game's message.
+var (
+	requestKey = clientFrameField("request").JSONName()
+	replyKey   = serverFrameField("reply").JSONName()
+	welcomeKey = serverFrameField("welcome").JSONName()
+	stateKey   = (&leveev2.Welcome{}).ProtoReflect().Descriptor().Fields().ByName("state").JSONName()
+)
+
+func clientFrameField(name protoreflect.Name) protoreflect.FieldDescriptor {
+	return (&leveev2.ClientFrame{}).ProtoReflect().Descriptor().Fields().ByName(name)
 }
 
-// jsonRefusal explains why protojson refused data (err) and reads its
-// request id if it can.
-func jsonRefusal(data []byte, err error) *FrameError {
+func serverFrameField(name protoreflect.Name) protoreflect.FieldDescriptor {
+	return (&leveev2.ServerFrame{}).ProtoReflect().Descriptor().Fields().ByName(name)
+}
+
+// jsonMember is one top-level member of a JSON object: its key, unescaped,
+// its value as written, and where it stands in the object (from its key's
+// opening quote to the end of its value).
+type jsonMember struct {
+	key        string
+	raw        []byte
+	start, end int
+}
+
+// jsonRefusal explains why data is no frame: it is not JSON or not an
+// object.
+func jsonRefusal(data []byte) *FrameError {
+	var v json.RawMessage
+	if err := json.Unmarshal(data, &v); err != nil {
+		return &FrameError{Err: ErrMalformed, Detail: "invalid JSON: " + clip(err.Error())}
+	}
+	return &FrameError{Err: ErrMalformed, Detail: "a frame is a JSON object"}
+}
+
+// validObject lists the top-level members of data; false when data is not
+// a valid JSON object.
+func validObject(data []byte) ([]jsonMember, bool) {
 	if !json.Valid(data) {
-		return &FrameError{Err: ErrMalformed, Detail: cleanDetail(err)}
+		return nil, false
 	}
-	members, ok := scanObject(data)
-	if !ok {
-		return &FrameError{Err: ErrMalformed, Detail: "a frame is a JSON object"}
+	return scanObject(data)
+}
+
+// without is data, an object, with member m of members taken out (and
+// the comma that separated it from its neighbour).
+func without(data []byte, members []jsonMember, m *jsonMember) []byte {
+	i := 0
+	for i < len(members) && &members[i] != m {
+		i++
 	}
-	fe := &FrameError{Err: ErrMalformed, RequestID: jsonRequestID(members)}
-	seen := make(map[protoreflect.FieldNumber]bool, len(members))
-	var payloads []string
-	for _, m := range members {
-		fd, known := clientFields[m.key]
-		if !known {
-			fe.Err, fe.Detail = ErrUnknownPayload, fmt.Sprintf("unknown payload %q", clip(m.key))
-			return fe
-		}
-		if seen[fd.Number()] {
-			fe.Detail = fmt.Sprintf("field %q given twice", m.key)
-			return fe
-		}
-		seen[fd.Number()] = true
-		if fd.ContainingOneof() != nil && string(m.raw) != "null" {
-			payloads = append(payloads, m.key)
-		}
+	a, b := m.start, m.end
+	switch {
+	case i+1 < len(members):
+		b = members[i+1].start
+	case i > 0:
+		a = members[i-1].end
 	}
-	if len(payloads) > 1 {
-		fe.Detail = fmt.Sprintf("more than one payload in one frame (%s)", strings.Join(payloads, ", "))
-		return fe
+	out := make([]byte, 0, len(data)-(b-a))
+	out = append(out, data[:a]...)
+	return append(out, data[b:]...)
+}
+
+// spliceFrame adds the member "key":val to obj, a JSON object as protojson
+// writes it.
+func spliceFrame(obj []byte, key string, val []byte) ([]byte, error) {
+	obj = bytes.TrimRight(obj, " \t\r\n")
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return nil, errors.New("wire: protojson wrote something that is not an object")
 	}
-	fe.Detail = cleanDetail(err)
-	return fe
+	body := bytes.TrimSpace(obj[1 : len(obj)-1])
+	out := make([]byte, 0, len(obj)+len(key)+len(val)+4)
+	out = append(out, obj[:len(obj)-1]...)
+	if len(body) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, '"')
+	out = append(out, key...)
+	out = append(out, '"', ':')
+	out = append(out, val...)
+	return append(out, '}'), nil
 }
 
 // jsonRequestID is the request id of an object's members: 0 unless every
@@ -115,6 +160,7 @@ func scanObject(data []byte) ([]jsonMember, bool) {
 		if data[i] != '"' {
 			return nil, false
 		}
+		start := i
 		end := skipString(data, i)
 		key, ok := unquote(data[i:end])
 		if !ok {
@@ -129,7 +175,7 @@ func scanObject(data []byte) ([]jsonMember, bool) {
 		if vend <= i {
 			return nil, false
 		}
-		members = append(members, jsonMember{key: key, raw: data[i:vend]})
+		members = append(members, jsonMember{key: key, raw: data[i:vend], start: start, end: vend})
 		i = skipSpace(data, vend)
 		if i < len(data) && data[i] == ',' {
 			i = skipSpace(data, i+1)

@@ -61,7 +61,7 @@ func TestStatusTemplateMatchesEncodeServer(t *testing.T) {
 			for range 4 {
 				pos, eta := randomUint(r), randomUint(r)
 				buf = tmpl.Append(buf[:0], pos, eta)
-				got, err := c.DecodeServer(buf)
+				got, err := c.DecodeServer(buf, nil)
 				if err != nil {
 					t.Fatalf("json=%v, case %d: %q does not decode: %v", c.JSON, i, buf, err)
 				}

@@ -146,9 +146,9 @@ func (c Codec) DecodeClient(data []byte) (*leveev2.ClientFrame, error) {
 }
 
 // EncodeServer serialises a frame for a player (the fake gate's side).
-// reply is the message type of the frame's reply bytes (the answered
-// action's reply), used on JSON only.
-func (c Codec) EncodeServer(f *leveev2.ServerFrame, reply protoreflect.MessageType) ([]byte, error) {
+// action is the action the frame answers, whose reply type the JSON form
+// needs; "" for a frame without a reply.
+func (c Codec) EncodeServer(f *leveev2.ServerFrame, action string) ([]byte, error) {
 	if !c.JSON {
 		return proto.Marshal(f)
 	}
@@ -156,7 +156,7 @@ func (c Codec) EncodeServer(f *leveev2.ServerFrame, reply protoreflect.MessageTy
 	var replyObj, stateObj json.RawMessage
 	switch p := f.GetPayload().(type) {
 	case *leveev2.ServerFrame_Reply:
-		obj, err := toJSON(reply, p.Reply)
+		obj, err := toJSON(c.ReplyType(action), p.Reply)
 		if err != nil {
 			return nil, fmt.Errorf("codec: reply: %w", err)
 		}
@@ -185,11 +185,12 @@ func (c Codec) EncodeServer(f *leveev2.ServerFrame, reply protoreflect.MessageTy
 	return out, nil
 }
 
-// DecodeServer parses a frame from the gate. On JSON, replyType names the
-// reply message type of the request a frame answers (nil when unknown: the
-// reply's content is then dropped, its frame kept); the welcome's state is
-// the declaration's state message.
-func (c Codec) DecodeServer(data []byte, replyType func(requestID uint64) protoreflect.MessageType) (*leveev2.ServerFrame, error) {
+// DecodeServer parses a frame from the gate. On JSON, actionOf names the
+// action of the request a frame answers, whose reply type converts the
+// reply ("" or an action the declaration lacks: the reply's content is
+// dropped, its frame kept, so that a late or stray reply is only counted);
+// the welcome's state is the declaration's state message.
+func (c Codec) DecodeServer(data []byte, actionOf func(requestID uint64) string) (*leveev2.ServerFrame, error) {
 	f := &leveev2.ServerFrame{}
 	if !c.JSON {
 		if err := proto.Unmarshal(data, f); err != nil {
@@ -217,7 +218,11 @@ func (c Codec) DecodeServer(data []byte, replyType func(requestID uint64) protor
 			return nil, errors.New("codec: a frame with more than one payload")
 		}
 		var b []byte
-		if t := replyType(f.GetRequestId()); t != nil {
+		var t protoreflect.MessageType
+		if actionOf != nil {
+			t = c.ReplyType(actionOf(f.GetRequestId()))
+		}
+		if t != nil {
 			if b, err = fromJSON(t, reply); err != nil {
 				return nil, fmt.Errorf("codec: reply: %w", err)
 			}

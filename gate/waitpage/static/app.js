@@ -90,7 +90,7 @@ function onFrame(ev) {
   else if (f.admitted) onAdmitted(f.admitted);
   else if (f.welcome) {
     if (!admitted) onAdmitted(null);
-    view.welcome(f.welcome.player ?? {});
+    view.welcome(f.welcome);
   } else if (f.error) {
     lastError = { text: errorText(f.error), retryAfterMs: Number(f.error.retryAfterMs ?? 0) };
     view.problem(lastError.text);

@@ -59,11 +59,11 @@ export function admitted(waitedMs) {
   $("hint").hidden = true;
 }
 
-// welcome shows the player the game greeted.
-export function welcome(player) {
-  $("player-id").textContent = player.id ?? "";
-  $("player-level").textContent = count(Number(player.level ?? 0));
-  $("player-gold").textContent = count(Number(player.gold ?? 0));
+// welcome shows the player the game greeted (a levee.v2.json Welcome: the
+// game's own state is in w.state, which the page, knowing no game, leaves
+// to the game's client).
+export function welcome(w) {
+  $("player-id").textContent = w?.playerId ?? "";
   $("player").hidden = false;
 }
 

@@ -1,4 +1,4 @@
-package main
+package gatecmd
 
 import (
 	"bytes"
@@ -6,6 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/token"
 )
@@ -14,18 +19,18 @@ func env(m map[string]string) func(string) string { return func(k string) string
 
 func TestBadConfigExits2NamingTheFlag(t *testing.T) {
 	var errOut bytes.Buffer
-	if code := run([]string{"-shards", "0", "-logic-addrs", "a:1"}, env(nil), &errOut); code != 2 {
+	if code := run(arena.Game(), []string{"-shards", "0", "-logic-addrs", "a:1"}, env(nil), &errOut); code != 2 {
 		t.Fatalf("exit %d", code)
 	}
 	if !strings.Contains(errOut.String(), "-shards:") {
 		t.Fatalf("stderr %q", errOut.String())
 	}
 	errOut.Reset()
-	if code := run(nil, env(nil), &errOut); code != 2 || !strings.Contains(errOut.String(), "-logic-addrs:") {
+	if code := run(arena.Game(), nil, env(nil), &errOut); code != 2 || !strings.Contains(errOut.String(), "-logic-addrs:") {
 		t.Fatalf("missing -logic-addrs: exit %d, stderr %q", code, errOut.String())
 	}
 	errOut.Reset()
-	if code := run(nil, env(map[string]string{"GATE_MAX_INFLIGHT": "lots"}), &errOut); code != 2 || !strings.Contains(errOut.String(), "GATE_MAX_INFLIGHT") {
+	if code := run(arena.Game(), nil, env(map[string]string{"GATE_MAX_INFLIGHT": "lots"}), &errOut); code != 2 || !strings.Contains(errOut.String(), "GATE_MAX_INFLIGHT") {
 		t.Fatalf("bad env: exit %d, stderr %q", code, errOut.String())
 	}
 }
@@ -47,12 +52,12 @@ func TestProtectionFlags(t *testing.T) {
 	} {
 		errOut.Reset()
 		args := append([]string{"-logic-addrs", "a:1"}, tc.args...)
-		if code := run(args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag) {
+		if code := run(arena.Game(), args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag) {
 			t.Errorf("%v %v: exit %d, stderr %q", tc.args, tc.env, code, errOut.String())
 		}
 	}
 	errOut.Reset()
-	run([]string{"-h"}, env(nil), &errOut)
+	run(arena.Game(), []string{"-h"}, env(nil), &errOut)
 	for _, f := range []string{"-protection", "-conn-cap", "-max-conns", "-full-retry-after", "-full-card-file",
 		"-handshake-cap", "-max-handshakes", "-conn-rate-limit", "-conn-rate", "-conn-burst", "-inflight-limit", "-max-inflight", "-logic-pushback"} {
 		if !strings.Contains(errOut.String(), f+" ") && !strings.Contains(errOut.String(), f+"\n") {
@@ -84,7 +89,7 @@ func TestTokenSubcommand(t *testing.T) {
 
 func TestHealthcheckFailsWithNothingListening(t *testing.T) {
 	var errOut bytes.Buffer
-	if code := run([]string{"healthcheck", "-addr", "127.0.0.1:1", "-timeout", "200ms"}, env(nil), &errOut); code != 1 {
+	if code := run(arena.Game(), []string{"healthcheck", "-addr", "127.0.0.1:1", "-timeout", "200ms"}, env(nil), &errOut); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 }
@@ -118,12 +123,12 @@ func TestLineFlags(t *testing.T) {
 	} {
 		errOut.Reset()
 		args := append([]string{"-logic-addrs", "a:1"}, tc.args...)
-		if code := run(args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag) {
+		if code := run(arena.Game(), args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.flag) {
 			t.Errorf("%v %v: exit %d, stderr %q", tc.args, tc.env, code, errOut.String())
 		}
 	}
 	errOut.Reset()
-	run([]string{"-h"}, env(nil), &errOut)
+	run(arena.Game(), []string{"-h"}, env(nil), &errOut)
 	for _, f := range []string{"-line-mode", "-line-rate", "-line-interval", "-line-max", "-line-grace", "-line-push",
 		"-line-retry-after", "-admin-token", "-auto-min-rate", "-auto-max-rate", "-auto-interval", "-auto-up", "-auto-down",
 		"-auto-metrics-urls", "-auto-max-queue-depth", "-auto-battle-p99", "-auto-max-backpressure"} {
@@ -133,5 +138,22 @@ func TestLineFlags(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "GATE_ADMIN_TOKEN") {
 		t.Error("usage does not name GATE_ADMIN_TOKEN")
+	}
+}
+
+// A declaration that cannot work stops the gate at start, exit 2, with a
+// message naming the action.
+func TestBadDeclarationExits2NamingTheAction(t *testing.T) {
+	g := game.New("broken", func(id string) *wrapperspb.StringValue { return wrapperspb.String(id) })
+	game.Query(g, "peek", 0, func(c *game.Ctx, s *wrapperspb.StringValue, r *emptypb.Empty) (*emptypb.Empty, error) {
+		return r, nil
+	})
+	var errOut bytes.Buffer
+	if code := run(g, []string{"-logic-addrs", "a:1"}, env(nil), &errOut); code != 2 || !strings.Contains(errOut.String(), `action "peek" has no class`) {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := run(nil, []string{"-logic-addrs", "a:1"}, env(nil), &errOut); code != 2 || !strings.Contains(errOut.String(), "no game") {
+		t.Fatalf("no game: exit %d, stderr %q", code, errOut.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package battlecmd
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/leveehq/levee/battle"
+	"github.com/leveehq/levee/examples/arena"
+	arenapb "github.com/leveehq/levee/examples/arena/arenapb"
+	"github.com/leveehq/levee/game"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -37,7 +40,30 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"switches off", []string{"-protection=false", "-throttle=false", "-adaptive-shed=false", "-in-flight-cap=false", "-max-in-flight", "0"}, nil, "-max-in-flight: must be > 0"},
 	} {
 		var out bytes.Buffer
-		if code := run(c.args, env(c.env), &out); code != 2 || !strings.Contains(out.String(), c.want) {
+		if code := run(arena.Game(), c.args, env(c.env), &out); code != 2 || !strings.Contains(out.String(), c.want) {
+			t.Errorf("%s: exit %d, output %q; want 2 and %q", c.name, code, out.String(), c.want)
+		}
+	}
+}
+
+// A declaration that cannot work is refused at start-up, exit 2, with a
+// message naming the job; so is no game at all.
+func TestRunRefusesABadGame(t *testing.T) {
+	g := game.New("broken", arena.NewPlayer)
+	game.Query(g, "peek", game.Default, func(*game.Ctx, *arenapb.Player, *arenapb.GetProfileRequest) (*arenapb.ProfileReply, error) {
+		return nil, nil
+	})
+	game.Job(g, "crunch", (func(context.Context, *arenapb.SimulateRequest) (*arenapb.SimulateReply, error))(nil))
+	for _, c := range []struct {
+		name string
+		g    *game.Game
+		want string
+	}{
+		{"bad declaration", g, `job "crunch" has no Run`},
+		{"no game", nil, "no game"},
+	} {
+		var out bytes.Buffer
+		if code := run(c.g, []string{"-grpc-addr", "127.0.0.1:0", "-ops-addr", "127.0.0.1:0"}, env(nil), &out); code != 2 || !strings.Contains(out.String(), c.want) {
 			t.Errorf("%s: exit %d, output %q; want 2 and %q", c.name, code, out.String(), c.want)
 		}
 	}
@@ -45,7 +71,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 
 func TestUsageNamesEnv(t *testing.T) {
 	var out bytes.Buffer
-	if code := run([]string{"-h"}, env(nil), &out); code != 0 {
+	if code := run(arena.Game(), []string{"-h"}, env(nil), &out); code != 0 {
 		t.Fatalf("-h: exit %d", code)
 	}
 	for _, v := range []string{"BATTLE_GRPC_ADDR", "BATTLE_OPS_ADDR", "BATTLE_SHUTDOWN_GRACE", "BATTLE_DRAIN", "BATTLE_MAX_IN_FLIGHT", "BATTLE_LOG_LEVEL",
@@ -59,6 +85,7 @@ func TestUsageNamesEnv(t *testing.T) {
 
 func TestHealthcheck(t *testing.T) {
 	cfg := battle.DefaultConfig()
+	cfg.Game = arena.Game()
 	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	srv, err := battle.New(cfg, nil)
 	if err != nil {
@@ -76,11 +103,11 @@ func TestHealthcheck(t *testing.T) {
 	addr := srv.GRPCAddr().String()
 
 	var out bytes.Buffer
-	if code := run([]string{"healthcheck", "-addr", addr}, env(nil), &out); code != 0 {
+	if code := run(arena.Game(), []string{"healthcheck", "-addr", addr}, env(nil), &out); code != 0 {
 		t.Fatalf("healthcheck -addr: exit %d, %s", code, out.String())
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	if code := run([]string{"healthcheck"}, env(map[string]string{"BATTLE_GRPC_ADDR": ":" + port}), &out); code != 0 {
+	if code := run(arena.Game(), []string{"healthcheck"}, env(map[string]string{"BATTLE_GRPC_ADDR": ":" + port}), &out); code != 0 {
 		t.Fatalf("healthcheck from BATTLE_GRPC_ADDR: exit %d, %s", code, out.String())
 	}
 
@@ -91,7 +118,7 @@ func TestHealthcheck(t *testing.T) {
 	}
 	dead := lis.Addr().String()
 	lis.Close()
-	if code := run([]string{"healthcheck", "-addr", dead, "-timeout", "2s"}, env(nil), &out); code != 1 {
+	if code := run(arena.Game(), []string{"healthcheck", "-addr", dead, "-timeout", "2s"}, env(nil), &out); code != 1 {
 		t.Fatalf("healthcheck of nothing: exit %d", code)
 	}
 }

@@ -1,18 +1,45 @@
-package main
+package logiccmd
 
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/leveehq/levee/examples/arena"
+	"github.com/leveehq/levee/examples/arena/arenapb"
+	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/cli"
 	"github.com/leveehq/levee/logic"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// run is Run for arena.
+func run(args []string, getenv func(string) string, stderr io.Writer) int {
+	return Run(arena.Game(), args, getenv, stderr)
+}
+
+// A declaration that cannot work is refused at start-up, exit 2, with its
+// message naming the action; so is no game at all.
+func TestRunRefusesBadGame(t *testing.T) {
+	args := []string{"-data-dir", t.TempDir(), "-battle-addrs", "127.0.0.1:1"}
+	g := arena.Game()
+	game.Query(g, arena.ActionGetProfile, game.Default, func(*game.Ctx, *arenapb.Player, *arenapb.GetProfileRequest) (*arenapb.ProfileReply, error) {
+		return nil, nil
+	})
+	var out bytes.Buffer
+	if code := Run(g, args, env(nil), &out); code != 2 || !strings.Contains(out.String(), `action "get_profile" is declared twice`) {
+		t.Errorf("duplicate action: exit %d, output %q", code, out.String())
+	}
+	out.Reset()
+	if code := Run(nil, args, env(nil), &out); code != 2 || !strings.Contains(out.String(), "no game") {
+		t.Errorf("no game: exit %d, output %q", code, out.String())
+	}
+}
 
 func TestRunRejectsBadConfig(t *testing.T) {
 	dir := t.TempDir()
@@ -66,6 +93,7 @@ func TestUsageNamesEnv(t *testing.T) {
 
 func TestHealthcheck(t *testing.T) {
 	cfg := logic.DefaultConfig()
+	cfg.Game = arena.Game()
 	cfg.GRPCAddr, cfg.OpsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.DataDir, cfg.BattleAddrs = t.TempDir(), []string{"127.0.0.1:1"}
 	srv, err := logic.New(cfg, nil)
