@@ -72,6 +72,7 @@ type driver struct {
 	entries  []entry       // every player's arrival and admission (fairness)
 	peak     int           // most players present at once
 	audit    audit.Auditor // the game's record; nil unless the plan keeps one
+	replays  *replayLog    // acknowledged mutations to resend after the run; nil: no replay check
 }
 
 // player is one simulated player's state shared with the controller.
@@ -126,6 +127,9 @@ func newDriver(cfg driverConfig, rec *record.Recorder, start time.Time) *driver 
 	}
 	d := &driver{cfg: cfg, p: cfg.plan, rec: rec, start: start}
 	d.playFn = d.play
+	if cfg.plan.replayCheck > 0 {
+		d.replays = newReplayLog(cfg.plan.replayCheck)
+	}
 	if cfg.plan.ledger && cfg.plan.game.Audit != nil {
 		d.audit = cfg.plan.game.Audit(cfg.plan.game.Game)
 	}
@@ -169,6 +173,9 @@ func (d *driver) Run(ctx context.Context) {
 	d.wg.Wait()
 	if d.audit != nil {
 		d.checkAudit(ctx)
+	}
+	if d.replays != nil {
+		d.checkReplays(ctx)
 	}
 }
 
@@ -494,7 +501,7 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		var info client.CallInfo
 		ctx, cancel := context.WithTimeout(client.WithCallInfo(client.WithCriticality(reqCtx, a.crit), &info), d.p.timeout)
 		var f *leveev2.ServerFrame
-		f, err = c.Send(ctx, a.do, req)
+		f, err = d.send(ctx, c, pl, a, req)
 		if d.audit != nil {
 			d.audit.Call(audit.Call{Player: pl.id, Action: a.action, RequestID: info.RequestID, Request: msg,
 				Sends: info.Attempts, Frame: f, Err: err})
@@ -522,6 +529,24 @@ func (d *driver) request(reqCtx context.Context, c *client.Client, pl *player, a
 		return
 	}
 	d.attempts(due, sends)
+}
+
+// send sends one request of action a: the SDK's Send, or, when the run
+// keeps mutations for the replay check, Do with a frame of its own, kept
+// once acknowledged (the same frame Send would build: the action, its
+// request, its class).
+func (d *driver) send(ctx context.Context, c *client.Client, pl *player, a *act, req []byte) (*leveev2.ServerFrame, error) {
+	if d.replays == nil || !a.action.Mutates {
+		return c.Send(ctx, a.do, req)
+	}
+	fr := &leveev2.ClientFrame{Action: a.do, Request: req, Criticality: a.crit}
+	f, err := c.Do(ctx, fr)
+	if err == nil {
+		if err = checkReply(f, a); err == nil {
+			d.replays.add(pl.id, fr)
+		}
+	}
+	return f, err
 }
 
 // resend sends the player's unresolved requests again with their own
@@ -563,6 +588,9 @@ func (d *driver) resend(reqCtx context.Context, c *client.Client, pl *player) {
 		d.end(u.a, sent, time.Time{}, err)
 		if d.audit != nil {
 			d.audit.Resolve(pl.id, u.frame.GetRequestId(), out, err)
+		}
+		if err == nil && d.replays != nil {
+			d.replays.add(pl.id, u.frame)
 		}
 		if f := client.Unresolved(err); f != nil {
 			u.frame = f

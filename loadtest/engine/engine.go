@@ -243,6 +243,9 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	if r.p.ledger {
 		hardEnd = hardEnd.Add(auditCheckTime)
 	}
+	if r.p.replayCheck > 0 {
+		hardEnd = hardEnd.Add(replayCheckTime)
+	}
 	open := true
 	for open {
 		select {

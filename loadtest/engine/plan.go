@@ -51,6 +51,9 @@ type plan struct {
 	pool       *poolPlan // the pool source instead of the players; nil: players
 	game       Game      // the game driven
 	hasLogin   bool      // login is every session's first request
+	// replayCheck is how many acknowledged mutations each process resends
+	// after the run (replay.go); 0: none.
+	replayCheck int
 }
 
 // Game is what the engine knows of the game it drives: its declaration
@@ -134,6 +137,8 @@ func newPlan(sc *scenario.Scenario, gm Game) (*plan, error) {
 		peak:      sc.WallCurve().Peak(),
 		ledger:    sc.Ledger,
 		game:      gm,
+
+		replayCheck: sc.ReplayCheck,
 	}
 	p.thresholds = slices.Clone(sc.Thresholds)
 	var err error

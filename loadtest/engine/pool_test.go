@@ -3,11 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
-	"github.com/leveehq/levee/examples/arena"
 	"testing"
 	"time"
 
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/loadtest/scenario"
 )
 

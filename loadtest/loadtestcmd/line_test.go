@@ -2,7 +2,6 @@ package loadtestcmd
 
 import (
 	"bytes"
-	"github.com/leveehq/levee/examples/arena"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/loadtest/report"
 )
 

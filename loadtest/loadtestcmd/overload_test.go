@@ -2,7 +2,6 @@ package loadtestcmd
 
 import (
 	"bytes"
-	"github.com/leveehq/levee/examples/arena"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 

@@ -2,7 +2,6 @@ package loadtestcmd
 
 import (
 	"bytes"
-	"github.com/leveehq/levee/examples/arena"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leveehq/levee/client/clienttest"
+	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/loadtest/report"
 )
 

@@ -25,7 +25,8 @@ import (
 //   - goodput = ok replies per wall second over the run; capacity =
 //     Meta.Capacity (missing when 0); duration = wall seconds covered;
 //   - ledger_* are the ledger check's counters (missing when no
-//     "ledger_checks" was counted: the run kept no ledger); attempts_per_request = sends on the wire / original
+//     "ledger_checks" was counted: the run kept no ledger), replay_* the
+//     replay check's (missing without "replay_checks"); attempts_per_request = sends on the wire / original
 //     requests over the attempts counters (record.Attempts), max_attempts
 //     the most sends of one (both missing when none was counted);
 //   - connected = the most players connected at once; max_wait = the
@@ -69,7 +70,13 @@ var counterFacts = map[string]string{
 	"ledger_doubled": "ledger_doubled", "ledger_phantom": "ledger_phantom", "ledger_unresolved": "ledger_unresolved",
 	"ledger_mismatch": "ledger_mismatch", "ledger_unchecked": "ledger_unchecked",
 	"server_closes": CounterServerCloses, "server_closes_in_line": CounterClosesInLine,
+	"replay_checked": "replay_checked", "replay_fresh": "replay_fresh", "replay_failed": "replay_failed",
+	"replay_unchecked": "replay_unchecked",
 }
+
+// replayFacts are missing, not 0, when the run made no replay check: no
+// load process counted a "replay_checks".
+var replayFacts = map[string]bool{"replay_checked": true, "replay_fresh": true, "replay_failed": true, "replay_unchecked": true}
 
 // ledgerFacts are missing, not 0, when the run kept no ledger: no load
 // process counted a "ledger_checks" (one per process whose check ran).
@@ -99,7 +106,7 @@ func attemptsBy(counters map[string]int64, parse func(string) (int, bool)) (requ
 func (f *facts) Value(name string) (float64, bool) {
 	c := f.sum.Counters
 	if k, ok := counterFacts[name]; ok {
-		if ledgerFacts[name] && c["ledger_checks"] == 0 {
+		if ledgerFacts[name] && c["ledger_checks"] == 0 || replayFacts[name] && c["replay_checks"] == 0 {
 			return 0, false
 		}
 		return float64(c[k]), true

@@ -225,7 +225,7 @@ func TestFacts(t *testing.T) {
 		}
 		// The ledger's and the attempts figures need their counters
 		// (TestLedgerAndAttemptsFacts).
-		if _, ok := f.Value(name); !ok && !strings.HasPrefix(name, "ledger_") && !strings.Contains(name, "attempts") {
+		if _, ok := f.Value(name); !ok && !strings.HasPrefix(name, "ledger_") && !strings.HasPrefix(name, "replay_") && !strings.Contains(name, "attempts") {
 			t.Errorf("scalar %s missing", name)
 		}
 	}
@@ -302,8 +302,14 @@ func TestLedgerAndAttemptsFacts(t *testing.T) {
 	if !ok || len(s) != 3 || s[0] != 1.2 || !math.IsNaN(s[1]) || s[2] != 2.5 {
 		t.Errorf("attempts series = %v, %v", s, ok)
 	}
+	rp := (&Run{Points: []record.Point{{T: 0, Counters: map[string]int64{"replay_checks": 1, "replay_checked": 5, "replay_failed": 1}}}}).Facts()
+	for name, want := range map[string]float64{"replay_checked": 5, "replay_fresh": 0, "replay_failed": 1, "replay_unchecked": 0} {
+		if got, ok := rp.Value(name); !ok || got != want {
+			t.Errorf("%s = %v, %v; want %v", name, got, ok, want)
+		}
+	}
 	none := (&Run{Points: []record.Point{{T: 0, Counters: map[string]int64{"sent": 3}}}}).Facts()
-	for _, name := range []string{"ledger_lost", "ledger_players", "attempts_per_request", "max_attempts"} {
+	for _, name := range []string{"ledger_lost", "ledger_players", "attempts_per_request", "max_attempts", "replay_checked", "replay_fresh"} {
 		if _, ok := none.Value(name); ok {
 			t.Errorf("a run without a ledger or attempts has %s", name)
 		}

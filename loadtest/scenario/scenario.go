@@ -80,6 +80,7 @@ const (
 	MaxRequests    = 10_000_000
 	MaxPeakPlayers = 1_000_000
 	MaxOffered     = 1000
+	MaxReplayCheck = 100_000
 	// Pool bounds.
 	MaxPoolConns       = 10_000
 	MaxPoolRate        = 20_000
@@ -120,6 +121,12 @@ type Scenario struct {
 	// checks the players' state against it after the run: the game's
 	// auditor (loadtest/audit; arena's is examples/arena/arenaledger).
 	Ledger bool `yaml:"ledger"`
+	// ReplayCheck, a check that needs no game knowledge: after the run
+	// (and the ledger's check) each load process resends up to this many
+	// of its acknowledged mutations with their own request ids; each must
+	// be answered with its stored first outcome, marked replayed. 0: none;
+	// at most MaxReplayCheck.
+	ReplayCheck int `yaml:"replay_check"`
 
 	File   string                `yaml:"-"` // where it came from ("preset:launch" for presets)
 	Curve  arrival.Curve         `yaml:"-"` // the arrivals in scenario time, unscaled

@@ -71,6 +71,9 @@ func (d *decoder) validate(s *Scenario, readFile func(string) ([]byte, error)) e
 	if s.Capacity < 0 {
 		return d.fail("capacity", "must be >= 0, got %v", s.Capacity)
 	}
+	if s.ReplayCheck < 0 || s.ReplayCheck > MaxReplayCheck {
+		return d.fail("replay_check", "must be in 0..%d (acknowledged mutations resent after the run), got %d", MaxReplayCheck, s.ReplayCheck)
+	}
 	if d.has("offered") && !(s.Offered > 0 && s.Offered <= MaxOffered) {
 		return d.fail("offered", "must be in (0, %d], got %v", MaxOffered, s.Offered)
 	}
@@ -576,7 +579,7 @@ var poolName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*$`)
 // poolOnlyWithArrivals are the fields a pool does not use: its connections
 // neither think nor leave, and never retry nor pace.
 var poolOnlyWithArrivals = []string{"arrivals", "players.think", "players.think_jitter", "players.session",
-	"players.reconnect", "players.login", "client.policy", "client.retry", "client.pace", "ledger", "scale", "speed", "offered"}
+	"players.reconnect", "players.login", "client.policy", "client.retry", "client.pace", "ledger", "replay_check", "scale", "speed", "offered"}
 
 // validatePool checks the pool (instead of arrivals) and fills its defaults.
 func (d *decoder) validatePool(s *Scenario) error {

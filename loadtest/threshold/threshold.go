@@ -36,10 +36,11 @@
 // order, order_pairs = the pairs whose order is sure (both from the gate's
 // waited_ms); max_status_gap = the longest a waiting player went between
 // two queue statuses (seconds); the ledger
-// check's (scenario ledger: true, package loadtest/ledger): ledger_players
+// check's (scenario ledger: true: the game's auditor, loadtest/audit; arena's ledger): ledger_players
 // (checked), ledger_acked, ledger_lost, ledger_doubled, ledger_phantom,
 // ledger_unresolved, ledger_mismatch (players), ledger_unchecked
-// (players); attempts_per_request (sends on the wire per original
+// (players); the replay check's (scenario replay_check: N):
+// replay_checked, replay_fresh, replay_failed, replay_unchecked; attempts_per_request (sends on the wire per original
 // request) and max_attempts (most sends of one); reconnect_peak_ratio,
 // reconnect_spread (seconds), line_place_kept, line_place_lost: the
 // players' first redials after the server closed them (loadtest/report
@@ -86,6 +87,7 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 	"duplicate_replies", "unhinted_refusals",
 	"ledger_players", "ledger_acked", "ledger_lost", "ledger_doubled", "ledger_phantom", "ledger_unresolved",
 	"ledger_mismatch", "ledger_unchecked", "attempts_per_request", "max_attempts",
+	"replay_checked", "replay_fresh", "replay_failed", "replay_unchecked",
 	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost",
 	// The memory benchmark's (loadtest/report/memory.go) and the servers' closes.
 	"held", "rss_before_mb", "rss_held_mb", "rss_per_conn", "server_closes", "server_closes_in_line"}
