@@ -138,12 +138,25 @@ func (p *proc) kill(t *testing.T) {
 // healthy polls `craft <tier> healthcheck` until it passes (20 s at most).
 func healthy(t *testing.T, tier, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for exec.Command(craftBin(t), tier, "healthcheck", "-addr", addr).Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s at %s not healthy after 20s", tier, addr)
+	eventually(t, 20*time.Second, tier+" at "+addr+" healthy", func() bool {
+		return exec.Command(craftBin(t), tier, "healthcheck", "-addr", addr).Run() == nil
+	})
+}
+
+// eventually checks cond every 100 ms until it holds, and fails the test
+// naming what it waited for when it has not within d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("not %s after %v", what, d)
+		case <-tick.C:
 		}
-		time.Sleep(100 * time.Millisecond) // the poll of a condition with a deadline
 	}
 }
 
@@ -193,18 +206,17 @@ func (c *cluster) dial(ctx context.Context, player string) *client.Client {
 	if err != nil {
 		t.Fatalf("craft gate token: %v", err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		cl, err := client.Dial(ctx, c.gateURL, strings.TrimSpace(string(tok)), client.Options{Game: craft.Game()})
-		if err == nil {
-			t.Cleanup(func() { cl.Close() })
-			return cl
+	var cl *client.Client
+	var last error
+	eventually(t, 20*time.Second, "logged in as "+player, func() bool {
+		cl, last = client.Dial(ctx, c.gateURL, strings.TrimSpace(string(tok)), client.Options{Game: craft.Game()})
+		if last != nil {
+			t.Logf("dial %s: %v", player, last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dial %s: %v", player, err)
-		}
-		time.Sleep(100 * time.Millisecond) // the poll of a condition with a deadline
-	}
+		return last == nil
+	})
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 func frame(t *testing.T, action string, req proto.Message) *leveev2.ClientFrame {
@@ -290,19 +302,18 @@ func TestExactlyOnceAcrossLogicSIGKILL(t *testing.T) {
 	for _, id := range []string{"p1", "p2"} {
 		do(ctx, t, ann, frame(t, craft.ActionCraft, &craftpb.CraftRequest{CraftId: id, Recipe: "plank"}))
 	}
-	deadline := time.Now().Add(craft.Recipes["plank"].Time + 10*time.Second)
-	for collected := 0; collected < 2; {
+	collected := 0
+	eventually(t, craft.Recipes["plank"].Time+10*time.Second, "collected both planks", func() bool {
 		_, err := client.Call[*craftpb.CollectReply](ctx, ann, craft.ActionCollect, &craftpb.CollectRequest{})
 		var ce *client.Error
 		switch {
 		case err == nil:
 			collected++
-		case errors.As(err, &ce) && ce.Reason == craft.ReasonNotReady && time.Now().Before(deadline):
-			time.Sleep(200 * time.Millisecond) // the poll of a condition with a deadline
-		default:
+		case !errors.As(err, &ce) || ce.Reason != craft.ReasonNotReady:
 			t.Fatalf("collect: %v", err)
 		}
-	}
+		return collected == 2
+	})
 
 	// trade, acknowledged, then logic killed: the resend replays.
 	sell := frame(t, craft.ActionTrade, &craftpb.TradeRequest{Item: "plank", Quantity: 1})
