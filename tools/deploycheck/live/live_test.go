@@ -290,10 +290,10 @@ func TestRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Row{
-		{"Deployment", "github.com/leveehq/levee/battle", "5/5 Ready (replicas from HPA battle)"},
-		{"Service", "github.com/leveehq/levee/gate", "LoadBalancer 10.96.0.10, 3 ready endpoints in 1 EndpointSlice(s), no external IP (no cloud provider)"},
-		{"ConfigMap", "github.com/leveehq/levee/x", "accepted"},
-		{"PersistentVolumeClaim", "github.com/leveehq/levee/data-logic-0", "Bound to pv-0 (class standard, 10Gi)"},
+		{"Deployment", "levee/battle", "5/5 Ready (replicas from HPA battle)"},
+		{"Service", "levee/gate", "LoadBalancer 10.96.0.10, 3 ready endpoints in 1 EndpointSlice(s), no external IP (no cloud provider)"},
+		{"ConfigMap", "levee/x", "accepted"},
+		{"PersistentVolumeClaim", "levee/data-logic-0", "Bound to pv-0 (class standard, 10Gi)"},
 	}
 	if !slices.Equal(rows, want) {
 		t.Fatalf("rows\n%q\nwant\n%q", rows, want)

@@ -119,13 +119,13 @@ func TestGetMetricBySelector(t *testing.T) {
 		}
 	}
 	want := []string{
-		"github.com/leveehq/levee/a Pod battle_latency_seconds_p99 250m",
-		"github.com/leveehq/levee/c Pod battle_latency_seconds_p99 0",
+		"levee/a Pod battle_latency_seconds_p99 250m",
+		"levee/c Pod battle_latency_seconds_p99 0",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("items:\n got %q\nwant %q", got, want)
 	}
-	if want := []string{"github.com/leveehq/levee/app.kubernetes.io/name=battle"}; !slices.Equal(pods.asked, want) {
+	if want := []string{"levee/app.kubernetes.io/name=battle"}; !slices.Equal(pods.asked, want) {
 		t.Errorf("listed pods for %q, want %q", pods.asked, want)
 	}
 	queries, times := fp.seen()
