@@ -288,7 +288,7 @@ func Class(code leveev2.ErrorCode) RetryClass { return rowOf(code).class }
 func Overload(code leveev2.ErrorCode) bool { return rowOf(code).overload }
 
 // Business reports whether code is a normal game outcome rather than a
-// fault (INSUFFICIENT_GOLD, NOT_FOUND, FORBIDDEN).
+// fault (REJECTED, NOT_FOUND, FORBIDDEN).
 func Business(code leveev2.ErrorCode) bool { return rowOf(code).business }
 
 // Permanent reports whether a connection refused with code is refused again
@@ -304,7 +304,7 @@ func Permanent(code leveev2.ErrorCode) bool { return rowOf(code).permanent }
 func LoginCloseCode(code leveev2.ErrorCode) int { return rowOf(code).close }
 
 // Outcome is code's metrics outcome label: its name, lowercased, without
-// the ERROR_CODE_ prefix ("busy", "insufficient_gold"); "unknown" for a
+// the ERROR_CODE_ prefix ("busy", "not_found"); "unknown" for a
 // code without a row.
 func Outcome(code leveev2.ErrorCode) string { return rowOf(code).outcome }
 
