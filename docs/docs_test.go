@@ -17,26 +17,6 @@ import (
 	"testing"
 )
 
-// pending names things the manual describes that other branches of issue
-// 21 are adding: a reference whose kind and name start with one of these
-// may be missing while it is. Once one exists the test says so, so that
-// the entry goes and the name is checked like every other.
-// TODO(integrator): empty this list as the branches land.
-var pending = []string{
-	"link examples/craft",
-	"path examples/craft/",
-	"path examples/arena/arenaledger",
-}
-
-func isPending(key string) bool {
-	for _, p := range pending {
-		if strings.HasPrefix(key, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // goToolFlags are flags of tools other than Levee's binaries that the
 // manual may name on their own in a code span.
 var goToolFlags = map[string]bool{"h": true, "help": true, "race": true, "short": true, "run": true, "bench": true,
@@ -80,14 +60,8 @@ func TestManualCommandsExist(t *testing.T) {
 			if errors.Is(err, errNotInTree) {
 				continue
 			}
-			key := r.kind + " " + r.name
-			switch {
-			case err != nil && isPending(key):
-				t.Logf("%s: pending (another branch adds it): %v", r.where(), err)
-			case err != nil:
+			if err != nil {
 				t.Errorf("%s: %v", r.where(), err)
-			case isPending(key):
-				t.Errorf("%s: %s exists now: remove its entry from pending in docs/docs_test.go", r.where(), key)
 			}
 		}
 	}
