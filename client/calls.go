@@ -35,7 +35,7 @@ func (c *Client) Call(ctx context.Context, action string, req, reply proto.Messa
 
 // Call is (*Client).Call with the reply returned, typed:
 //
-//	rep, err := client.Call[*mygamepb.CraftReply](ctx, c, "craft", &mygamepb.CraftRequest{Recipe: "sword"})
+//	rep, err := client.Call[*mygamepb.CraftReply](ctx, c, "craft", &mygamepb.CraftRequest{Recipe: "plank"})
 func Call[Rep proto.Message](ctx context.Context, c *Client, action string, req proto.Message) (Rep, error) {
 	var zero Rep
 	rep := zero.ProtoReflect().New().Interface().(Rep)
