@@ -19,22 +19,13 @@ const auditCheckTime = 30 * time.Second
 // loadtest/audit) and adds its figures to the recorder's counters, which
 // sum over the load processes.
 func (d *driver) checkAudit(ctx context.Context) {
-	exp := d.start.Add(d.p.end + d.p.drain + 10*time.Minute)
 	figures := d.audit.Check(ctx, audit.CheckConfig{
 		Timeout: auditCheckTime,
 		Call:    d.p.timeout,
 		Clock:   d.cfg.clock,
 		Log:     d.cfg.log,
 		Dial: func(ctx context.Context, id string) (audit.Conn, error) {
-			tok, err := token.Sign(d.cfg.secret, id, exp)
-			if err != nil {
-				return nil, err
-			}
-			// No SDK retries, budget or pacing: the check retries by
-			// itself, within its own time, and the run's budget may be
-			// spent.
-			opts := client.Options{Game: d.p.game.Game, Dialer: d.cfg.dialer, Logger: d.cfg.log, Clock: d.cfg.clock, NoPacing: true, NoRetry: true}
-			c, err := client.DialRetry(ctx, d.gateOf(id), client.StaticToken(tok), opts)
+			c, err := d.checkDial(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -45,6 +36,19 @@ func (d *driver) checkAudit(ctx context.Context) {
 		d.rec.Add(name, n)
 	}
 	d.rec.Add(audit.CounterChecks, 1)
+}
+
+// checkDial connects as player id for an after-run check (the ledger's or
+// the replay check), with a token valid well past the run. No SDK
+// retries, budget or pacing: a check retries by itself, within its own
+// time, and the run's budget may be spent.
+func (d *driver) checkDial(ctx context.Context, id string) (*client.Client, error) {
+	tok, err := token.Sign(d.cfg.secret, id, d.start.Add(d.p.end+d.p.drain+10*time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	opts := client.Options{Game: d.p.game.Game, Dialer: d.cfg.dialer, Logger: d.cfg.log, Clock: d.cfg.clock, NoPacing: true, NoRetry: true}
+	return client.DialRetry(ctx, d.gateOf(id), client.StaticToken(tok), opts)
 }
 
 // gateOf is the gate player id plays on: player n ("p-<run>-<n>") dials

@@ -81,7 +81,6 @@ func (d *driver) checkReplays(ctx context.Context) {
 	l.mu.Lock()
 	players := append([]string(nil), l.order...)
 	l.mu.Unlock()
-	exp := d.start.Add(d.p.end + d.p.drain + 10*time.Minute)
 	var mu sync.Mutex
 	var total replayFigures
 	work := make(chan string)
@@ -89,7 +88,7 @@ func (d *driver) checkReplays(ctx context.Context) {
 	for range min(16, max(len(players), 1)) {
 		wg.Go(func() {
 			for id := range work {
-				f := d.replayPlayer(ctx, id, l.by[id], exp)
+				f := d.replayPlayer(ctx, id, l.by[id])
 				mu.Lock()
 				total.checked += f.checked
 				total.fresh += f.fresh
@@ -113,7 +112,7 @@ func (d *driver) checkReplays(ctx context.Context) {
 
 // replayPlayer connects as player and resends its frames until each has a
 // final answer or ctx ends.
-func (d *driver) replayPlayer(ctx context.Context, player string, frames []*leveev2.ClientFrame, exp time.Time) replayFigures {
+func (d *driver) replayPlayer(ctx context.Context, player string, frames []*leveev2.ClientFrame) replayFigures {
 	var f replayFigures
 	var c *client.Client
 	defer func() {
@@ -124,14 +123,12 @@ func (d *driver) replayPlayer(ctx context.Context, player string, frames []*leve
 	left := frames
 	for len(left) > 0 && ctx.Err() == nil {
 		if c == nil {
-			tok, err := token.Sign(d.cfg.secret, player, exp)
-			if err != nil {
-				break
-			}
-			opts := client.Options{Game: d.p.game.Game, Dialer: d.cfg.dialer, Logger: d.cfg.log, Clock: d.cfg.clock, NoPacing: true, NoRetry: true}
-			if c, err = client.DialRetry(ctx, d.gateOf(player), client.StaticToken(tok), opts); err != nil {
+			var err error
+			if c, err = d.checkDial(ctx, player); err != nil {
 				c = nil
-				if clock.Sleep(ctx, d.cfg.clock, replayPause) != nil {
+				// A token that cannot be signed never will be; a failed
+				// dial is tried again.
+				if errors.Is(err, token.ErrPlayerID) || errors.Is(err, token.ErrMalformed) || clock.Sleep(ctx, d.cfg.clock, replayPause) != nil {
 					break
 				}
 				continue
