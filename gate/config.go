@@ -10,6 +10,7 @@ import (
 
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/queue"
@@ -23,6 +24,12 @@ const DevTokenSecret = "levee-dev-secret"
 // Config is a gate's configuration. Every field but Game and Clock has a
 // flag in gate/gatecmd.
 type Config struct {
+	// Security is how this tier's gRPC is secured, both its server and
+	// its calls to the tier below: grpcdial.MTLS with the cluster's
+	// certificates, or grpcdial.Insecure (the zero value: plaintext; the
+	// binaries require -insecure for it).
+	Security grpcdial.Security
+
 	// Game is the game the gate serves: each action's class, request and
 	// reply types and limits come from its declaration. Required; New
 	// refuses one whose Validate fails.

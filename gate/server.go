@@ -20,6 +20,7 @@ import (
 	"github.com/leveehq/levee/gate/waitpage"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/gamedef"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
@@ -132,6 +133,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:    metrics.NewRegistry("gate"),
 		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
+	if err := cfg.Security.RegisterMetrics(s.reg, "gate"); err != nil {
+		return nil, err
+	}
 	s.def = cfg.Game.Def()
 	types := wire.ForGame(s.def)
 	s.codecs = [2]wire.Codec{{Game: types, MaxFrame: cfg.MaxFrame}, {JSON: true, Game: types, MaxFrame: cfg.MaxFrame}}
@@ -176,7 +180,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		CheckOrigin:      s.upgrader.CheckOrigin,
 	}
 
-	if s.logic, err = newLogicPool(cfg.LogicAddrs, cfg.Shards); err != nil {
+	if s.logic, err = newLogicPool(cfg.Security, cfg.LogicAddrs, cfg.Shards); err != nil {
 		s.cancelBase()
 		return nil, err
 	}
@@ -200,7 +204,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(cfg.Security.ServerOptions(grpcdial.GateAccepts...)...)
 	if s.tier, err = serve.New(serve.Config{
 		Name:         "gate",
 		GRPC:         s.grpcSrv,

@@ -83,6 +83,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 	cfg.Game = g
 	return cli.Main(cli.Tier{
 		Name:      "gate",
+		Security:  &cfg.Security,
 		EnvPrefix: envPrefix,
 		GRPCAddr:  cfg.GRPCAddr,
 		Flags: func(fs *flag.FlagSet) {
