@@ -48,6 +48,12 @@ type Config struct {
 	Shards     int      // -shards: must match the logic tier's
 
 	TokenSecret string // -token-secret; empty means DevTokenSecret, with a warning
+
+	// TLSCert and TLSKey (-tls-cert, -tls-key) are the PEM files of the
+	// gate's public certificate: given, the player port (wss and https)
+	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
+	// the files when they change. Both or neither; neither is plain ws.
+	TLSCert, TLSKey string
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -211,6 +217,9 @@ func (c Config) Validate() error {
 		if a.v == "" {
 			return bad("-%s: required", a.flag)
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return bad("-tls-cert and -tls-key: give both (wss with the gate's certificate) or neither (plain ws)")
 	}
 	if len(c.LogicAddrs) == 0 {
 		return bad("-logic-addrs: required (comma-separated logic gRPC addresses)")
