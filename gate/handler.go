@@ -147,7 +147,10 @@ func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	now := s.clock.Now()
 	c.wmu.Lock() // nothing is written to c before its first frame below
-	st, how, err := s.line.enter(c, claims, now)
+	st, how, old, err := s.line.enter(c, claims, now)
+	if old != nil {
+		s.replace(old) // one player, one place: c took over old's
+	}
 	if err != nil {
 		c.wmu.Unlock()
 		reason, e, code, text := lineRefusal(err)

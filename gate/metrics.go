@@ -55,6 +55,9 @@ type gateMetrics struct {
 	// logicUnreachable counts requests refused BUSY without being sent
 	// because their logic instance was unreachable.
 	logicUnreachable prometheus.Counter
+	// replaced counts connections replaced by a newer one of the same
+	// player (gate_sessions_replaced_total).
+	replaced prometheus.Counter
 
 	// Resolved once, so the refusal paths do no label look-ups.
 	fullConns         prometheus.Counter // gate_connections_total{server_full}
@@ -89,6 +92,10 @@ func newMetrics(reg prometheus.Registerer, actions map[string]*action, handshake
 		logicUnreachable: f.NewCounter(prometheus.CounterOpts{
 			Name: "gate_logic_unreachable_total",
 			Help: "Player requests refused BUSY without being sent, because the connection to their logic instance was failing.",
+		}),
+		replaced: f.NewCounter(prometheus.CounterOpts{
+			Name: "gate_sessions_replaced_total",
+			Help: "Player connections closed with 4001 because a newer connection of the same player id took their place (one player, one place).",
 		}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_requests_total",

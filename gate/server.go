@@ -83,6 +83,9 @@ type Server struct {
 	pressure autopace.Pressure
 	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
+	// replaceWG: the goroutines closing replaced connections once their
+	// requests are answered (replace.go).
+	replaceWG sync.WaitGroup
 
 	mu       sync.RWMutex // guards draining against new conns and requests
 	draining bool
@@ -336,7 +339,8 @@ func (s *Server) drain(ctx context.Context) error {
 		}
 		s.connWG.Wait()
 	}
-	s.admitWG.Wait() // their logins ended with the requests above
+	s.admitWG.Wait()   // their logins ended with the requests above
+	s.replaceWG.Wait() // their connections' requests ended with them too
 	s.cancelBase()
 	s.stopPing()
 	s.pinger.Wait()
