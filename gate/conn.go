@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ type conn struct {
 	shard              int    // the player's logic shard
 	logic              leveev2.LogicClient
 	bucket             tokenBucket // the request rate limit; used by the reader only
+	addrKey            netip.Addr  // the address bucket counting this connection (limits.go); zero if none
 
 	// ctx is cancelled when the connection ends, so work for a player who
 	// has gone is dropped. It is made (by startContext) only when the

@@ -27,8 +27,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !s.requireSubprotocol(w, r) {
 		return
 	}
+	// The limits per source address come first: they cost no more than a
+	// map look-up, and a flood from one network must not make the gate
+	// check tokens.
+	addrKey, ok := s.admitAddr(w, r)
+	if !ok {
+		return
+	}
 	var hs handshake
 	if !s.beginHandshake(&hs) {
+		s.addrs.release(addrKey)
 		s.m.rejectHandshakes.Inc()
 		refuseHandshake(w)
 		return
@@ -36,6 +44,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	handedOff, slot := false, false
 	defer func() {
 		if !handedOff {
+			s.addrs.release(addrKey)
 			if slot {
 				s.releaseSlot()
 			}
@@ -82,6 +91,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		codec:    codec,
 		msgType:  messageType(*codec),
 		playerID: playerID,
+		addrKey:  addrKey,
 	}
 	c.shard, c.logic = s.logic.route(playerID)
 	if s.cfg.connRateLimitOn() {

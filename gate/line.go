@@ -68,9 +68,9 @@ type line struct {
 	mu       sync.Mutex
 	waiters  map[queue.TicketID]*conn
 	players  map[string]*conn // every entered connection, by player: one place per player (replace.go)
-	recent   recentAdmits // tickets admitted within grace: their reconnects go first
-	passes   takenPasses  // other lines' passes honoured in the return window (pass.go)
-	nWaiting atomic.Int64 // len(waiters)
+	recent   recentAdmits     // tickets admitted within grace: their reconnects go first
+	passes   takenPasses      // other lines' passes honoured in the return window (pass.go)
+	nWaiting atomic.Int64     // len(waiters)
 
 	// ctl serializes operator and auto-pacer changes; it guards auto and
 	// pace.

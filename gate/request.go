@@ -59,6 +59,14 @@ func (c *conn) handleFrame(data []byte) (async bool) {
 			return false
 		}
 	}
+	if c.s.pLimits.on() {
+		// The player's rate, across all its connections on this gate.
+		if wait, ok := c.s.pLimits.allow(c.playerID, c.s.clock.Now()); !ok {
+			c.s.rejectRequest(reqPlayerRate, class)
+			c.reply(name, start, errorFrame(id, errPlayerRate, ceilMillis(wait)))
+			return false
+		}
+	}
 	if refusal != nil {
 		c.reply(actionInvalid, start, refusal)
 		return false

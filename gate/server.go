@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,6 +84,12 @@ type Server struct {
 	pressure autopace.Pressure
 	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
+	// The limits per source address and per player (limits.go); nil when
+	// off. trusted are the -trusted-proxies.
+	addrs   *addrLimits
+	pLimits *playerLimits
+	trusted []netip.Prefix
+
 	// replaceWG: the goroutines closing replaced connections once their
 	// requests are answered (replace.go).
 	replaceWG sync.WaitGroup
@@ -141,6 +148,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.actions = newActions(s.def)
 	s.conns = newConnSet(s.ka.slots)
 	s.cooling = newCoolingTable(cfg.Shards)
+	if err := s.newLimits(); err != nil {
+		return nil, err
+	}
 	connCap := 0
 	if cfg.connCapOn() {
 		connCap = cfg.MaxConns
@@ -463,6 +473,7 @@ func (s *Server) untrack(c *conn) {
 	s.conns.remove(c)
 	s.mu.Unlock()
 	s.releaseSlot() // before the gauge, so a gauge that went down means a free slot
+	s.addrs.release(c.addrKey)
 	s.m.active.Dec()
 	s.connWG.Done()
 }
