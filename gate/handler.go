@@ -63,6 +63,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	s.tokenChecks.Add(1)
 	playerID, err := s.authenticate(r)
 	if err != nil {
 		s.m.connections.WithLabelValues(resultUnauthorized).Inc()

@@ -71,6 +71,9 @@ type Server struct {
 	// handshakes counts connections starting: from the upgrade request
 	// until the player is welcomed or refused.
 	handshakes atomic.Int64
+	// tokenChecks counts the player tokens checked (authenticate), so
+	// tests can show a refusal came before that cost.
+	tokenChecks atomic.Int64
 
 	// baseCtx is the parent of every connection's context. It is cancelled
 	// when shutdown gives up waiting for in-flight requests.
