@@ -103,6 +103,16 @@ type Config struct {
 	// logic.
 	LogicPushback bool
 
+	// Limits per source address and per player (limits.go). Each is off
+	// at 0, and all are off with Protection.
+	AddrHandshakeRate  float64  // -addr-handshake-rate: handshakes per second per /24 (IPv4) or /64 (IPv6)
+	AddrHandshakeBurst int      // -addr-handshake-burst: the handshake bucket's size per address bucket
+	AddrMaxConns       int      // -addr-max-conns: open connections per address bucket
+	AddrLimitExempt    []string // -addr-limit-exempt: CIDRs not limited per address ("none": every address is)
+	TrustedProxies     []string // -trusted-proxies: CIDRs whose X-Forwarded-For is honoured (rightmost untrusted hop)
+	PlayerRate         float64  // -player-rate: requests per second per player, across its connections
+	PlayerBurst        int      // -player-burst: the player bucket's size
+
 	ShutdownGrace time.Duration // -shutdown-grace: how long in-flight requests may take at shutdown
 	Drain         time.Duration // -drain: NOT_SERVING this long before new connections are refused
 
@@ -165,6 +175,13 @@ func DefaultConfig() Config {
 		LogicPushback:    true,
 		ShutdownGrace:    10 * time.Second,
 
+		AddrHandshakeRate:  defaultAddrHandshakeRate,
+		AddrHandshakeBurst: defaultAddrHandshakeBurst,
+		AddrMaxConns:       defaultAddrMaxConns,
+		AddrLimitExempt:    append([]string(nil), defaultAddrLimitExempt...),
+		PlayerRate:         defaultPlayerRate,
+		PlayerBurst:        defaultPlayerBurst,
+
 		LineMode:       "open",
 		LineRate:       1000,
 		LineInterval:   10 * time.Second,
@@ -193,6 +210,10 @@ func (c Config) handshakeCapOn() bool  { return c.Protection && c.HandshakeCap }
 func (c Config) connRateLimitOn() bool { return c.Protection && c.ConnRateLimit }
 func (c Config) inflightLimitOn() bool { return c.Protection && c.InflightLimit }
 func (c Config) logicPushbackOn() bool { return c.Protection && c.LogicPushback }
+func (c Config) addrLimitOn() bool {
+	return c.Protection && (c.AddrHandshakeRate > 0 || c.AddrMaxConns > 0)
+}
+func (c Config) playerLimitOn() bool { return c.Protection && c.PlayerRate > 0 }
 
 // Bounds on the protection knobs: a retry_after must fit the protocol's
 // uint32 milliseconds with room for the jitter, and a bucket's arithmetic
@@ -284,7 +305,40 @@ func (c Config) Validate() error {
 	if c.ConnBurst < 1 || c.ConnBurst > maxConnBurst {
 		return bad("-conn-burst: must be in [1, %d], got %d", maxConnBurst, c.ConnBurst)
 	}
+	if err := c.validateLimits(bad); err != nil {
+		return err
+	}
 	return c.validateLine(bad)
+}
+
+// validateLimits checks the per-address and per-player limits.
+func (c Config) validateLimits(bad func(string, ...any) error) error {
+	for _, r := range []struct {
+		flag string
+		v    float64
+	}{{"addr-handshake-rate", c.AddrHandshakeRate}, {"player-rate", c.PlayerRate}} {
+		if math.IsNaN(r.v) || r.v < 0 || r.v > maxConnRate {
+			return bad("-%s: must be in [0, %g] (0: off), got %g", r.flag, float64(maxConnRate), r.v)
+		}
+	}
+	for _, b := range []struct {
+		flag string
+		v    int
+	}{{"addr-handshake-burst", c.AddrHandshakeBurst}, {"player-burst", c.PlayerBurst}} {
+		if b.v < 1 || b.v > maxConnBurst {
+			return bad("-%s: must be in [1, %d], got %d", b.flag, maxConnBurst, b.v)
+		}
+	}
+	if c.AddrMaxConns < 0 {
+		return bad("-addr-max-conns: must be >= 0 (0: off), got %d", c.AddrMaxConns)
+	}
+	if _, err := parsePrefixes("addr-limit-exempt", c.AddrLimitExempt); err != nil {
+		return bad("%v", err)
+	}
+	if _, err := parsePrefixes("trusted-proxies", c.TrustedProxies); err != nil {
+		return bad("%v", err)
+	}
+	return nil
 }
 
 // Bounds on the line's knobs the queue package does not bound itself.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,9 @@ type Server struct {
 	// handshakes counts connections starting: from the upgrade request
 	// until the player is welcomed or refused.
 	handshakes atomic.Int64
+	// tokenChecks counts the player tokens checked (authenticate), so
+	// tests can show a refusal came before that cost.
+	tokenChecks atomic.Int64
 
 	// baseCtx is the parent of every connection's context. It is cancelled
 	// when shutdown gives up waiting for in-flight requests.
@@ -87,6 +91,15 @@ type Server struct {
 	pressure autopace.Pressure
 	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
+	// The limits per source address and per player (limits.go); nil when
+	// off. trusted are the -trusted-proxies.
+	addrs   *addrLimits
+	pLimits *playerLimits
+	trusted []netip.Prefix
+
+	// replaceWG: the goroutines closing replaced connections once their
+	// requests are answered (replace.go).
+	replaceWG sync.WaitGroup
 
 	mu       sync.RWMutex // guards draining against new conns and requests
 	draining bool
@@ -145,6 +158,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.actions = newActions(s.def)
 	s.conns = newConnSet(s.ka.slots)
 	s.cooling = newCoolingTable(cfg.Shards)
+	if err := s.newLimits(); err != nil {
+		return nil, err
+	}
 	connCap := 0
 	if cfg.connCapOn() {
 		connCap = cfg.MaxConns
@@ -362,7 +378,8 @@ func (s *Server) drain(ctx context.Context) error {
 		}
 		s.connWG.Wait()
 	}
-	s.admitWG.Wait() // their logins ended with the requests above
+	s.admitWG.Wait()   // their logins ended with the requests above
+	s.replaceWG.Wait() // their connections' requests ended with them too
 	s.cancelBase()
 	s.stopPing()
 	s.pinger.Wait()
@@ -485,6 +502,7 @@ func (s *Server) untrack(c *conn) {
 	s.conns.remove(c)
 	s.mu.Unlock()
 	s.releaseSlot() // before the gauge, so a gauge that went down means a free slot
+	s.addrs.release(c.addrKey)
 	s.m.active.Dec()
 	s.connWG.Done()
 }

@@ -105,7 +105,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 
 			// Overload protection: a mechanism is active when -protection
 			// and its own switch are both true; off means unlimited.
-			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit, -inflight-limit and -logic-pushback off at once (unlimited connections, handshakes, request rate and in-flight requests; every request goes to logic)")
+			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit, -inflight-limit, -logic-pushback and the per-address and per-player limits off at once (unlimited connections, handshakes, request rate and in-flight requests; every request goes to logic)")
 			fs.BoolVar(&cfg.ConnCap, "conn-cap", cfg.ConnCap, "refuse players past -max-conns with SERVER_FULL and close 1013; false: no connection limit")
 			fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open player connections per gate")
 			fs.DurationVar(&cfg.FullRetryAfter, "full-retry-after", cfg.FullRetryAfter, "retry_after of a SERVER_FULL refusal, jittered ±20 %")
@@ -117,6 +117,14 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.IntVar(&cfg.ConnBurst, "conn-burst", cfg.ConnBurst, "token bucket size per connection")
 			fs.BoolVar(&cfg.InflightLimit, "inflight-limit", cfg.InflightLimit, "refuse requests past -max-inflight on one connection with RATE_LIMITED; false: no limit")
 			fs.BoolVar(&cfg.LogicPushback, "logic-pushback", cfg.LogicPushback, "honour logic's pushback: after logic refuses a shard's request with RESOURCE_EXHAUSTED and a pushback, answer that shard's requests of the same or a lower criticality BUSY at the gate until it has passed (at most 2 s; critical requests always go to logic); false: every request goes to logic")
+			// Limits per source address and per player (docs/operations.md).
+			fs.Float64Var(&cfg.AddrHandshakeRate, "addr-handshake-rate", cfg.AddrHandshakeRate, "handshakes per second per source /24 (IPv4) or /64 (IPv6), checked before the token; over it RATE_LIMITED with retry_after and close 1013; 0: off")
+			fs.IntVar(&cfg.AddrHandshakeBurst, "addr-handshake-burst", cfg.AddrHandshakeBurst, "handshake bucket size per source /24 or /64")
+			fs.IntVar(&cfg.AddrMaxConns, "addr-max-conns", cfg.AddrMaxConns, "open connections per source /24 or /64, checked before the token; over it SERVER_FULL with retry_after and close 1013; 0: off")
+			fs.Var((*cli.List)(&cfg.AddrLimitExempt), "addr-limit-exempt", "comma-separated CIDRs not limited per address (default loopback and private ranges); none: limit every address")
+			fs.Var((*cli.List)(&cfg.TrustedProxies), "trusted-proxies", "comma-separated CIDRs of load balancers whose X-Forwarded-For is honoured: the source address is the rightmost hop not in this list; empty: the TCP peer")
+			fs.Float64Var(&cfg.PlayerRate, "player-rate", cfg.PlayerRate, "requests per second per player across all its connections on this gate; over it RATE_LIMITED with retry_after; 0: off")
+			fs.IntVar(&cfg.PlayerBurst, "player-burst", cfg.PlayerBurst, "token bucket size per player")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
 
