@@ -41,6 +41,10 @@ type Config struct {
 	Shards     int      // -shards: must match the logic tier's
 
 	TokenSecret string // -token-secret; empty means DevTokenSecret, with a warning
+	// TokenKeys (-token-keys) is a key ring file (token.ParseKeys, see
+	// docs/keys.md), read again when it changes; it replaces TokenSecret
+	// (both set is refused).
+	TokenKeys string
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -215,6 +219,9 @@ func (c Config) Validate() error {
 	}
 	if c.Shards <= 0 {
 		return bad("-shards: must be > 0, got %d", c.Shards)
+	}
+	if err := c.validateAuth(); err != nil {
+		return err
 	}
 	if c.Shards < len(c.LogicAddrs) {
 		return bad("-shards: must be >= the number of -logic-addrs (%d), got %d", len(c.LogicAddrs), c.Shards)

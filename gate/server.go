@@ -35,7 +35,8 @@ type Server struct {
 	actions map[string]*action // the declared actions, by name
 	log     *slog.Logger
 	clock   clock.Clock
-	secret  []byte
+	keys    keySource   // player tokens' and tickets' keys
+	jwt     jwtVerifier // studio JWTs; nil without -jwks
 	reg     *prometheus.Registry
 	m       *gateMetrics
 
@@ -119,16 +120,10 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	secret := cfg.TokenSecret
-	if secret == "" {
-		logger.Warn("using the development token secret; set -token-secret in production")
-		secret = DevTokenSecret
-	}
 	s := &Server{
 		cfg:    cfg,
 		log:    logger,
 		clock:  cfg.Clock,
-		secret: []byte(secret),
 		reg:    metrics.NewRegistry("gate"),
 		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
@@ -149,6 +144,10 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.m.line = newLineMetrics(s.reg)
+	s.m.auth = newAuthMetrics(s.reg)
+	if s.keys, err = newKeySource(cfg, logger, s.m.auth); err != nil {
+		return nil, err
+	}
 	s.m.keepalive = newKeepaliveMetrics(s.reg)
 	if s.line, err = newLine(s, cfg.Clock.Now()); err != nil {
 		return nil, err
