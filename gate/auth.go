@@ -41,19 +41,19 @@ func (s *Server) signingKey() *token.Key {
 // Levee token or a studio JWT) was refused. Every such refusal is also an
 // unauthorized connection in gate_connections_total.
 const (
-	tokenMissing     = "missing"      // no token, or Authorization not Bearer
-	tokenMalformed   = "malformed"    // not a token of a known shape, or its fields are invalid
-	tokenExpired     = "expired"      // past its expiry (JWT: exp, with the leeway)
-	tokenNotYet      = "not_yet"      // JWT: before its nbf/iat, with the leeway
-	tokenLifetime    = "lifetime"     // expiry further ahead than -token-max-lifetime
-	tokenRetired     = "retired_key"  // signed with a key past its retire_at
-	tokenUnknownKey  = "unknown_key"  // names a key id the ring or JWKS does not hold
+	tokenMissing     = "missing"       // no token, or Authorization not Bearer
+	tokenMalformed   = "malformed"     // not a token of a known shape, or its fields are invalid
+	tokenExpired     = "expired"       // past its expiry (JWT: exp, with the leeway)
+	tokenNotYet      = "not_yet"       // JWT: before its nbf/iat, with the leeway
+	tokenLifetime    = "lifetime"      // expiry further ahead than -token-max-lifetime
+	tokenRetired     = "retired_key"   // signed with a key past its retire_at
+	tokenUnknownKey  = "unknown_key"   // names a key id the ring or JWKS does not hold
 	tokenBadSig      = "bad_signature" // the signature does not verify
-	tokenBadAudience = "bad_audience" // JWT: aud is not -jwt-audience
-	tokenBadIssuer   = "bad_issuer"   // JWT: iss is not -jwt-issuer
-	tokenAlg         = "alg"          // JWT: an algorithm other than EdDSA, ES256, RS256 (none and HS256 included)
-	tokenPlayerID    = "player_id"    // the player id (claim) is missing or not 1..64 of [A-Za-z0-9_-]
-	tokenNoJWT       = "jwt_disabled" // a JWT, but the gate has no -jwks
+	tokenBadAudience = "bad_audience"  // JWT: aud is not -jwt-audience
+	tokenBadIssuer   = "bad_issuer"    // JWT: iss is not -jwt-issuer
+	tokenAlg         = "alg"           // JWT: an algorithm other than EdDSA, ES256, RS256 (none and HS256 included)
+	tokenPlayerID    = "player_id"     // the player id (claim) is missing or not 1..64 of [A-Za-z0-9_-]
+	tokenNoJWT       = "jwt_disabled"  // a JWT, but the gate has no -jwks
 )
 
 var tokenReasons = []string{tokenMissing, tokenMalformed, tokenExpired, tokenNotYet, tokenLifetime, tokenRetired,

@@ -218,5 +218,3 @@ func TestTokenKeysAndSecretRefused(t *testing.T) {
 		t.Fatalf("New with a missing ring file = %v", err)
 	}
 }
-
-

@@ -121,11 +121,11 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg:    cfg,
-		log:    logger,
-		clock:  cfg.Clock,
-		reg:    metrics.NewRegistry("gate"),
-		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
+		cfg:   cfg,
+		log:   logger,
+		clock: cfg.Clock,
+		reg:   metrics.NewRegistry("gate"),
+		ka:    newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
 	s.def = cfg.Game.Def()
 	types := wire.ForGame(s.def)

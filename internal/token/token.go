@@ -23,12 +23,12 @@
 // ring (Ring, FileRing: -token-keys) and keys can rotate without logging
 // anybody out:
 //
-//	v2.<kid>.<id>.<exp>.<mac>
+//		v2.<kid>.<id>.<exp>.<mac>
 //
-//   - <kid> is the key id as is: 1 to 32 characters of [A-Za-z0-9_-].
-//   - <id> and <exp> are as in v1.
-//   - <mac> is HMAC-SHA256 keyed with that key's secret over
-//     "v2.<kid>.<id>.<exp>", in base64url as above.
+//	  - <kid> is the key id as is: 1 to 32 characters of [A-Za-z0-9_-].
+//	  - <id> and <exp> are as in v1.
+//	  - <mac> is HMAC-SHA256 keyed with that key's secret over
+//	    "v2.<kid>.<id>.<exp>", in base64url as above.
 //
 // A v2 token verifies while its key is in the ring and before the key's
 // retire_at (ErrUnknownKey, ErrRetiredKey otherwise). A v1 token verifies
