@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/jwtauth"
 	"github.com/leveehq/levee/internal/token"
 )
 
@@ -161,6 +163,15 @@ var reasonOf = []struct {
 	{token.ErrSignature, tokenBadSig},
 	{token.ErrPlayerID, tokenPlayerID},
 	{token.ErrMalformed, tokenMalformed},
+	{jwtauth.ErrExpired, tokenExpired},
+	{jwtauth.ErrNotYetValid, tokenNotYet},
+	{jwtauth.ErrUnknownKey, tokenUnknownKey},
+	{jwtauth.ErrSignature, tokenBadSig},
+	{jwtauth.ErrAudience, tokenBadAudience},
+	{jwtauth.ErrIssuer, tokenBadIssuer},
+	{jwtauth.ErrAlg, tokenAlg},
+	{jwtauth.ErrPlayerID, tokenPlayerID},
+	{jwtauth.ErrMalformed, tokenMalformed},
 }
 
 // validateAuth checks the token and JWT settings (part of Validate).
@@ -168,5 +179,47 @@ func (c Config) validateAuth() error {
 	if c.TokenKeys != "" && c.TokenSecret != "" {
 		return fmt.Errorf("%w: -token-keys and -token-secret: give one (to keep v1 tokens valid while migrating, put the old secret in the ring as a key with \"v1\": true)", ErrInvalidConfig)
 	}
+	if c.JWKS == "" {
+		return nil
+	}
+	if c.JWTIssuer == "" || c.JWTAudience == "" {
+		return fmt.Errorf("%w: -jwks needs -jwt-issuer and -jwt-audience (the iss and aud every studio JWT must carry)", ErrInvalidConfig)
+	}
+	if c.JWTPlayerClaim == "" {
+		return fmt.Errorf("%w: -jwt-player-claim: required with -jwks (the default is %q)", ErrInvalidConfig, jwtauth.DefaultPlayerClaim)
+	}
+	if c.JWTLeeway < 0 || c.JWTLeeway > 5*time.Minute {
+		return fmt.Errorf("%w: -jwt-leeway: must be 0..5m, got %s", ErrInvalidConfig, c.JWTLeeway)
+	}
 	return nil
+}
+
+// newJWT builds the JWT verifier of cfg (nil without -jwks). A URL JWKS's
+// fetcher runs in jwtRun, which Run starts and stops with its context.
+func newJWT(cfg Config, logger *slog.Logger, m *authMetrics) (*jwtauth.Verifier, error) {
+	if cfg.JWKS == "" {
+		return nil, nil
+	}
+	leeway := cfg.JWTLeeway
+	if leeway == 0 {
+		leeway = -1 // jwtauth: 0 is its default, < 0 none
+	}
+	v, err := jwtauth.New(jwtauth.Config{
+		JWKS: cfg.JWKS, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience, PlayerClaim: cfg.JWTPlayerClaim,
+		Leeway: leeway, Clock: cfg.Clock,
+		OnError: func(err error) {
+			m.keysErrors.Inc()
+			logger.Error("jwks: the key set could not be read; keeping the last good one", "jwks", cfg.JWKS, "err", err)
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: -jwks: %w", ErrInvalidConfig, err)
+	}
+	n := 0
+	if ks := v.Keys(); ks != nil {
+		n = ks.Len()
+	}
+	logger.Info("studio JWTs accepted", "jwks", cfg.JWKS, "issuer", cfg.JWTIssuer, "audience", cfg.JWTAudience,
+		"player_claim", cfg.JWTPlayerClaim, "keys", n)
+	return v, nil
 }

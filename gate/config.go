@@ -10,6 +10,7 @@ import (
 
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/jwtauth"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/queue"
@@ -45,6 +46,13 @@ type Config struct {
 	// docs/keys.md), read again when it changes; it replaces TokenSecret
 	// (both set is refused).
 	TokenKeys string
+	// Studio JWTs (internal/jwtauth, docs/keys.md): accepted next to Levee
+	// tokens when JWKS is set; JWTIssuer and JWTAudience are then required.
+	JWKS           string        // -jwks: a JWKS file or https URL
+	JWTIssuer      string        // -jwt-issuer: the required iss
+	JWTAudience    string        // -jwt-audience: the required aud
+	JWTPlayerClaim string        // -jwt-player-claim: the claim holding the player id
+	JWTLeeway      time.Duration // -jwt-leeway: clock skew allowed on exp, nbf, iat
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -137,6 +145,8 @@ func DefaultConfig() Config {
 		OpsAddr:          ":8082",
 		Shards:           8,
 		TokenMaxLifetime: 24 * time.Hour,
+		JWTPlayerClaim:   jwtauth.DefaultPlayerClaim,
+		JWTLeeway:        jwtauth.DefaultLeeway,
 		PingInterval:     20 * time.Second,
 		PongTimeout:      10 * time.Second,
 		WriteTimeout:     5 * time.Second,
