@@ -9,7 +9,7 @@
 //
 //	gate -logic-addrs logic-0:9000,logic-1:9000 [flags]
 //	gate healthcheck [-addr 127.0.0.1:8081]
-//	gate token -player alice [-ttl 24h] [-token-secret ...]
+//	gate token -player alice [-ttl 24h] [-token-secret ... | -token-keys FILE]
 //
 // Every flag can also be set from the environment as GATE_<FLAG>, e.g.
 // GATE_TOKEN_SECRET for -token-secret.
@@ -170,7 +170,8 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs.SetOutput(stderr)
 	player := fs.String("player", "", "player id: 1..64 characters of [A-Za-z0-9_-] (required)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	secret := fs.String("token-secret", "", "HMAC secret; must match the gate's (empty: the development secret)")
+	secret := fs.String("token-secret", "", "HMAC secret; must match the gate's (empty, without -token-keys: the development secret); gives a v1 token")
+	keys := fs.String("token-keys", "", "key ring file, as the gate's -token-keys: sign a v2 token with its current key")
 	cli.UsageWithEnv(fs, envPrefix)
 	if err := cli.Parse(fs, envPrefix, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -183,11 +184,23 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "-ttl: must be > 0, got %s\n", *ttl)
 		return 2
 	}
-	if *secret == "" {
-		fmt.Fprintln(stderr, "warning: signing with the development token secret; set -token-secret in production")
-		*secret = gate.DevTokenSecret
+	ring := token.NewSecretRing([]byte(*secret))
+	switch {
+	case *keys != "" && *secret != "":
+		fmt.Fprintln(stderr, "-token-keys and -token-secret: give one")
+		return 2
+	case *keys != "":
+		r, err := token.LoadFileRing(*keys, nil, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "-token-keys: %v\n", err)
+			return 2
+		}
+		ring = r.Ring()
+	case *secret == "":
+		fmt.Fprintln(stderr, "warning: signing with the development token secret; set -token-secret or -token-keys in production")
+		ring = token.NewSecretRing([]byte(gate.DevTokenSecret))
 	}
-	tok, err := token.Sign([]byte(*secret), *player, time.Now().Add(*ttl))
+	tok, err := ring.Sign(*player, time.Now().Add(*ttl))
 	if err != nil {
 		fmt.Fprintf(stderr, "-player: %q: %v\n", *player, err)
 		return 2
