@@ -293,3 +293,20 @@ func FuzzParseKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestKeysDocExample keeps docs/keys.md's v2 example true.
+func TestKeysDocExample(t *testing.T) {
+	const tok = "v2.2026-12.YWxpY2U.1767225600.AYhK5tdhgzEw4Ne8bc2RtkhtNvrFv_kZ3B27vzvo8-Q"
+	doc, err := os.ReadFile("../../docs/keys.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), tok) {
+		t.Error("docs/keys.md does not show the v2 example token")
+	}
+	r := mustRing(t, Key{ID: "2026-12", Secret: []byte("example-secret-long"), Current: true})
+	r.keys[0].Secret = []byte("example-secret") // the doc's short example secret, past NewRing's minimum
+	if id, err := r.Verify(tok, time.Unix(1767225600-1, 0), 0); err != nil || id != "alice" {
+		t.Fatalf("the example does not verify: %q, %v", id, err)
+	}
+}
