@@ -11,6 +11,7 @@ import (
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/jwtauth"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/queue"
@@ -54,6 +55,17 @@ type Config struct {
 	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
 	// the files when they change. Both or neither; neither is plain ws.
 	TLSCert, TLSKey string
+	// TokenKeys (-token-keys) is a key ring file (token.ParseKeys, see
+	// docs/keys.md), read again when it changes; it replaces TokenSecret
+	// (both set is refused).
+	TokenKeys string
+	// Studio JWTs (internal/jwtauth, docs/keys.md): accepted next to Levee
+	// tokens when JWKS is set; JWTIssuer and JWTAudience are then required.
+	JWKS           string        // -jwks: a JWKS file or https URL
+	JWTIssuer      string        // -jwt-issuer: the required iss
+	JWTAudience    string        // -jwt-audience: the required aud
+	JWTPlayerClaim string        // -jwt-player-claim: the claim holding the player id
+	JWTLeeway      time.Duration // -jwt-leeway: clock skew allowed on exp, nbf, iat
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -156,6 +168,8 @@ func DefaultConfig() Config {
 		OpsAddr:          ":8082",
 		Shards:           8,
 		TokenMaxLifetime: 24 * time.Hour,
+		JWTPlayerClaim:   jwtauth.DefaultPlayerClaim,
+		JWTLeeway:        jwtauth.DefaultLeeway,
 		PingInterval:     20 * time.Second,
 		PongTimeout:      10 * time.Second,
 		WriteTimeout:     5 * time.Second,
@@ -252,6 +266,9 @@ func (c Config) Validate() error {
 	}
 	if c.Shards <= 0 {
 		return bad("-shards: must be > 0, got %d", c.Shards)
+	}
+	if err := c.validateAuth(); err != nil {
+		return err
 	}
 	if c.Shards < len(c.LogicAddrs) {
 		return bad("-shards: must be >= the number of -logic-addrs (%d), got %d", len(c.LogicAddrs), c.Shards)

@@ -39,7 +39,9 @@ type Server struct {
 	actions map[string]*action // the declared actions, by name
 	log     *slog.Logger
 	clock   clock.Clock
-	secret  []byte
+	keys    keySource                 // player tokens' and tickets' keys
+	jwt     jwtVerifier               // studio JWTs; nil without -jwks
+	jwtRun  func(ctx context.Context) // the JWKS fetcher (a URL's); nil without -jwks
 	reg     *prometheus.Registry
 	m       *gateMetrics
 
@@ -136,18 +138,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	secret := cfg.TokenSecret
-	if secret == "" {
-		logger.Warn("using the development token secret; set -token-secret in production")
-		secret = DevTokenSecret
-	}
 	s := &Server{
-		cfg:    cfg,
-		log:    logger,
-		clock:  cfg.Clock,
-		secret: []byte(secret),
-		reg:    metrics.NewRegistry("gate"),
-		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
+		cfg:   cfg,
+		log:   logger,
+		clock: cfg.Clock,
+		reg:   metrics.NewRegistry("gate"),
+		ka:    newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
 	if err := cfg.Security.RegisterMetrics(s.reg, "gate"); err != nil {
 		return nil, err
@@ -172,6 +168,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.m.line = newLineMetrics(s.reg)
+	s.m.auth = newAuthMetrics(s.reg)
+	if s.keys, err = newKeySource(cfg, logger, s.m.auth); err != nil {
+		return nil, err
+	}
+	if v, err := newJWT(cfg, logger, s.m.auth); err != nil {
+		return nil, err
+	} else if v != nil {
+		s.jwt, s.jwtRun = v, v.Run
+	}
 	s.m.keepalive = newKeepaliveMetrics(s.reg)
 	if s.line, err = newLine(s, cfg.Clock.Now()); err != nil {
 		return nil, err
@@ -336,6 +341,9 @@ func (s *Server) start(ctx context.Context, fail func(error)) {
 	s.pinger.Go(func() { s.keepalive(pingCtx) })
 	s.lineLoops.Go(func() { s.line.run(ctx) })
 	s.lineLoops.Go(func() { s.autoLoop(ctx) })
+	if s.jwtRun != nil {
+		s.lineLoops.Go(func() { s.jwtRun(ctx) }) // the JWKS fetcher, stopped with Run's context
+	}
 	s.log.Info("gate serving", "tls", s.TLS(), "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
 		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
 }
