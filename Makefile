@@ -14,7 +14,7 @@ K8S_TOOLS := $(addprefix $(TOOLS)/,kube-apiserver kube-controller-manager kube-s
 # The custom metrics API for k8s-test's autoscaling loop (tools/metrics-adapter,
 # pinned to the same k8s.io/* versions as tools/k8s so the build cache is shared).
 METRICS_ADAPTER := $(TOOLS)/levee-metrics-adapter
-CMDS := gate logic battle loadtest
+CMDS := gate logic battle loadtest levee-certs
 PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
 # The example game arena's own messages (examples/arena/arenapb).
 ARENA_PROTO_FILES := $(wildcard examples/arena/proto/arena/v1/*.proto)
