@@ -19,7 +19,7 @@ PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
 # The example game arena's own messages (examples/arena/arenapb).
 ARENA_PROTO_FILES := $(wildcard examples/arena/proto/arena/v1/*.proto)
 
-.PHONY: craft-test craft-launch all build images up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
+.PHONY: craft-test craft-launch all build images certs up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
 all: build
 
@@ -28,10 +28,15 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 # The compose cluster (docker-compose.yml): images FROM scratch built here
-# with the classic builder, nothing pulled; .env with random secrets made
-# when missing. up/down work with docker compose (v2) or docker-compose (v1).
+# with the classic builder, nothing pulled; .env with random secrets and
+# .certs/ (a local CA and each service's certificate: wss at the gate,
+# mutual TLS between the tiers) made when missing. up/down work with docker
+# compose (v2) or docker-compose (v1). make certs writes .certs/ alone.
 images:
 	GO=$(GO) ./scripts/compose.sh images
+
+certs:
+	GO=$(GO) ./scripts/compose.sh certs
 
 up:
 	GO=$(GO) ./scripts/compose.sh up
