@@ -10,6 +10,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 # (scripts/k8s-tools-pin.sh rewrites it); the CRDs come from these modules.
 PROMETHEUS_OPERATOR_VERSION := v0.85.0
 KEDA_VERSION := v2.21.0
+# cert-manager's Certificate and Issuer CRDs (k8s/overlays/tls), from its
+# Go module, the same version as tools/deploycheck decodes them with.
+CERT_MANAGER_VERSION := v1.21.2
 K8S_TOOLS := $(addprefix $(TOOLS)/,kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd)
 # The custom metrics API for k8s-test's autoscaling loop (tools/metrics-adapter,
 # pinned to the same k8s.io/* versions as tools/k8s so the build cache is shared).
@@ -165,7 +168,7 @@ fuzz-seeds:
 k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
 	cd tools/deploycheck && $(GO) vet ./cmd/k8scheck && $(GO) test -count=1 ./cmd/k8scheck
-	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
+	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) CERT_MANAGER_VERSION=$(CERT_MANAGER_VERSION) \
 	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric
 
 # The control plane's binaries and etcd, from their own module (about 10
