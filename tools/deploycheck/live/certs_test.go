@@ -72,7 +72,10 @@ func TestCertificates(t *testing.T) {
 			"Pod levee/gate-0: Secret levee/levee-gate-tls, which it mounts, does not exist"},
 		{"no ca.crt", func(s []corev1.Secret) []corev1.Secret { delete(s[2].Data, "ca.crt"); return s }, certNow,
 			"Secret levee/levee-logic-tls (mounted by logic pods): no ca.crt"},
-		{"wrong role", func(s []corev1.Secret) []corev1.Secret { s[3] = tlsSecret(t, dir, "levee-battle-tls", "logic"); return s }, certNow,
+		{"wrong role", func(s []corev1.Secret) []corev1.Secret {
+			s[3] = tlsSecret(t, dir, "levee-battle-tls", "logic")
+			return s
+		}, certNow,
 			"Secret levee/levee-battle-tls (mounted by battle pods): tls.crt's URI SANs are [spiffe://levee/logic], want [spiffe://levee/battle]"},
 		{"another CA", func(s []corev1.Secret) []corev1.Secret {
 			s[2].Data["ca.crt"] = tlsSecret(t, other, "x", "logic").Data["ca.crt"]
