@@ -164,7 +164,9 @@ func TestChecksFail(t *testing.T) {
 		{"CA issuer on a leaf", tlsCerts, "  isCA: true\n", "",
 			[]string{"Issuer levee/ca", "Certificate ca is not isCA"}},
 		{"mounted Secret no Certificate writes", tlsCerts, "secretName: levee-edge-tls", "secretName: levee-edge",
-			[]string{"Deployment levee/gate (kustomization k8s/overlays/tls)", "mounts Secret levee-edge-tls, which no rendered Certificate writes"}},
+			[]string{"Deployment levee/gate (kustomization k8s/overlays/tls)", "mounts Secret levee-edge-tls, which no rendered Certificate in namespace \"levee\" writes"}},
+		{"certificate outside the pods' namespace", tlsCerts, "metadata: {name: gate, namespace: levee}", "metadata: {name: gate}",
+			[]string{"Deployment levee/gate (kustomization k8s/overlays/tls)", "mounts Secret levee-gate-tls, which no rendered Certificate in namespace \"levee\" writes"}},
 		// metrics chain
 		{"HPA metric no adapter rule makes", hpaYAML, "name: battle_pressure\n", "name: battle_pressur\n",
 			[]string{"HorizontalPodAutoscaler levee/battle (kustomization k8s/overlays/prometheus-adapter)", `Pods metric "battle_pressur" is produced by no prometheus-adapter rule`}},

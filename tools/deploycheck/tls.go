@@ -34,15 +34,16 @@ var edgeEnv = []string{"GATE_TLS_CERT", "GATE_TLS_KEY"}
 // Secret is a CA Certificate's, whose own Issuer is rendered.
 func CheckTLS(objs []Object) []error {
 	var errs []error
-	certs := map[string]*cmv1.Certificate{} // by secretName
+	certs := map[string]*cmv1.Certificate{} // by namespace/secretName
 	var certObjs []Object
 	for _, o := range objs {
 		if c, ok := o.Obj.(*cmv1.Certificate); ok {
 			certObjs = append(certObjs, o)
-			if prev, dup := certs[c.Spec.SecretName]; dup {
+			k := o.Meta.GetNamespace() + "/" + c.Spec.SecretName
+			if prev, dup := certs[k]; dup {
 				errs = append(errs, errorf(o, "writes Secret %q, as Certificate %s does", c.Spec.SecretName, prev.Name))
 			}
-			certs[c.Spec.SecretName] = c
+			certs[k] = c
 		}
 	}
 	for _, w := range Workloads(objs) {
@@ -85,9 +86,9 @@ func CheckTLS(objs []Object) []error {
 			continue
 		}
 		for _, m := range mounts {
-			c, ok := certs[m.secret]
+			c, ok := certs[w.Namespace+"/"+m.secret]
 			if !ok {
-				errs = append(errs, fmt.Errorf("%s: mounts Secret %s, which no rendered Certificate writes", w.Owner.Ref(), m.secret))
+				errs = append(errs, fmt.Errorf("%s: mounts Secret %s, which no rendered Certificate in namespace %q writes", w.Owner.Ref(), m.secret, w.Namespace))
 				continue
 			}
 			if m.secret == want.Secret {
@@ -110,7 +111,7 @@ func CheckTLS(objs []Object) []error {
 			continue
 		}
 		if iss.Spec.CA != nil {
-			ca, ok := certs[iss.Spec.CA.SecretName]
+			ca, ok := certs[iss.Namespace+"/"+iss.Spec.CA.SecretName]
 			switch {
 			case !ok:
 				errs = append(errs, fmt.Errorf("Issuer %s/%s: its CA Secret %q is no rendered Certificate's", iss.Namespace, iss.Name, iss.Spec.CA.SecretName))
