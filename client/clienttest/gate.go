@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -60,6 +61,8 @@ type Gate struct {
 	line    Line
 	ctx     context.Context
 	cancel  context.CancelFunc
+
+	full, resumed atomic.Int64 // TLS handshakes
 
 	mu    sync.Mutex
 	conns map[*Conn]struct{}
@@ -147,6 +150,11 @@ func (g *Gate) URL() string {
 	return "ws" + strings.TrimPrefix(g.srv.URL, "http") + "/ws"
 }
 
+// Handshakes counts the TLS connections that reached a TLS gate's
+// WebSocket endpoint (the client accepted the certificate): those with a
+// full handshake and those that resumed a session.
+func (g *Gate) Handshakes() (full, resumed int64) { return g.full.Load(), g.resumed.Load() }
+
 // CAPEM is the PEM of the certificate a TLS gate serves (self-signed, so
 // it is its own CA), nil for a plain gate: write it to a file for
 // client.TLSConfigFromCAFile.
@@ -179,6 +187,13 @@ var upgrader = websocket.Upgrader{
 }
 
 func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
+	if r.TLS != nil {
+		if r.TLS.DidResume {
+			g.resumed.Add(1)
+		} else {
+			g.full.Add(1)
+		}
+	}
 	tok := r.URL.Query().Get("token")
 	if tok == "" {
 		tok = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -46,8 +46,19 @@ type driverConfig struct {
 	count  int
 	cap    int // at most this many players present in this process at once
 	dialer *websocket.Dialer
-	clock  clock.Clock
-	log    *slog.Logger
+	// dialers are dialer with the TLS configuration, by gate URL (each
+	// gate its own TLS session cache); a gate not in it uses dialer.
+	dialers map[string]*websocket.Dialer
+	clock   clock.Clock
+	log     *slog.Logger
+}
+
+// dialerFor is the dialer for gate URL g.
+func (dc *driverConfig) dialerFor(g string) *websocket.Dialer {
+	if d, ok := dc.dialers[g]; ok {
+		return d
+	}
+	return dc.dialer
 }
 
 // driver runs one process's players: it makes them arrive as the curve
@@ -265,7 +276,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 	// What the server's closes did to the player (the gate-restart figures).
 	watch := newRedialWatch(d.cfg.clock, rec)
 	defer watch.finish()
-	dialer := watch.watchDialer(d.cfg.dialer)
+	dialer := watch.watchDialer(d.cfg.dialerFor(url))
 	for attempt := 0; life.Err() == nil; attempt++ {
 		waiting := false
 		var gaps statusGaps
@@ -695,7 +706,7 @@ func (d *driver) options(pl *player, rnd *mrand.Rand) client.Options {
 	o := client.Options{
 		Game:   d.p.game.Game,
 		JSON:   rnd.Float64() < d.p.json,
-		Dialer: d.cfg.dialer,
+		Dialer: d.cfg.dialerFor(d.cfg.gates[pl.n%len(d.cfg.gates)]),
 		Logger: d.cfg.log,
 		Clock:  d.cfg.clock,
 	}

@@ -64,6 +64,9 @@ type Config struct {
 	Metrics       []probe.Target
 	TokenSecret   string
 	AllowNonlocal bool
+	// TLS is how the bots trust wss:// gates (CA file, skip verification,
+	// session cache); the zero value: the system roots, sessions resumed.
+	TLS target.TLS
 
 	// PID, when > 0, is a server process on this machine whose resident
 	// memory is read each second (probe.ServerRSS) and once before the
