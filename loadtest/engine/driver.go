@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,38 @@ type driverConfig struct {
 	dialers map[string]*websocket.Dialer
 	clock   clock.Clock
 	log     *slog.Logger
+}
+
+// countHandshakes is ds with every TLS handshake the bots complete
+// counted in rec: tls_full_handshakes, tls_resumed_handshakes (the session
+// caches stay shared).
+func countHandshakes(ds map[string]*websocket.Dialer, rec *record.Recorder) map[string]*websocket.Dialer {
+	out := make(map[string]*websocket.Dialer, len(ds))
+	for g, d := range ds {
+		if d.TLSClientConfig == nil {
+			out[g] = d
+			continue
+		}
+		nd := *d
+		c := d.TLSClientConfig.Clone()
+		prev := c.VerifyConnection
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if prev != nil {
+				if err := prev(cs); err != nil {
+					return err
+				}
+			}
+			if cs.DidResume {
+				rec.Add("tls_resumed_handshakes", 1)
+			} else {
+				rec.Add("tls_full_handshakes", 1)
+			}
+			return nil
+		}
+		nd.TLSClientConfig = c
+		out[g] = &nd
+	}
+	return out
 }
 
 // dialerFor is the dialer for gate URL g.
@@ -136,6 +169,7 @@ func newDriver(cfg driverConfig, rec *record.Recorder, start time.Time) *driver 
 	if cfg.count < 1 {
 		cfg.count = 1
 	}
+	cfg.dialers = countHandshakes(cfg.dialers, rec)
 	d := &driver{cfg: cfg, p: cfg.plan, rec: rec, start: start}
 	d.playFn = d.play
 	if cfg.plan.replayCheck > 0 {

@@ -67,6 +67,11 @@ func TestRunWSSWithCAFile(t *testing.T) {
 	if full+resumed < 40 || resumed < 20 {
 		t.Fatalf("handshakes: %d full, %d resumed; want most of 40+ resumed", full, resumed)
 	}
+	// The bots count theirs (a handshake the gate's handler never saw, if
+	// any, is counted too: at least as many).
+	if f, r := rep.Summary.Counters["tls_full_handshakes"], rep.Summary.Counters["tls_resumed_handshakes"]; f < full || r < resumed {
+		t.Errorf("the run counted %d full and %d resumed handshakes; the gate saw %d and %d", f, r, full, resumed)
+	}
 	if strings.Contains(stderr, "not verified") {
 		t.Errorf("warned without -insecure-skip-verify: %s", stderr)
 	}
@@ -81,6 +86,9 @@ func TestRunWSSWithoutSessionCache(t *testing.T) {
 	}
 	if full, resumed := g.Handshakes(); resumed != 0 || full < 40 {
 		t.Fatalf("handshakes: %d full, %d resumed; want 40+ full, none resumed", full, resumed)
+	}
+	if r := rep.Summary.Counters["tls_resumed_handshakes"]; r != 0 || rep.Summary.Counters["tls_full_handshakes"] < 40 {
+		t.Errorf("the run counted %v", rep.Summary.Counters)
 	}
 }
 
