@@ -114,6 +114,9 @@ done
 # shellcheck source=scripts/lib/cluster.sh
 CLUSTER_NAME=k8s-test
 . "$ROOT/scripts/lib/cluster.sh"
+# cluster.sh exports LEVEE_INSECURE=1 for its plaintext loopback clusters;
+# the processes here run mutual TLS (k8s-autoscale.sh), which excludes it.
+unset LEVEE_INSECURE
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/levee-k8s-test.XXXXXX")
 mkdir -p "$work/logs" "$work/pki" "$work/pv" "$work/bin"
