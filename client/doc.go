@@ -3,7 +3,12 @@
 //
 // Dial connects, authenticates with a player token and waits for the gate's
 // Welcome; DialRetry and Reconnect dial again after a refusal or a lost
-// connection, spreading and backing off their attempts.
+// connection, spreading and backing off their attempts. A gate serving TLS
+// is dialed at a wss:// URL: Options.TLS (TLSConfigFromCAFile for a private
+// CA; nil for the system roots) says whom to trust, a certificate that
+// fails verification is an ErrCertificate (never retried, never skipped),
+// and a shared TLS session cache makes reconnects resume their sessions
+// (Client.TLS reports DidResume).
 //
 // On launch day the gate may hold a player in its admission line before the
 // Welcome: Dial then waits in line (its ctx bounds the wait, so give it
@@ -33,7 +38,11 @@
 // and, when the server sent one, its *CloseError. When that close is 1012
 // (Service Restart: a stopping gate answers every request it has read,
 // then closes) the error is also a SHUTTING_DOWN *Error: a typed answer,
-// outcome unknown, to resend on the next connection.
+// outcome unknown, to resend on the next connection. When it is 4001 (a
+// newer connection of the same player id replaced this one: the gate holds
+// one connection per player, and answered every request it had read
+// first) the error wraps ErrReplaced, and Reconnect and DialRetry do not
+// dial again.
 //
 // The SDK honours the cluster's backpressure (all of it on by default, each
 // part switchable in Options):
