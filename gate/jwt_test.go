@@ -187,7 +187,9 @@ func TestGateJWKSFromURL(t *testing.T) {
 		_, _ = w.Write(body.Load().([]byte))
 	}))
 	defer srv.Close()
-	g := startGate(t, func(c *Config) { c.JWKS, c.JWTIssuer, c.JWTAudience = srv.URL+"/jwks.json", studioIssuer, studioAudience },
+	g := startGate(t, func(c *Config) {
+		c.JWKS, c.JWTIssuer, c.JWTAudience = srv.URL+"/jwks.json", studioIssuer, studioAudience
+	},
 		startFakeLogic(t))
 	g.welcomed(t, studioJWT(t, jwt.SigningMethodEdDSA, "k1", ed1, studioClaims("alice")))
 	// The studio publishes k2: its first token makes the gate fetch again
