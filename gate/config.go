@@ -10,6 +10,7 @@ import (
 
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/jwtauth"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/wire"
@@ -24,6 +25,12 @@ const DevTokenSecret = "levee-dev-secret"
 // Config is a gate's configuration. Every field but Game and Clock has a
 // flag in gate/gatecmd.
 type Config struct {
+	// Security is how this tier's gRPC is secured, both its server and
+	// its calls to the tier below: grpcdial.MTLS with the cluster's
+	// certificates, or grpcdial.Insecure (the zero value: plaintext; the
+	// binaries require -insecure for it).
+	Security grpcdial.Security
+
 	// Game is the game the gate serves: each action's class, request and
 	// reply types and limits come from its declaration. Required; New
 	// refuses one whose Validate fails.
@@ -53,6 +60,12 @@ type Config struct {
 	JWTAudience    string        // -jwt-audience: the required aud
 	JWTPlayerClaim string        // -jwt-player-claim: the claim holding the player id
 	JWTLeeway      time.Duration // -jwt-leeway: clock skew allowed on exp, nbf, iat
+
+	// TLSCert and TLSKey (-tls-cert, -tls-key) are the PEM files of the
+	// gate's public certificate: given, the player port (wss and https)
+	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
+	// the files when they change. Both or neither; neither is plain ws.
+	TLSCert, TLSKey string
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -101,6 +114,16 @@ type Config struct {
 	// critical requests always go to logic. Off: every request goes to
 	// logic.
 	LogicPushback bool
+
+	// Limits per source address and per player (limits.go). Each is off
+	// at 0, and all are off with Protection.
+	AddrHandshakeRate  float64  // -addr-handshake-rate: handshakes per second per /24 (IPv4) or /64 (IPv6)
+	AddrHandshakeBurst int      // -addr-handshake-burst: the handshake bucket's size per address bucket
+	AddrMaxConns       int      // -addr-max-conns: open connections per address bucket
+	AddrLimitExempt    []string // -addr-limit-exempt: CIDRs not limited per address ("none": every address is)
+	TrustedProxies     []string // -trusted-proxies: CIDRs whose X-Forwarded-For is honoured (rightmost untrusted hop)
+	PlayerRate         float64  // -player-rate: requests per second per player, across its connections
+	PlayerBurst        int      // -player-burst: the player bucket's size
 
 	ShutdownGrace time.Duration // -shutdown-grace: how long in-flight requests may take at shutdown
 	Drain         time.Duration // -drain: NOT_SERVING this long before new connections are refused
@@ -166,6 +189,13 @@ func DefaultConfig() Config {
 		LogicPushback:    true,
 		ShutdownGrace:    10 * time.Second,
 
+		AddrHandshakeRate:  defaultAddrHandshakeRate,
+		AddrHandshakeBurst: defaultAddrHandshakeBurst,
+		AddrMaxConns:       defaultAddrMaxConns,
+		AddrLimitExempt:    append([]string(nil), defaultAddrLimitExempt...),
+		PlayerRate:         defaultPlayerRate,
+		PlayerBurst:        defaultPlayerBurst,
+
 		LineMode:       "open",
 		LineRate:       1000,
 		LineInterval:   10 * time.Second,
@@ -194,6 +224,10 @@ func (c Config) handshakeCapOn() bool  { return c.Protection && c.HandshakeCap }
 func (c Config) connRateLimitOn() bool { return c.Protection && c.ConnRateLimit }
 func (c Config) inflightLimitOn() bool { return c.Protection && c.InflightLimit }
 func (c Config) logicPushbackOn() bool { return c.Protection && c.LogicPushback }
+func (c Config) addrLimitOn() bool {
+	return c.Protection && (c.AddrHandshakeRate > 0 || c.AddrMaxConns > 0)
+}
+func (c Config) playerLimitOn() bool { return c.Protection && c.PlayerRate > 0 }
 
 // Bounds on the protection knobs: a retry_after must fit the protocol's
 // uint32 milliseconds with room for the jitter, and a bucket's arithmetic
@@ -218,6 +252,9 @@ func (c Config) Validate() error {
 		if a.v == "" {
 			return bad("-%s: required", a.flag)
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return bad("-tls-cert and -tls-key: give both (wss with the gate's certificate) or neither (plain ws)")
 	}
 	if len(c.LogicAddrs) == 0 {
 		return bad("-logic-addrs: required (comma-separated logic gRPC addresses)")
@@ -285,7 +322,40 @@ func (c Config) Validate() error {
 	if c.ConnBurst < 1 || c.ConnBurst > maxConnBurst {
 		return bad("-conn-burst: must be in [1, %d], got %d", maxConnBurst, c.ConnBurst)
 	}
+	if err := c.validateLimits(bad); err != nil {
+		return err
+	}
 	return c.validateLine(bad)
+}
+
+// validateLimits checks the per-address and per-player limits.
+func (c Config) validateLimits(bad func(string, ...any) error) error {
+	for _, r := range []struct {
+		flag string
+		v    float64
+	}{{"addr-handshake-rate", c.AddrHandshakeRate}, {"player-rate", c.PlayerRate}} {
+		if math.IsNaN(r.v) || r.v < 0 || r.v > maxConnRate {
+			return bad("-%s: must be in [0, %g] (0: off), got %g", r.flag, float64(maxConnRate), r.v)
+		}
+	}
+	for _, b := range []struct {
+		flag string
+		v    int
+	}{{"addr-handshake-burst", c.AddrHandshakeBurst}, {"player-burst", c.PlayerBurst}} {
+		if b.v < 1 || b.v > maxConnBurst {
+			return bad("-%s: must be in [1, %d], got %d", b.flag, maxConnBurst, b.v)
+		}
+	}
+	if c.AddrMaxConns < 0 {
+		return bad("-addr-max-conns: must be >= 0 (0: off), got %d", c.AddrMaxConns)
+	}
+	if _, err := parsePrefixes("addr-limit-exempt", c.AddrLimitExempt); err != nil {
+		return bad("%v", err)
+	}
+	if _, err := parsePrefixes("trusted-proxies", c.TrustedProxies); err != nil {
+		return bad("%v", err)
+	}
+	return nil
 }
 
 // Bounds on the line's knobs the queue package does not bound itself.

@@ -26,8 +26,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !s.requireSubprotocol(w, r) {
 		return
 	}
+	// The limits per source address come first: they cost no more than a
+	// map look-up, and a flood from one network must not make the gate
+	// check tokens.
+	addrKey, ok := s.admitAddr(w, r)
+	if !ok {
+		return
+	}
 	var hs handshake
 	if !s.beginHandshake(&hs) {
+		s.addrs.release(addrKey)
 		s.m.rejectHandshakes.Inc()
 		refuseHandshake(w)
 		return
@@ -35,6 +43,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	handedOff, slot := false, false
 	defer func() {
 		if !handedOff {
+			s.addrs.release(addrKey)
 			if slot {
 				s.releaseSlot()
 			}
@@ -53,6 +62,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	s.tokenChecks.Add(1)
 	playerID, reason, err := s.authenticate(r)
 	if err != nil {
 		s.m.connections.WithLabelValues(resultUnauthorized).Inc()
@@ -82,6 +92,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		codec:    codec,
 		msgType:  messageType(*codec),
 		playerID: playerID,
+		addrKey:  addrKey,
 	}
 	c.shard, c.logic = s.logic.route(playerID)
 	if s.cfg.connRateLimitOn() {
@@ -147,7 +158,10 @@ func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	now := s.clock.Now()
 	c.wmu.Lock() // nothing is written to c before its first frame below
-	st, how, err := s.line.enter(c, claims, now)
+	st, how, old, err := s.line.enter(c, claims, now)
+	if old != nil {
+		s.replace(old) // one player, one place: c took over old's
+	}
 	if err != nil {
 		c.wmu.Unlock()
 		reason, e, code, text := lineRefusal(err)

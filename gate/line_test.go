@@ -11,6 +11,7 @@ import (
 
 	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/examples/arena/arenapb"
+	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -302,11 +303,22 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	}
 
 	// A t1 ticket of another gate's line (same secret, no join time) is
-	// not an error: the player joins the back.
+	// not an error: the player comes as a new arrival, and as alice holds
+	// a place (one player, one place) the new connection takes it over and
+	// the old one is closed with 4001.
 	other := signTicketV1(g.signingKey().Secret, g.line.id+1, claims.ID, "alice", t0.Add(time.Hour))
 	_, st := g.join(t, "alice", other)
-	if st.GetPosition() != 3 || st.GetTicket() == other {
-		t.Fatalf("a ticket from another gate: %v, want the back (3) and a new ticket", st)
+	if st.GetPosition() != 1 || st.GetTicket() == other {
+		t.Fatalf("a ticket from another gate: %v, want alice's one place (1) and this line's ticket", st)
+	}
+	if nu, err := verifyTicket(g.ring(), st.GetTicket(), "alice", g.clock.Now()); err != nil || nu.ID != claims.ID {
+		t.Fatalf("alice's ticket after the second connection: %+v %v, want ticket %v", nu, err, claims.ID)
+	}
+	if code := a.recvClose(); code != apperr.CloseReplaced {
+		t.Fatalf("alice's first connection closed with %d, want %d", code, apperr.CloseReplaced)
+	}
+	if s := g.stats(); s.Length != 2 {
+		t.Fatalf("stats %+v: still two places", s)
 	}
 }
 

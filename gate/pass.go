@@ -60,9 +60,11 @@ const maxTakenPasses = 1 << 18
 type entry uint8
 
 const (
-	entryNew     entry = iota // as a new arrival: the back, the priority lane, or in at once (open, empty line)
-	entryResumed              // its ticket's place taken back (Resume, Rejoin)
-	entryPass                 // let in at once by another line's pass
+	entryNew      entry = iota // as a new arrival: the back, the priority lane, or in at once (open, empty line)
+	entryResumed               // its ticket's place taken back (Resume, Rejoin)
+	entryPass                  // let in at once by another line's pass
+	entryTakeOver              // took over the place of the player's older waiting connection (replace.go)
+	entryReplace               // let in at once: the player's older connection was let in (replace.go)
 )
 
 // enterPass is enter for an admission pass cl (l.mu held): see above.

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
@@ -267,11 +268,18 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 	g2.refused(t, g2.lineURL(t, "p2", forged), leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, websocket.ClosePolicyViolation)
 
 	// A pass shown again (p0's first connection is still open) joins the
-	// back; so does a t2 ticket of a player let in, as before.
+	// back; so does a t2 ticket of a player let in, as before. p0's first
+	// connection is replaced (one player, one place): 4001; a filler takes
+	// its slot, so the gate is at its cap again.
 	replay, st := g2.join(t, "p0", passes["p0"])
 	if st.GetPosition() != 5 {
 		t.Fatalf("p0's pass replayed: at %d, want the back (5)", st.GetPosition())
 	}
+	if code := back["p0"].recvClose(); code != apperr.CloseReplaced {
+		t.Fatalf("p0's first connection: close %d, want %d", code, apperr.CloseReplaced)
+	}
+	testwait.Until(t, "p0's first connection to be gone", func() bool { return g2.slots.Load() < capN })
+	filler, _ := g2.join(t, "filler", "")
 	// At the cap (late, six back, the replay: 8), a pass holder is refused
 	// before the line, and the refusal does not use the pass up.
 	extra := signPass(g2.signingKey(), g1Line, 0x5eed, "extra", t0, t0.Add(time.Hour))
@@ -293,6 +301,7 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 	}
 
 	// After the return window, another line's pass joins the back.
+	g2.closeClient(t, filler, 2) // away with p0's replay; both dropped after the grace
 	g2.advance(t, g2.cfg.LineGrace)
 	_ = c.ws.Close()
 	testwait.Until(t, "extra to be gone", func() bool { return g2.slots.Load() < capN })

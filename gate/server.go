@@ -2,12 +2,14 @@ package gate
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,9 +22,11 @@ import (
 	"github.com/leveehq/levee/gate/waitpage"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/gamedef"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
+	"github.com/leveehq/levee/internal/tlsconf"
 	"github.com/leveehq/levee/internal/wire"
 )
 
@@ -42,6 +46,7 @@ type Server struct {
 	m       *gateMetrics
 
 	wsLis, grpcLis, opsLis net.Listener
+	edgeTLS                *tls.Config // -tls-cert: the player and ops ports' TLS; nil: plaintext
 	httpSrv                *http.Server
 	grpcSrv                *grpc.Server // the gRPC health service only
 	tier                   *serve.Tier  // health, readiness, the ops server and the stop
@@ -72,6 +77,9 @@ type Server struct {
 	// handshakes counts connections starting: from the upgrade request
 	// until the player is welcomed or refused.
 	handshakes atomic.Int64
+	// tokenChecks counts the player tokens checked (authenticate), so
+	// tests can show a refusal came before that cost.
+	tokenChecks atomic.Int64
 
 	// baseCtx is the parent of every connection's context. It is cancelled
 	// when shutdown gives up waiting for in-flight requests.
@@ -85,6 +93,15 @@ type Server struct {
 	pressure autopace.Pressure
 	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
+	// The limits per source address and per player (limits.go); nil when
+	// off. trusted are the -trusted-proxies.
+	addrs   *addrLimits
+	pLimits *playerLimits
+	trusted []netip.Prefix
+
+	// replaceWG: the goroutines closing replaced connections once their
+	// requests are answered (replace.go).
+	replaceWG sync.WaitGroup
 
 	mu       sync.RWMutex // guards draining against new conns and requests
 	draining bool
@@ -128,12 +145,18 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:   metrics.NewRegistry("gate"),
 		ka:    newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
+	if err := cfg.Security.RegisterMetrics(s.reg, "gate"); err != nil {
+		return nil, err
+	}
 	s.def = cfg.Game.Def()
 	types := wire.ForGame(s.def)
 	s.codecs = [2]wire.Codec{{Game: types, MaxFrame: cfg.MaxFrame}, {JSON: true, Game: types, MaxFrame: cfg.MaxFrame}}
 	s.actions = newActions(s.def)
 	s.conns = newConnSet(s.ka.slots)
 	s.cooling = newCoolingTable(cfg.Shards)
+	if err := s.newLimits(); err != nil {
+		return nil, err
+	}
 	connCap := 0
 	if cfg.connCapOn() {
 		connCap = cfg.MaxConns
@@ -181,7 +204,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		CheckOrigin:      s.upgrader.CheckOrigin,
 	}
 
-	if s.logic, err = newLogicPool(cfg.LogicAddrs, cfg.Shards); err != nil {
+	if s.logic, err = newLogicPool(cfg.Security, cfg.LogicAddrs, cfg.Shards); err != nil {
 		s.cancelBase()
 		return nil, err
 	}
@@ -205,7 +228,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(cfg.Security.ServerOptions(grpcdial.GateAccepts...)...)
 	if s.tier, err = serve.New(serve.Config{
 		Name:         "gate",
 		GRPC:         s.grpcSrv,
@@ -236,6 +259,18 @@ const (
 )
 
 func (s *Server) listen() error {
+	var edge *tls.Config
+	if s.cfg.TLSCert != "" {
+		kp, err := tlsconf.LoadKeyPair(s.cfg.TLSCert, s.cfg.TLSKey, tlsconf.WithLogger(s.log))
+		if err != nil {
+			return fmt.Errorf("%w: -tls-cert/-tls-key: %w", ErrInvalidConfig, err)
+		}
+		edge = tlsconf.Edge(kp)
+		// WebSocket upgrades need HTTP/1.1 (gorilla hijacks the
+		// connection, which HTTP/2 cannot do); the ops paths are small.
+		edge.NextProtos = []string{"http/1.1"}
+		s.edgeTLS = edge
+	}
 	var err error
 	if s.wsLis, err = net.Listen("tcp", s.cfg.Addr); err != nil {
 		return fmt.Errorf("gate: listen -addr %s: %w", s.cfg.Addr, err)
@@ -246,8 +281,15 @@ func (s *Server) listen() error {
 	if s.opsLis, err = net.Listen("tcp", s.cfg.OpsAddr); err != nil {
 		return fmt.Errorf("gate: listen -ops-addr %s: %w", s.cfg.OpsAddr, err)
 	}
+	if edge != nil {
+		s.wsLis = tls.NewListener(s.wsLis, edge)
+		s.opsLis = tls.NewListener(s.opsLis, edge)
+	}
 	return nil
 }
+
+// TLS reports whether the player and ops ports serve TLS (-tls-cert).
+func (s *Server) TLS() bool { return s.edgeTLS != nil }
 
 func (s *Server) closeListeners() {
 	for _, l := range []net.Listener{s.wsLis, s.grpcLis, s.opsLis} {
@@ -302,7 +344,7 @@ func (s *Server) start(ctx context.Context, fail func(error)) {
 	if s.jwtRun != nil {
 		s.lineLoops.Go(func() { s.jwtRun(ctx) }) // the JWKS fetcher, stopped with Run's context
 	}
-	s.log.Info("gate serving", "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
+	s.log.Info("gate serving", "tls", s.TLS(), "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
 		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
 }
 
@@ -344,7 +386,8 @@ func (s *Server) drain(ctx context.Context) error {
 		}
 		s.connWG.Wait()
 	}
-	s.admitWG.Wait() // their logins ended with the requests above
+	s.admitWG.Wait()   // their logins ended with the requests above
+	s.replaceWG.Wait() // their connections' requests ended with them too
 	s.cancelBase()
 	s.stopPing()
 	s.pinger.Wait()
@@ -467,6 +510,7 @@ func (s *Server) untrack(c *conn) {
 	s.conns.remove(c)
 	s.mu.Unlock()
 	s.releaseSlot() // before the gauge, so a gauge that went down means a free slot
+	s.addrs.release(c.addrKey)
 	s.m.active.Dec()
 	s.connWG.Done()
 }

@@ -83,6 +83,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 	cfg.Game = g
 	return cli.Main(cli.Tier{
 		Name:      "gate",
+		Security:  &cfg.Security,
 		EnvPrefix: envPrefix,
 		GRPCAddr:  cfg.GRPCAddr,
 		Flags: func(fs *flag.FlagSet) {
@@ -91,6 +92,8 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops listen address (/metrics /healthz /readyz)")
 			fs.Var((*cli.List)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required)")
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
+			fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate (chain) of the gate's public name: with -tls-key, the player port serves wss:// and https:// and the ops port https:// (TLS 1.2+, session resumption on); re-read when the file changes, without a restart. Neither: plain ws://")
+			fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key of -tls-cert")
 			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens and tickets, a one-key ring that signs and verifies v1 tokens (empty, without -token-keys: the public development secret)")
 			fs.StringVar(&cfg.TokenKeys, "token-keys", cfg.TokenKeys, "key ring file (JSON, see docs/keys.md): the current key signs tickets, every key not past its retire_at verifies v2 tokens; read again within a second of a change; replaces -token-secret")
 			fs.StringVar(&cfg.JWKS, "jwks", cfg.JWKS, "accept the studio's JWTs (EdDSA, ES256, RS256) verified against this JWKS: a file (read again on change) or an https URL (refreshed every 5m, and on an unknown kid at most every 30s; the last good set is kept while it is down); empty: Levee tokens only")
@@ -108,7 +111,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 
 			// Overload protection: a mechanism is active when -protection
 			// and its own switch are both true; off means unlimited.
-			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit, -inflight-limit and -logic-pushback off at once (unlimited connections, handshakes, request rate and in-flight requests; every request goes to logic)")
+			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit, -inflight-limit, -logic-pushback and the per-address and per-player limits off at once (unlimited connections, handshakes, request rate and in-flight requests; every request goes to logic)")
 			fs.BoolVar(&cfg.ConnCap, "conn-cap", cfg.ConnCap, "refuse players past -max-conns with SERVER_FULL and close 1013; false: no connection limit")
 			fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open player connections per gate")
 			fs.DurationVar(&cfg.FullRetryAfter, "full-retry-after", cfg.FullRetryAfter, "retry_after of a SERVER_FULL refusal, jittered ±20 %")
@@ -120,6 +123,14 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.IntVar(&cfg.ConnBurst, "conn-burst", cfg.ConnBurst, "token bucket size per connection")
 			fs.BoolVar(&cfg.InflightLimit, "inflight-limit", cfg.InflightLimit, "refuse requests past -max-inflight on one connection with RATE_LIMITED; false: no limit")
 			fs.BoolVar(&cfg.LogicPushback, "logic-pushback", cfg.LogicPushback, "honour logic's pushback: after logic refuses a shard's request with RESOURCE_EXHAUSTED and a pushback, answer that shard's requests of the same or a lower criticality BUSY at the gate until it has passed (at most 2 s; critical requests always go to logic); false: every request goes to logic")
+			// Limits per source address and per player (docs/operations.md).
+			fs.Float64Var(&cfg.AddrHandshakeRate, "addr-handshake-rate", cfg.AddrHandshakeRate, "handshakes per second per source /24 (IPv4) or /64 (IPv6), checked before the token; over it RATE_LIMITED with retry_after and close 1013; 0: off")
+			fs.IntVar(&cfg.AddrHandshakeBurst, "addr-handshake-burst", cfg.AddrHandshakeBurst, "handshake bucket size per source /24 or /64")
+			fs.IntVar(&cfg.AddrMaxConns, "addr-max-conns", cfg.AddrMaxConns, "open connections per source /24 or /64, checked before the token; over it SERVER_FULL with retry_after and close 1013; 0: off")
+			fs.Var((*cli.List)(&cfg.AddrLimitExempt), "addr-limit-exempt", "comma-separated CIDRs not limited per address (default loopback and private ranges); none: limit every address")
+			fs.Var((*cli.List)(&cfg.TrustedProxies), "trusted-proxies", "comma-separated CIDRs of load balancers whose X-Forwarded-For is honoured: the source address is the rightmost hop not in this list; empty: the TCP peer")
+			fs.Float64Var(&cfg.PlayerRate, "player-rate", cfg.PlayerRate, "requests per second per player across all its connections on this gate; over it RATE_LIMITED with retry_after; 0: off")
+			fs.IntVar(&cfg.PlayerBurst, "player-burst", cfg.PlayerBurst, "token bucket size per player")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
 
