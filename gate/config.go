@@ -10,6 +10,8 @@ import (
 
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/jwtauth"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/queue"
@@ -23,6 +25,12 @@ const DevTokenSecret = "levee-dev-secret"
 // Config is a gate's configuration. Every field but Game and Clock has a
 // flag in gate/gatecmd.
 type Config struct {
+	// Security is how this tier's gRPC is secured, both its server and
+	// its calls to the tier below: grpcdial.MTLS with the cluster's
+	// certificates, or grpcdial.Insecure (the zero value: plaintext; the
+	// binaries require -insecure for it).
+	Security grpcdial.Security
+
 	// Game is the game the gate serves: each action's class, request and
 	// reply types and limits come from its declaration. Required; New
 	// refuses one whose Validate fails.
@@ -41,6 +49,23 @@ type Config struct {
 	Shards     int      // -shards: must match the logic tier's
 
 	TokenSecret string // -token-secret; empty means DevTokenSecret, with a warning
+
+	// TLSCert and TLSKey (-tls-cert, -tls-key) are the PEM files of the
+	// gate's public certificate: given, the player port (wss and https)
+	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
+	// the files when they change. Both or neither; neither is plain ws.
+	TLSCert, TLSKey string
+	// TokenKeys (-token-keys) is a key ring file (token.ParseKeys, see
+	// docs/keys.md), read again when it changes; it replaces TokenSecret
+	// (both set is refused).
+	TokenKeys string
+	// Studio JWTs (internal/jwtauth, docs/keys.md): accepted next to Levee
+	// tokens when JWKS is set; JWTIssuer and JWTAudience are then required.
+	JWKS           string        // -jwks: a JWKS file or https URL
+	JWTIssuer      string        // -jwt-issuer: the required iss
+	JWTAudience    string        // -jwt-audience: the required aud
+	JWTPlayerClaim string        // -jwt-player-claim: the claim holding the player id
+	JWTLeeway      time.Duration // -jwt-leeway: clock skew allowed on exp, nbf, iat
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -143,6 +168,8 @@ func DefaultConfig() Config {
 		OpsAddr:          ":8082",
 		Shards:           8,
 		TokenMaxLifetime: 24 * time.Hour,
+		JWTPlayerClaim:   jwtauth.DefaultPlayerClaim,
+		JWTLeeway:        jwtauth.DefaultLeeway,
 		PingInterval:     20 * time.Second,
 		PongTimeout:      10 * time.Second,
 		WriteTimeout:     5 * time.Second,
@@ -226,6 +253,9 @@ func (c Config) Validate() error {
 			return bad("-%s: required", a.flag)
 		}
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return bad("-tls-cert and -tls-key: give both (wss with the gate's certificate) or neither (plain ws)")
+	}
 	if len(c.LogicAddrs) == 0 {
 		return bad("-logic-addrs: required (comma-separated logic gRPC addresses)")
 	}
@@ -236,6 +266,9 @@ func (c Config) Validate() error {
 	}
 	if c.Shards <= 0 {
 		return bad("-shards: must be > 0, got %d", c.Shards)
+	}
+	if err := c.validateAuth(); err != nil {
+		return err
 	}
 	if c.Shards < len(c.LogicAddrs) {
 		return bad("-shards: must be >= the number of -logic-addrs (%d), got %d", len(c.LogicAddrs), c.Shards)

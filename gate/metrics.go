@@ -46,6 +46,7 @@ const (
 )
 
 type gateMetrics struct {
+	auth        *authMetrics // token refusals by reason (auth.go)
 	active      prometheus.Gauge
 	connections *prometheus.CounterVec
 	requests    *prometheus.CounterVec

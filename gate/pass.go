@@ -119,7 +119,7 @@ func (l *line) enterPass(c *conn, cl *ticketClaims, now time.Time) (st queue.Sta
 // admittedFrame is the Admitted push for player, let in from ticket id of
 // this line at now after waiting waited, with its pass.
 func (s *Server) admittedFrame(player string, id queue.TicketID, waited time.Duration, now time.Time) *leveev2.ServerFrame {
-	pass := signPass(s.secret, s.line.id, id, player, now, now.Add(passTTL))
+	pass := signPass(s.signingKey(), s.line.id, id, player, now, now.Add(passTTL))
 	return &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Admitted{Admitted: &leveev2.Admitted{
 		WaitedMs: uint64(max(waited, 0).Milliseconds()),
 		Ticket:   pass,

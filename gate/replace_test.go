@@ -189,7 +189,7 @@ func TestFiveConnectionsOnePlaceInLine(t *testing.T) {
 		if st.GetPosition() != want {
 			t.Fatalf("alice's connection %d at %d, want %d", len(alice)+1, st.GetPosition(), want)
 		}
-		cl, err := verifyTicket(g.secret, st.GetTicket(), "alice", g.clock.Now())
+		cl, err := verifyTicket(g.ring(), st.GetTicket(), "alice", g.clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

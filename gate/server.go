@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,9 +22,11 @@ import (
 	"github.com/leveehq/levee/gate/waitpage"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/gamedef"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
+	"github.com/leveehq/levee/internal/tlsconf"
 	"github.com/leveehq/levee/internal/wire"
 )
 
@@ -36,11 +39,14 @@ type Server struct {
 	actions map[string]*action // the declared actions, by name
 	log     *slog.Logger
 	clock   clock.Clock
-	secret  []byte
+	keys    keySource                 // player tokens' and tickets' keys
+	jwt     jwtVerifier               // studio JWTs; nil without -jwks
+	jwtRun  func(ctx context.Context) // the JWKS fetcher (a URL's); nil without -jwks
 	reg     *prometheus.Registry
 	m       *gateMetrics
 
 	wsLis, grpcLis, opsLis net.Listener
+	edgeTLS                *tls.Config // -tls-cert: the player and ops ports' TLS; nil: plaintext
 	httpSrv                *http.Server
 	grpcSrv                *grpc.Server // the gRPC health service only
 	tier                   *serve.Tier  // health, readiness, the ops server and the stop
@@ -132,18 +138,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	secret := cfg.TokenSecret
-	if secret == "" {
-		logger.Warn("using the development token secret; set -token-secret in production")
-		secret = DevTokenSecret
-	}
 	s := &Server{
-		cfg:    cfg,
-		log:    logger,
-		clock:  cfg.Clock,
-		secret: []byte(secret),
-		reg:    metrics.NewRegistry("gate"),
-		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
+		cfg:   cfg,
+		log:   logger,
+		clock: cfg.Clock,
+		reg:   metrics.NewRegistry("gate"),
+		ka:    newKeepalive(cfg.PingInterval, cfg.PongTimeout),
+	}
+	if err := cfg.Security.RegisterMetrics(s.reg, "gate"); err != nil {
+		return nil, err
 	}
 	s.def = cfg.Game.Def()
 	types := wire.ForGame(s.def)
@@ -165,6 +168,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.m.line = newLineMetrics(s.reg)
+	s.m.auth = newAuthMetrics(s.reg)
+	if s.keys, err = newKeySource(cfg, logger, s.m.auth); err != nil {
+		return nil, err
+	}
+	if v, err := newJWT(cfg, logger, s.m.auth); err != nil {
+		return nil, err
+	} else if v != nil {
+		s.jwt, s.jwtRun = v, v.Run
+	}
 	s.m.keepalive = newKeepaliveMetrics(s.reg)
 	if s.line, err = newLine(s, cfg.Clock.Now()); err != nil {
 		return nil, err
@@ -192,7 +204,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		CheckOrigin:      s.upgrader.CheckOrigin,
 	}
 
-	if s.logic, err = newLogicPool(cfg.LogicAddrs, cfg.Shards); err != nil {
+	if s.logic, err = newLogicPool(cfg.Security, cfg.LogicAddrs, cfg.Shards); err != nil {
 		s.cancelBase()
 		return nil, err
 	}
@@ -216,7 +228,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(cfg.Security.ServerOptions(grpcdial.GateAccepts...)...)
 	if s.tier, err = serve.New(serve.Config{
 		Name:         "gate",
 		GRPC:         s.grpcSrv,
@@ -247,6 +259,18 @@ const (
 )
 
 func (s *Server) listen() error {
+	var edge *tls.Config
+	if s.cfg.TLSCert != "" {
+		kp, err := tlsconf.LoadKeyPair(s.cfg.TLSCert, s.cfg.TLSKey, tlsconf.WithLogger(s.log))
+		if err != nil {
+			return fmt.Errorf("%w: -tls-cert/-tls-key: %w", ErrInvalidConfig, err)
+		}
+		edge = tlsconf.Edge(kp)
+		// WebSocket upgrades need HTTP/1.1 (gorilla hijacks the
+		// connection, which HTTP/2 cannot do); the ops paths are small.
+		edge.NextProtos = []string{"http/1.1"}
+		s.edgeTLS = edge
+	}
 	var err error
 	if s.wsLis, err = net.Listen("tcp", s.cfg.Addr); err != nil {
 		return fmt.Errorf("gate: listen -addr %s: %w", s.cfg.Addr, err)
@@ -257,8 +281,15 @@ func (s *Server) listen() error {
 	if s.opsLis, err = net.Listen("tcp", s.cfg.OpsAddr); err != nil {
 		return fmt.Errorf("gate: listen -ops-addr %s: %w", s.cfg.OpsAddr, err)
 	}
+	if edge != nil {
+		s.wsLis = tls.NewListener(s.wsLis, edge)
+		s.opsLis = tls.NewListener(s.opsLis, edge)
+	}
 	return nil
 }
+
+// TLS reports whether the player and ops ports serve TLS (-tls-cert).
+func (s *Server) TLS() bool { return s.edgeTLS != nil }
 
 func (s *Server) closeListeners() {
 	for _, l := range []net.Listener{s.wsLis, s.grpcLis, s.opsLis} {
@@ -310,7 +341,10 @@ func (s *Server) start(ctx context.Context, fail func(error)) {
 	s.pinger.Go(func() { s.keepalive(pingCtx) })
 	s.lineLoops.Go(func() { s.line.run(ctx) })
 	s.lineLoops.Go(func() { s.autoLoop(ctx) })
-	s.log.Info("gate serving", "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
+	if s.jwtRun != nil {
+		s.lineLoops.Go(func() { s.jwtRun(ctx) }) // the JWKS fetcher, stopped with Run's context
+	}
+	s.log.Info("gate serving", "tls", s.TLS(), "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
 		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
 }
 

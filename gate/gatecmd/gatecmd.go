@@ -9,7 +9,7 @@
 //
 //	gate -logic-addrs logic-0:9000,logic-1:9000 [flags]
 //	gate healthcheck [-addr 127.0.0.1:8081]
-//	gate token -player alice [-ttl 24h] [-token-secret ...]
+//	gate token -player alice [-ttl 24h] [-token-secret ... | -token-keys FILE]
 //
 // Every flag can also be set from the environment as GATE_<FLAG>, e.g.
 // GATE_TOKEN_SECRET for -token-secret.
@@ -30,6 +30,7 @@ import (
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/internal/tlsconf"
 	"github.com/leveehq/levee/internal/token"
 )
 
@@ -83,6 +84,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 	cfg.Game = g
 	return cli.Main(cli.Tier{
 		Name:      "gate",
+		Security:  &cfg.Security,
 		EnvPrefix: envPrefix,
 		GRPCAddr:  cfg.GRPCAddr,
 		Flags: func(fs *flag.FlagSet) {
@@ -91,7 +93,15 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops listen address (/metrics /healthz /readyz)")
 			fs.Var((*cli.List)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required)")
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
-			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens (empty: the public development secret)")
+			fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate (chain) of the gate's public name: with -tls-key, the player port serves wss:// and https:// and the ops port https:// (TLS 1.2+, session resumption on); re-read when the file changes, without a restart. Neither: plain ws://")
+			fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key of -tls-cert")
+			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens and tickets, a one-key ring that signs and verifies v1 tokens (empty, without -token-keys: the public development secret)")
+			fs.StringVar(&cfg.TokenKeys, "token-keys", cfg.TokenKeys, "key ring file (JSON, see docs/keys.md): the current key signs tickets, every key not past its retire_at verifies v2 tokens; read again within a second of a change; replaces -token-secret")
+			fs.StringVar(&cfg.JWKS, "jwks", cfg.JWKS, "accept the studio's JWTs (EdDSA, ES256, RS256) verified against this JWKS: a file (read again on change) or an https URL (refreshed every 5m, and on an unknown kid at most every 30s; the last good set is kept while it is down); empty: Levee tokens only")
+			fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", cfg.JWTIssuer, "with -jwks: the iss every JWT must carry (required)")
+			fs.StringVar(&cfg.JWTAudience, "jwt-audience", cfg.JWTAudience, "with -jwks: the aud every JWT must carry (required)")
+			fs.StringVar(&cfg.JWTPlayerClaim, "jwt-player-claim", cfg.JWTPlayerClaim, "with -jwks: the claim holding the player id (1..64 characters of [A-Za-z0-9_-])")
+			fs.DurationVar(&cfg.JWTLeeway, "jwt-leeway", cfg.JWTLeeway, "with -jwks: clock skew allowed on exp, nbf and iat (0..5m)")
 			fs.DurationVar(&cfg.TokenMaxLifetime, "token-max-lifetime", cfg.TokenMaxLifetime, "refuse a player token (UNAUTHORIZED, close 1008) whose expiry lies further ahead than this")
 			fs.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "how often every connection is pinged")
 			fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how long past -ping-interval a player may stay silent after a ping before it is dropped")
@@ -151,7 +161,17 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			if err := g.Validate(); err != nil {
 				return err
 			}
-			return cfg.Validate()
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if cfg.TLSCert != "" {
+				// A pair that does not load is a configuration error
+				// (exit 2), not a failure of the running gate.
+				if _, err := tlsconf.LoadKeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+					return fmt.Errorf("-tls-cert/-tls-key: %w", err)
+				}
+			}
+			return nil
 		},
 		Run: func(ctx context.Context, logger *slog.Logger) error {
 			s, err := gate.New(cfg, logger)
@@ -172,7 +192,8 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs.SetOutput(stderr)
 	player := fs.String("player", "", "player id: 1..64 characters of [A-Za-z0-9_-] (required)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	secret := fs.String("token-secret", "", "HMAC secret; must match the gate's (empty: the development secret)")
+	secret := fs.String("token-secret", "", "HMAC secret; must match the gate's (empty, without -token-keys: the development secret); gives a v1 token")
+	keys := fs.String("token-keys", "", "key ring file, as the gate's -token-keys: sign a v2 token with its current key")
 	cli.UsageWithEnv(fs, envPrefix)
 	if err := cli.Parse(fs, envPrefix, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -185,11 +206,23 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "-ttl: must be > 0, got %s\n", *ttl)
 		return 2
 	}
-	if *secret == "" {
-		fmt.Fprintln(stderr, "warning: signing with the development token secret; set -token-secret in production")
-		*secret = gate.DevTokenSecret
+	ring := token.NewSecretRing([]byte(*secret))
+	switch {
+	case *keys != "" && *secret != "":
+		fmt.Fprintln(stderr, "-token-keys and -token-secret: give one")
+		return 2
+	case *keys != "":
+		r, err := token.LoadFileRing(*keys, nil, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "-token-keys: %v\n", err)
+			return 2
+		}
+		ring = r.Ring()
+	case *secret == "":
+		fmt.Fprintln(stderr, "warning: signing with the development token secret; set -token-secret or -token-keys in production")
+		ring = token.NewSecretRing([]byte(gate.DevTokenSecret))
 	}
-	tok, err := token.Sign([]byte(*secret), *player, time.Now().Add(*ttl))
+	tok, err := ring.Sign(*player, time.Now().Add(*ttl))
 	if err != nil {
 		fmt.Fprintf(stderr, "-player: %q: %v\n", *player, err)
 		return 2

@@ -43,12 +43,13 @@ func (d *driver) checkAudit(ctx context.Context) {
 // retries, budget or pacing: a check retries by itself, within its own
 // time, and the run's budget may be spent.
 func (d *driver) checkDial(ctx context.Context, id string) (*client.Client, error) {
-	tok, err := token.Sign(d.cfg.secret, id, d.start.Add(d.p.end+d.p.drain+10*time.Minute))
+	tok, err := token.SignKey(d.cfg.keyID, d.cfg.secret, id, d.start.Add(d.p.end+d.p.drain+10*time.Minute))
 	if err != nil {
 		return nil, err
 	}
-	opts := client.Options{Game: d.p.game.Game, Dialer: d.cfg.dialer, Logger: d.cfg.log, Clock: d.cfg.clock, NoPacing: true, NoRetry: true}
-	return client.DialRetry(ctx, d.gateOf(id), client.StaticToken(tok), opts)
+	g := d.gateOf(id)
+	opts := client.Options{Game: d.p.game.Game, Dialer: d.cfg.dialerFor(g), Logger: d.cfg.log, Clock: d.cfg.clock, NoPacing: true, NoRetry: true}
+	return client.DialRetry(ctx, g, client.StaticToken(tok), opts)
 }
 
 // gateOf is the gate player id plays on: player n ("p-<run>-<n>") dials

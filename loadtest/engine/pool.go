@@ -150,15 +150,16 @@ func dialPool(ctx context.Context, dc driverConfig, pp *poolPlan) *pool {
 // dial connects connection n (player p-<run id>-<n>); nil when it failed.
 func (p *pool) dial(ctx context.Context, n int, exp time.Time) *client.Client {
 	id := fmt.Sprintf("p-%s-%d", p.dc.runID, n)
-	tok, err := token.Sign(p.dc.secret, id, exp)
+	tok, err := token.SignKey(p.dc.keyID, p.dc.secret, id, exp)
 	if err != nil {
 		return nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, poolDialTimeout)
 	defer cancel()
+	g := p.dc.gates[n%len(p.dc.gates)]
 	opts := client.Options{Game: p.dc.plan.game.Game, NoRetry: true, NoPacing: true, JSON: evenly(n, p.dc.plan.json),
-		Dialer: p.dc.dialer, Logger: p.dc.log, Clock: p.dc.clock}
-	c, err := client.Dial(dctx, p.dc.gates[n%len(p.dc.gates)], tok, opts)
+		Dialer: p.dc.dialerFor(g), Logger: p.dc.log, Clock: p.dc.clock}
+	c, err := client.Dial(dctx, g, tok, opts)
 	if err != nil {
 		p.dc.log.Debug("pool dial failed", "conn", id, "err", err)
 		return nil
