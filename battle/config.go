@@ -8,12 +8,19 @@ import (
 
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/cpu"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/shed"
 )
 
 // Config is the battle tier's configuration; battlecmd binds every field but
 // Game to a flag (and a BATTLE_* variable).
 type Config struct {
+	// Security is how this tier's gRPC is secured, both its server and
+	// its calls to the tier below: grpcdial.MTLS with the cluster's
+	// certificates, or grpcdial.Insecure (the zero value: plaintext; the
+	// binaries require -insecure for it).
+	Security grpcdial.Security
+
 	// Game is the declaration whose jobs the tier runs; New refuses a nil
 	// one and one that does not Validate.
 	Game *game.Game

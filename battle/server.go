@@ -99,13 +99,18 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		clk:     clock.Real{},
 		int64N:  rand.Int64N,
 	}
+	if err := cfg.Security.RegisterMetrics(s.reg, "battle"); err != nil {
+		grpcLis.Close()
+		opsLis.Close()
+		return nil, err
+	}
 	if err := s.build(); err != nil {
 		grpcLis.Close()
 		opsLis.Close()
 		return nil, err
 	}
 	// The callers' keepalive pings (internal/grpcdial) are allowed.
-	s.grpc = grpc.NewServer(append(grpcdial.ServerOptions(),
+	s.grpc = grpc.NewServer(append(cfg.Security.ServerOptions(grpcdial.BattleAccepts...),
 		grpc.MaxRecvMsgSize(MaxRecvMsgSize),
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionIdle: 5 * time.Minute,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/queue"
@@ -23,6 +24,12 @@ const DevTokenSecret = "levee-dev-secret"
 // Config is a gate's configuration. Every field but Game and Clock has a
 // flag in gate/gatecmd.
 type Config struct {
+	// Security is how this tier's gRPC is secured, both its server and
+	// its calls to the tier below: grpcdial.MTLS with the cluster's
+	// certificates, or grpcdial.Insecure (the zero value: plaintext; the
+	// binaries require -insecure for it).
+	Security grpcdial.Security
+
 	// Game is the game the gate serves: each action's class, request and
 	// reply types and limits come from its declaration. Required; New
 	// refuses one whose Validate fails.
@@ -41,6 +48,12 @@ type Config struct {
 	Shards     int      // -shards: must match the logic tier's
 
 	TokenSecret string // -token-secret; empty means DevTokenSecret, with a warning
+
+	// TLSCert and TLSKey (-tls-cert, -tls-key) are the PEM files of the
+	// gate's public certificate: given, the player port (wss and https)
+	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
+	// the files when they change. Both or neither; neither is plain ws.
+	TLSCert, TLSKey string
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -204,6 +217,9 @@ func (c Config) Validate() error {
 		if a.v == "" {
 			return bad("-%s: required", a.flag)
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return bad("-tls-cert and -tls-key: give both (wss with the gate's certificate) or neither (plain ws)")
 	}
 	if len(c.LogicAddrs) == 0 {
 		return bad("-logic-addrs: required (comma-separated logic gRPC addresses)")

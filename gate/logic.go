@@ -9,6 +9,7 @@ import (
 
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/shardmap"
+	"github.com/leveehq/levee/internal/tlsconf"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -20,10 +21,10 @@ type logicPool struct {
 	clients []leveev2.LogicClient
 }
 
-func newLogicPool(addrs []string, shards int) (*logicPool, error) {
+func newLogicPool(sec grpcdial.Security, addrs []string, shards int) (*logicPool, error) {
 	p := &logicPool{shards: shards}
 	for _, a := range addrs {
-		cc, err := grpcdial.Dial(a)
+		cc, err := sec.Dial(a, tlsconf.RoleLogic)
 		if err != nil {
 			_ = p.close()
 			return nil, fmt.Errorf("logic %s: %w", a, err)

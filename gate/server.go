@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,9 +21,11 @@ import (
 	"github.com/leveehq/levee/gate/waitpage"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/gamedef"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/metrics"
 	"github.com/leveehq/levee/internal/serve"
+	"github.com/leveehq/levee/internal/tlsconf"
 	"github.com/leveehq/levee/internal/wire"
 )
 
@@ -40,6 +43,7 @@ type Server struct {
 	m       *gateMetrics
 
 	wsLis, grpcLis, opsLis net.Listener
+	edgeTLS                *tls.Config // -tls-cert: the player and ops ports' TLS; nil: plaintext
 	httpSrv                *http.Server
 	grpcSrv                *grpc.Server // the gRPC health service only
 	tier                   *serve.Tier  // health, readiness, the ops server and the stop
@@ -132,6 +136,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		reg:    metrics.NewRegistry("gate"),
 		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
+	if err := cfg.Security.RegisterMetrics(s.reg, "gate"); err != nil {
+		return nil, err
+	}
 	s.def = cfg.Game.Def()
 	types := wire.ForGame(s.def)
 	s.codecs = [2]wire.Codec{{Game: types, MaxFrame: cfg.MaxFrame}, {JSON: true, Game: types, MaxFrame: cfg.MaxFrame}}
@@ -176,7 +183,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		CheckOrigin:      s.upgrader.CheckOrigin,
 	}
 
-	if s.logic, err = newLogicPool(cfg.LogicAddrs, cfg.Shards); err != nil {
+	if s.logic, err = newLogicPool(cfg.Security, cfg.LogicAddrs, cfg.Shards); err != nil {
 		s.cancelBase()
 		return nil, err
 	}
@@ -200,7 +207,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	s.grpcSrv = grpc.NewServer()
+	s.grpcSrv = grpc.NewServer(cfg.Security.ServerOptions(grpcdial.GateAccepts...)...)
 	if s.tier, err = serve.New(serve.Config{
 		Name:         "gate",
 		GRPC:         s.grpcSrv,
@@ -231,6 +238,18 @@ const (
 )
 
 func (s *Server) listen() error {
+	var edge *tls.Config
+	if s.cfg.TLSCert != "" {
+		kp, err := tlsconf.LoadKeyPair(s.cfg.TLSCert, s.cfg.TLSKey, tlsconf.WithLogger(s.log))
+		if err != nil {
+			return fmt.Errorf("%w: -tls-cert/-tls-key: %w", ErrInvalidConfig, err)
+		}
+		edge = tlsconf.Edge(kp)
+		// WebSocket upgrades need HTTP/1.1 (gorilla hijacks the
+		// connection, which HTTP/2 cannot do); the ops paths are small.
+		edge.NextProtos = []string{"http/1.1"}
+		s.edgeTLS = edge
+	}
 	var err error
 	if s.wsLis, err = net.Listen("tcp", s.cfg.Addr); err != nil {
 		return fmt.Errorf("gate: listen -addr %s: %w", s.cfg.Addr, err)
@@ -241,8 +260,15 @@ func (s *Server) listen() error {
 	if s.opsLis, err = net.Listen("tcp", s.cfg.OpsAddr); err != nil {
 		return fmt.Errorf("gate: listen -ops-addr %s: %w", s.cfg.OpsAddr, err)
 	}
+	if edge != nil {
+		s.wsLis = tls.NewListener(s.wsLis, edge)
+		s.opsLis = tls.NewListener(s.opsLis, edge)
+	}
 	return nil
 }
+
+// TLS reports whether the player and ops ports serve TLS (-tls-cert).
+func (s *Server) TLS() bool { return s.edgeTLS != nil }
 
 func (s *Server) closeListeners() {
 	for _, l := range []net.Listener{s.wsLis, s.grpcLis, s.opsLis} {
@@ -294,7 +320,7 @@ func (s *Server) start(ctx context.Context, fail func(error)) {
 	s.pinger.Go(func() { s.keepalive(pingCtx) })
 	s.lineLoops.Go(func() { s.line.run(ctx) })
 	s.lineLoops.Go(func() { s.autoLoop(ctx) })
-	s.log.Info("gate serving", "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
+	s.log.Info("gate serving", "tls", s.TLS(), "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
 		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
 }
 

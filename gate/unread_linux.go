@@ -10,6 +10,11 @@ import (
 // unreadBytes is how many bytes the player has sent that the kernel holds
 // for nc and the gate has not read yet (SIOCINQ); 0 when it cannot tell.
 func unreadBytes(nc net.Conn) int {
+	// Under TLS the kernel's bytes are the TLS connection's underlying
+	// socket's (records, not frames: any is still a sign of life).
+	if tc, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = tc.NetConn()
+	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return 0

@@ -18,6 +18,7 @@ import (
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/priority"
+	"github.com/leveehq/levee/internal/tlsconf"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -138,6 +139,7 @@ func (s *battleSet) index(in *battleInstance) int {
 // as they change (discover, battledns.go); either way they are read from a
 // copy-on-write battleSet, so a call never takes a lock for them.
 type battleClient struct {
+	sec      grpcdial.Security         // how the instances are dialled
 	set      atomic.Pointer[battleSet] // never nil
 	pushback bool
 	// tolerance is -battle-rtt-tolerance, for every instance's aimd; set
@@ -183,8 +185,8 @@ type battleClient struct {
 
 // newBattleClient is a client without instances; dialBattle or discover
 // gives it some.
-func newBattleClient(timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) *battleClient {
-	c := &battleClient{timeout: timeout, retry: retry, pushback: pushback, clk: clk,
+func newBattleClient(sec grpcdial.Security, timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) *battleClient {
+	c := &battleClient{sec: sec, timeout: timeout, retry: retry, pushback: pushback, clk: clk,
 		calls: m.battleCalls, cooling: m.battleCalls.WithLabelValues(outcomeCooling), retries: m.retries, waits: m.battleWaits,
 		limits: m.battleLimit, instances: m.battleInstances, resolves: m.battleResolves, open: map[*battleInstance]struct{}{}}
 	c.set.Store(c.newSet(nil, nil))
@@ -195,8 +197,8 @@ func newBattleClient(timeout time.Duration, retry *retryThrottle, pushback bool,
 // lazily. retry nil switches retries off; with one address they are off
 // too, since there is no other instance to retry on. pushback switches the
 // cooling of refusing instances on, on clk's time.
-func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) (*battleClient, error) {
-	c := newBattleClient(timeout, retry, pushback, clk, m)
+func dialBattle(sec grpcdial.Security, addrs []string, timeout time.Duration, retry *retryThrottle, pushback bool, clk clock.Clock, m *tierMetrics) (*battleClient, error) {
+	c := newBattleClient(sec, timeout, retry, pushback, clk, m)
 	var insts []*battleInstance
 	for _, a := range addrs {
 		a = strings.TrimSpace(a)
@@ -217,7 +219,7 @@ func dialBattle(addrs []string, timeout time.Duration, retry *retryThrottle, pus
 
 // newInstance dials addr (lazily) and starts its limit gauge.
 func (c *battleClient) newInstance(addr string) (*battleInstance, error) {
-	conn, err := grpcdial.Dial(addr)
+	conn, err := c.sec.Dial(addr, tlsconf.RoleBattle)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -103,7 +104,7 @@ const testResolveInterval = 10 * time.Second
 func discoveryClient(t *testing.T, r *fakeResolver, clk *clock.Fake, port string) (*battleClient, *tierMetrics) {
 	t.Helper()
 	m := newMetrics(prometheus.NewRegistry())
-	c := newBattleClient(5*time.Second, nil, false, clk, m)
+	c := newBattleClient(grpcdial.Insecure(), 5*time.Second, nil, false, clk, m)
 	c.discover(battleDiscovery{host: "battle", port: port, resolver: r, interval: testResolveInterval, clk: clk})
 	t.Cleanup(func() { _ = c.close() })
 	testwait.Until(t, "the resolve loop to wait for its interval", func() bool { return clk.Waiters() == 1 })

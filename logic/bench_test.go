@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -154,7 +155,7 @@ func BenchmarkAdmit(b *testing.B) {
 // (a local refusal), cooling asks allCooling with two of the three cooling,
 // and success is the adaptive limit's bookkeeping after a call.
 func BenchmarkBattlePick(b *testing.B) {
-	c, err := dialBattle([]string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, time.Second, nil, true, clock.Real{}, newMetrics(prometheus.NewRegistry()))
+	c, err := dialBattle(grpcdial.Insecure(), []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}, time.Second, nil, true, clock.Real{}, newMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/shardmap"
 )
 
@@ -27,6 +28,12 @@ type JobRunner interface {
 // Config is the logic tier's configuration; cmd/logic binds every field to a
 // flag (and a LOGIC_* variable).
 type Config struct {
+	// Security is how this tier's gRPC is secured, both its server and
+	// its calls to the tier below: grpcdial.MTLS with the cluster's
+	// certificates, or grpcdial.Insecure (the zero value: plaintext; the
+	// binaries require -insecure for it).
+	Security grpcdial.Security
+
 	// Game is the game this tier serves (required): its player state, its
 	// actions and their handlers, and its jobs. New refuses to start when
 	// Game.Validate reports an error.

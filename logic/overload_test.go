@@ -14,6 +14,7 @@ import (
 	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
 )
@@ -252,7 +253,7 @@ func coolingClient(t *testing.T) (*battleClient, *clock.Fake, *fakeBattle, *fake
 	a1, a2 := startFakeBattle(t, f1), startFakeBattle(t, f2)
 	clk := clock.NewFake(epoch)
 	m := newMetrics(prometheus.NewRegistry())
-	c, err := dialBattle([]string{a1, a2}, 5*time.Second, nil, true, clk, m)
+	c, err := dialBattle(grpcdial.Insecure(), []string{a1, a2}, 5*time.Second, nil, true, clk, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestBattleCoolingWithoutPushbackAndRetry(t *testing.T) {
 	dead := freeAddr(t)
 	clk := clock.NewFake(epoch)
 	m := newMetrics(prometheus.NewRegistry())
-	c, err := dialBattle([]string{dead, a1}, 5*time.Second, newRetryThrottle(10, 0.1), true, clk, m)
+	c, err := dialBattle(grpcdial.Insecure(), []string{dead, a1}, 5*time.Second, newRetryThrottle(10, 0.1), true, clk, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestBattlePushbackSwitchedOff(t *testing.T) {
 func fullClient(t *testing.T, wait time.Duration, n int64) (*battleClient, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Unix(0, 0))
-	c, err := dialBattle([]string{"127.0.0.1:1", "127.0.0.1:2"}, time.Second, nil, true, clk, newMetrics(prometheus.NewRegistry()))
+	c, err := dialBattle(grpcdial.Insecure(), []string{"127.0.0.1:1", "127.0.0.1:2"}, time.Second, nil, true, clk, newMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}

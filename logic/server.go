@@ -102,6 +102,9 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		return nil, err
 	}
 	reg := metrics.NewRegistry("logic")
+	if err := cfg.Security.RegisterMetrics(reg, "logic"); err != nil {
+		return nil, err
+	}
 	def := cfg.Game.Def()
 	clk := cfg.Clock
 	if clk == nil {
@@ -149,7 +152,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if s.opsLis, err = net.Listen("tcp", cfg.OpsAddr); err != nil {
 		return nil, fmt.Errorf("-ops-addr: %w", err)
 	}
-	s.grpcSrv = grpc.NewServer(grpcdial.ServerOptions()...)
+	s.grpcSrv = grpc.NewServer(cfg.Security.ServerOptions(grpcdial.LogicAccepts...)...)
 	leveev2.RegisterLogicServer(s.grpcSrv, s)
 	if s.tier, err = serve.New(serve.Config{
 		Name:         "logic",
@@ -177,8 +180,8 @@ func (s *Server) dialJobs() (err error) {
 	}
 	target, dns, _ := battleDNSTarget(cfg.BattleAddrs) // Validate has checked it
 	if dns {
-		s.battleCli = newBattleClient(cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m)
-	} else if s.battleCli, err = dialBattle(cfg.BattleAddrs, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m); err != nil {
+		s.battleCli = newBattleClient(cfg.Security, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m)
+	} else if s.battleCli, err = dialBattle(cfg.Security, cfg.BattleAddrs, cfg.BattleTimeout, retry, cfg.battlePushback(), s.clk, s.m); err != nil {
 		return err
 	}
 	s.battleCli.slotWait, s.battleCli.maxWaiters = cfg.BattleWait, int64(cfg.BattleWaiters)

@@ -32,6 +32,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 	cfg.Game = g
 	return cli.Main(cli.Tier{
 		Name:      "battle",
+		Security:  &cfg.Security,
 		EnvPrefix: "BATTLE",
 		GRPCAddr:  cfg.GRPCAddr,
 		Flags: func(fs *flag.FlagSet) {

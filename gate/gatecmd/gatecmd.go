@@ -30,6 +30,7 @@ import (
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/internal/tlsconf"
 	"github.com/leveehq/levee/internal/token"
 )
 
@@ -83,6 +84,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 	cfg.Game = g
 	return cli.Main(cli.Tier{
 		Name:      "gate",
+		Security:  &cfg.Security,
 		EnvPrefix: envPrefix,
 		GRPCAddr:  cfg.GRPCAddr,
 		Flags: func(fs *flag.FlagSet) {
@@ -91,6 +93,8 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops listen address (/metrics /healthz /readyz)")
 			fs.Var((*cli.List)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required)")
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
+			fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate (chain) of the gate's public name: with -tls-key, the player port serves wss:// and https:// and the ops port https:// (TLS 1.2+, session resumption on); re-read when the file changes, without a restart. Neither: plain ws://")
+			fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key of -tls-cert")
 			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens (empty: the public development secret)")
 			fs.DurationVar(&cfg.TokenMaxLifetime, "token-max-lifetime", cfg.TokenMaxLifetime, "refuse a player token (UNAUTHORIZED, close 1008) whose expiry lies further ahead than this")
 			fs.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "how often every connection is pinged")
@@ -143,7 +147,17 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			if err := g.Validate(); err != nil {
 				return err
 			}
-			return cfg.Validate()
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if cfg.TLSCert != "" {
+				// A pair that does not load is a configuration error
+				// (exit 2), not a failure of the running gate.
+				if _, err := tlsconf.LoadKeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+					return fmt.Errorf("-tls-cert/-tls-key: %w", err)
+				}
+			}
+			return nil
 		},
 		Run: func(ctx context.Context, logger *slog.Logger) error {
 			s, err := gate.New(cfg, logger)

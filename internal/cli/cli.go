@@ -16,12 +16,16 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/tlsconf"
 )
 
 // EnvName is the environment variable that backs flag name: PREFIX_NAME with
-// dashes turned into underscores, e.g. GATE_MAX_CONNS for -max-conns.
+// dashes turned into underscores, e.g. GATE_MAX_CONNS for -max-conns. The
+// cluster flags every tier shares (-cluster-ca, -cluster-cert,
+// -cluster-key, -insecure) are LEVEE_<NAME> in every binary instead.
 func EnvName(prefix, name string) string {
 	return prefix + "_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
@@ -40,7 +44,7 @@ func Parse(fs *flag.FlagSet, prefix string, args []string, getenv func(string) s
 		if err != nil || set[f.Name] {
 			return
 		}
-		env := EnvName(prefix, f.Name)
+		env := envOf(prefix, f.Name)
 		if v := getenv(env); v != "" {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("invalid value %q for flag -%s (from %s): %v", v, f.Name, env, e)
@@ -53,7 +57,7 @@ func Parse(fs *flag.FlagSet, prefix string, args []string, getenv func(string) s
 // UsageWithEnv makes fs's usage message name each flag's variable.
 func UsageWithEnv(fs *flag.FlagSet, prefix string) {
 	fs.VisitAll(func(f *flag.Flag) {
-		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, EnvName(prefix, f.Name))
+		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, envOf(prefix, f.Name))
 	})
 }
 
@@ -71,12 +75,13 @@ func SignalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// Healthcheck probes the gRPC health service at addr and returns the process
-// exit code: 0 when it reports SERVING, 1 otherwise.
-func Healthcheck(addr string, timeout time.Duration, out io.Writer) int {
+// Healthcheck probes the gRPC health service at addr, a server of role
+// (checked with MTLS), and returns the process exit code: 0 when it
+// reports SERVING, 1 otherwise.
+func Healthcheck(addr string, sec grpcdial.Security, role tlsconf.Role, timeout time.Duration, out io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(sec.DialCredentials(role)))
 	if err != nil {
 		fmt.Fprintf(out, "healthcheck %s: %v\n", addr, err)
 		return 1

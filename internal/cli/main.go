@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/tlsconf"
 )
 
 // Tier is what Main needs to know about one of Levee's server binaries.
@@ -26,6 +29,10 @@ type Tier struct {
 	Run func(ctx context.Context, logger *slog.Logger) error
 	// Commands are extra subcommands (besides healthcheck), by name.
 	Commands map[string]func(args []string) int
+	// Security, when set, receives the tier's transport security from the
+	// cluster flags (ClusterFlags) before Run: mutual TLS with a
+	// certificate of the role Name, or -insecure. Neither is exit 2.
+	Security *grpcdial.Security
 }
 
 // Main runs a tier binary and returns its exit code: 0 after a clean stop,
@@ -45,6 +52,10 @@ func Main(t Tier, args []string, getenv func(string) string, stderr io.Writer) i
 	fs := flag.NewFlagSet(t.Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	t.Flags(fs)
+	var cluster ClusterFlags
+	if t.Security != nil {
+		cluster.Register(fs)
+	}
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	UsageWithEnv(fs, t.EnvPrefix)
 	if err := Parse(fs, t.EnvPrefix, args, getenv); err != nil {
@@ -67,6 +78,19 @@ func Main(t Tier, args []string, getenv func(string) string, stderr io.Writer) i
 		fmt.Fprintf(stderr, "%s: %v\n", t.Name, err)
 		return 2
 	}
+	if t.Security != nil {
+		sec, err := cluster.Security(tlsconf.Role(t.Name), false, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", t.Name, err)
+			return 2
+		}
+		if sec.IsInsecure() {
+			logger.Warn("-insecure: the tiers talk plaintext gRPC without certificates; anyone who reaches the gRPC port can call this " + t.Name + ". For development only")
+		} else {
+			logger.Info("mutual TLS between the tiers", "role", t.Name, "cluster_ca", cluster.CA, "cluster_cert", cluster.Cert)
+		}
+		*t.Security = sec
+	}
 	ctx, stop := SignalContext()
 	defer stop()
 	if err := t.Run(ctx, logger); err != nil {
@@ -85,13 +109,24 @@ func healthcheckCommand(t Tier, args []string, getenv func(string) string, stder
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", ProbeAddr(def), "gRPC health address to probe")
 	timeout := fs.Duration("timeout", 3*time.Second, "probe timeout")
-	if err := fs.Parse(args); err != nil {
+	var cluster ClusterFlags
+	cluster.Register(fs)
+	if err := parseShared(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "%s healthcheck: %v\n", t.Name, err)
 		return 2
 	}
-	return Healthcheck(*addr, *timeout, stderr)
+	// Without the cluster flags the probe is plaintext, as a tier started
+	// with -insecure serves. The certificate given should be an ops one:
+	// the tiers accept ops (and their callers) only.
+	sec, err := cluster.Security("", true, slog.New(slog.DiscardHandler))
+	if err != nil {
+		fmt.Fprintf(stderr, "%s healthcheck: %v\n", t.Name, err)
+		return 2
+	}
+	return Healthcheck(*addr, sec, tlsconf.Role(t.Name), *timeout, stderr)
 }
 
 // List is a comma-separated list flag; blanks are dropped.
@@ -112,5 +147,28 @@ func (l *List) Set(v string) error {
 		return errors.New("empty list")
 	}
 	*l = out
+	return nil
+}
+
+// parseShared parses args into fs and fills only the shared flags
+// (LEVEE_CLUSTER_CA, …) from the environment: the healthcheck's -addr is
+// not the tier's <PREFIX>_ADDR.
+func parseShared(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name := range sharedFlags {
+		if set[name] || fs.Lookup(name) == nil {
+			continue
+		}
+		env := envOf("", name)
+		if v := getenv(env); v != "" {
+			if err := fs.Set(name, v); err != nil {
+				return fmt.Errorf("invalid value %q for flag -%s (from %s): %v", v, name, env, err)
+			}
+		}
+	}
 	return nil
 }

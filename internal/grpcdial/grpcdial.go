@@ -1,7 +1,15 @@
-// Package grpcdial is how one Levee tier dials another: a plaintext
-// ClientConn to one host:port (the cluster's own network; see DESIGN.md),
-// resolved afresh at every connection attempt, and reconnecting within a
-// few seconds of the callee's return however long it was away.
+// Package grpcdial is how one Levee tier dials another, and the one place
+// the transport security between the tiers lives: a ClientConn to one
+// host:port, resolved afresh at every connection attempt, reconnecting
+// within a few seconds of the callee's return however long it was away,
+// and secured by a Security: mutual TLS with the cluster's certificates
+// (MTLS; package internal/tlsconf checks the chain, the expiry and the
+// peer's role both ways) or, only when an operator asked for it with
+// -insecure, plaintext (Insecure).
+//
+// The roles each server accepts are fixed here: logic accepts gate (and
+// ops), battle accepts logic (and ops), the gate's own gRPC server (health
+// only) accepts ops and gate (a gate's own healthcheck).
 //
 // The target is passthrough:///addr, so the name is looked up by the dialer
 // each time the connection is (re)made. With gRPC's dns resolver a
@@ -29,10 +37,14 @@ package grpcdial
 import (
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/leveehq/levee/internal/tlsconf"
 )
 
 // Keepalive of the caller's side: a ping after KeepaliveTime without
@@ -42,17 +54,6 @@ const (
 	KeepaliveTime    = 10 * time.Second
 	KeepaliveTimeout = 3 * time.Second
 )
-
-// ServerOptions are the callee's side of Dial's keepalive: pings as often
-// as every KeepaliveTime/2 are allowed, also without calls in flight
-// (gRPC's default allows one every 5 minutes and answers more frequent
-// ones with GOAWAY).
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-		MinTime:             KeepaliveTime / 2,
-		PermitWithoutStream: true,
-	})}
-}
 
 // MaxBackoff is the longest wait between two connection attempts.
 const MaxBackoff = 3 * time.Second
@@ -69,11 +70,72 @@ var connectParams = grpc.ConnectParams{
 	MinConnectTimeout: 5 * time.Second,
 }
 
-// Dial returns a lazily connecting ClientConn to addr (host:port). opts
-// are added after Levee's own.
-func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+// Security is how a tier's gRPC traffic is secured: MTLS or Insecure.
+// The zero value is Insecure (for tests and in-process clusters; the
+// binaries make operators choose, see internal/cli).
+type Security struct {
+	cluster *tlsconf.Cluster
+}
+
+// Insecure is plaintext gRPC: anyone who reaches the port may call it.
+func Insecure() Security { return Security{} }
+
+// MTLS is mutual TLS with the cluster's CA and the tier's own certificate.
+func MTLS(cluster *tlsconf.Cluster) Security { return Security{cluster: cluster} }
+
+// IsInsecure reports whether s is plaintext.
+func (s Security) IsInsecure() bool { return s.cluster == nil }
+
+// Cluster is the cluster of an MTLS Security, nil for Insecure.
+func (s Security) Cluster() *tlsconf.Cluster { return s.cluster }
+
+// String is "insecure" or "mtls".
+func (s Security) String() string {
+	if s.IsInsecure() {
+		return "insecure"
+	}
+	return "mtls"
+}
+
+// Accepted roles of each tier's gRPC server.
+var (
+	LogicAccepts  = []tlsconf.Role{tlsconf.RoleGate, tlsconf.RoleOps}
+	BattleAccepts = []tlsconf.Role{tlsconf.RoleLogic, tlsconf.RoleOps}
+	GateAccepts   = []tlsconf.Role{tlsconf.RoleOps, tlsconf.RoleGate}
+)
+
+// ServerOptions are a tier's gRPC server options: the transport security
+// (with MTLS, a client is accepted only with a certificate of one of the
+// accept roles) and the callee's side of Dial's keepalive: pings as often
+// as every KeepaliveTime/2 are allowed, also without calls in flight
+// (gRPC's default allows one every 5 minutes and answers more frequent
+// ones with GOAWAY).
+func (s Security) ServerOptions(accept ...tlsconf.Role) []grpc.ServerOption {
+	opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+		MinTime:             KeepaliveTime / 2,
+		PermitWithoutStream: true,
+	})}
+	if s.cluster != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.cluster.ServerConfig(accept...))))
+	}
+	return opts
+}
+
+// DialCredentials are the transport credentials of a connection to a
+// server of role server (not checked when s is Insecure).
+func (s Security) DialCredentials(server tlsconf.Role) credentials.TransportCredentials {
+	if s.cluster == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(s.cluster.ClientConfig(server))
+}
+
+// Dial returns a lazily connecting ClientConn to addr (host:port), whose
+// server must have role server when s is MTLS. opts are added after
+// Levee's own.
+func (s Security) Dial(addr string, server tlsconf.Role, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	base := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(s.DialCredentials(server)),
 		grpc.WithConnectParams(connectParams),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                KeepaliveTime,
@@ -82,4 +144,25 @@ func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		}),
 	}
 	return grpc.NewClient("passthrough:///"+addr, append(base, opts...)...)
+}
+
+// RegisterMetrics adds <prefix>_tls_refusals_total{reason} to reg: the
+// peers the cluster's mTLS refused, by tlsconf.Reason. Nothing for
+// Insecure.
+func (s Security) RegisterMetrics(reg prometheus.Registerer, prefix string) error {
+	if s.cluster == nil {
+		return nil
+	}
+	for _, r := range tlsconf.Reasons {
+		c := s.cluster
+		err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        prefix + "_tls_refusals_total",
+			Help:        "Peers refused by the cluster's mutual TLS, by reason (no_certificate, expired, unknown_authority, wrong_role, bad_certificate).",
+			ConstLabels: prometheus.Labels{"reason": r},
+		}, func() float64 { return float64(c.Refusals(r)) }))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/leveehq/levee/internal/freeport"
+	"github.com/leveehq/levee/internal/tlsconf"
 )
 
 // A callee that was away for several connection attempts is used again
@@ -36,7 +37,7 @@ func TestReconnectsSoonAfterALongOutage(t *testing.T) {
 		}
 		return c, err
 	}
-	cc, err := Dial(addr, grpc.WithContextDialer(dialer))
+	cc, err := Insecure().Dial(addr, tlsconf.RoleLogic, grpc.WithContextDialer(dialer))
 	if err != nil {
 		t.Fatal(err)
 	}

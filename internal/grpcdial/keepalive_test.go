@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/leveehq/levee/internal/tlsconf"
 )
 
 // freezer is a TCP proxy that can stop forwarding while keeping its
@@ -84,7 +86,7 @@ func TestKeepaliveGivesUpASilentCallee(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(ServerOptions()...)
+	srv := grpc.NewServer(Insecure().ServerOptions()...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go srv.Serve(lis)
 	defer srv.Stop()
@@ -96,7 +98,7 @@ func TestKeepaliveGivesUpASilentCallee(t *testing.T) {
 	go f.serve()
 	defer f.close()
 
-	cc, err := Dial(plis.Addr().String())
+	cc, err := Insecure().Dial(plis.Addr().String(), tlsconf.RoleLogic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ func Run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 	cfg.Game = g
 	return cli.Main(cli.Tier{
 		Name:      "logic",
+		Security:  &cfg.Security,
 		EnvPrefix: "LOGIC",
 		GRPCAddr:  cfg.GRPCAddr,
 		Flags: func(fs *flag.FlagSet) {

@@ -13,6 +13,8 @@ import (
 	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/tlsconf"
 	"github.com/leveehq/levee/logic"
 )
 
@@ -114,7 +116,7 @@ func TestHealthcheck(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	for cli.Healthcheck(addr, time.Second, &out) != 0 {
+	for cli.Healthcheck(addr, grpcdial.Insecure(), tlsconf.RoleLogic, time.Second, &out) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("never SERVING: %s", out.String())
 		}

@@ -6,6 +6,8 @@
 # Source it after `cd` to the repository root (commands run as bin/X), with
 # bash strict mode (set -euo pipefail) already on; it only defines things.
 #
+# It exports LEVEE_INSECURE=1 unless LEVEE_CLUSTER_CA is set (below).
+#
 # Variables the caller sets:
 #   CLUSTER_NAME   prefix of every message ("demo: ...")
 #   CLUSTER_LOGS   directory of the process logs, <name>.log each (may be
@@ -35,6 +37,15 @@
 #   cluster_trap [-q] FINAL  on exit (also on Ctrl-C / SIGTERM, status 130):
 #                            announce and stop everything started (-q: stop
 #                            silently), then print "$CLUSTER_NAME: FINAL"
+
+# The tiers refuse to start without a transport-security choice (issue
+# 22): these local clusters on loopback run plaintext gRPC between the
+# tiers (-insecure, logged at start-up) unless the caller exports the
+# cluster's certificates (LEVEE_CLUSTER_CA, LEVEE_CLUSTER_CERT,
+# LEVEE_CLUSTER_KEY; see docs/security.md).
+if [ -z "${LEVEE_CLUSTER_CA:-}" ]; then
+  export LEVEE_INSECURE=${LEVEE_INSECURE:-1}
+fi
 
 CLUSTER_NAME=${CLUSTER_NAME:-cluster}
 CLUSTER_LOGS=${CLUSTER_LOGS:-.}
