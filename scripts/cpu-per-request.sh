@@ -44,8 +44,7 @@
 #               capacity`) as it is: -set PATH=VALUE, -search-time 60s, ...
 #
 # The generation of a tree picks the directory of scenario files and tier
-# flags: scripts/cpu-per-request/v3/ if DIR/internal/tlsconf exists, v2/ if
-# DIR/examples/arena exists, else v1/
+# flags: scripts/cpu-per-request/v2/ if DIR/examples/arena exists, else v1/
 # (see scripts/cpu-per-request/README.md). One gate, one logic (8 shards,
 # its data on tmpfs when /dev/shm is writable) and one battle, all on
 # loopback with ports outside the ephemeral range; the load tool shares the
@@ -59,7 +58,7 @@ CLUSTER_NAME=cpu-per-request
 # shellcheck source=scripts/lib/cluster.sh
 . "$SELF_DIR/lib/cluster.sh" # free_port
 # shellcheck source=scripts/lib/edgetls.sh
-. "$SELF_DIR/lib/edgetls.sh" # edge_cert, gate_has_tls, insecure_flag
+. "$SELF_DIR/lib/edgetls.sh" # edge_cert, gate_has_tls
 
 usage() {
   sed -n '11,13p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -175,7 +174,7 @@ HZ=$(getconf CLK_TCK)
 # The generation directory of each tree.
 GENS=()
 for t in "${TREES[@]}"; do
-  if [ -d "$t/internal/tlsconf" ]; then g=v3; elif [ -d "$t/examples/arena" ]; then g=v2; else g=v1; fi
+  if [ -d "$t/examples/arena" ]; then g=v2; else g=v1; fi
   [ -f "$SELF_DIR/cpu-per-request/$g/tree.sh" ] ||
     die "-tree $t is a generation $g tree, and scripts/cpu-per-request/$g/ has no tree.sh yet (see its README.md)"
   GENS+=("$g")

@@ -53,8 +53,6 @@ if [ "${HS_BUILD:-1}" != 0 ]; then
   CGO_ENABLED=0 ${GO:-go} build -trimpath -o bin/ ./cmd/gate ./cmd/logic ./cmd/loadtest
 fi
 gate_has_tls bin/gate || { echo "tls-handshake-cpu: bin/gate has no -tls-cert (a tree before issue 22)" >&2; exit 1; }
-read -r -a GATE_INSECURE <<<"$(insecure_flag bin/gate)"
-read -r -a LOGIC_INSECURE <<<"$(insecure_flag bin/logic)"
 edge_cert "$DIR/certs"
 
 cluster_trap -q "run files and logs are in $DIR"
@@ -93,7 +91,7 @@ surge() { # kind (plain, full, resumed), round
   ports_free -h "set BASE_PORT" $g $gg $go
   proc_start "gate-$kind-$r" bin/gate -addr 127.0.0.1:$g -grpc-addr 127.0.0.1:$gg -ops-addr 127.0.0.1:$go \
     -logic-addrs 127.0.0.1:$LOGIC -shards 8 -token-secret "$SECRET" -line-mode queueing -log-level warn \
-    "${GATE_INSECURE[@]}" "${gate_tls[@]}"
+    "${gate_tls[@]}"
   local pid=$PROC_PID
   wait_healthy "gate-$kind-$r" gate 127.0.0.1:$gg
   sleep 2
@@ -119,7 +117,7 @@ surge() { # kind (plain, full, resumed), round
 
 echo "tls-handshake-cpu: $(nproc) cores, $(uname -sr), $(go version | cut -d' ' -f3-); $CONNS connections over $OVER, $ROUNDS round(s); the load tool shares the cores with the gate"
 proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS -data-dir "$DIR/logic" \
-  -shards 8 -battle-addrs 127.0.0.1:1 -log-level warn "${LOGIC_INSECURE[@]}"
+  -shards 8 -battle-addrs 127.0.0.1:1 -log-level warn
 wait_healthy logic logic 127.0.0.1:$LOGIC
 kinds=(plain full resumed)
 for ((r = 1; r <= ROUNDS; r++)); do
