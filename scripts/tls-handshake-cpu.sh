@@ -70,8 +70,10 @@ ticks() { # pid: utime + stime in clock ticks
   set -- $s
   echo $((${12} + ${13}))
 }
-counter() { # run file, counter: its total in the run's summary (0 if none)
-  bin/loadtest figure "$1" "$2" 2>/dev/null || echo 0
+counter() { # run file, counter: its total in the run's end summary (0 if none)
+  local v
+  v=$(grep '"type":"end"' "$1" | grep -o "\"$2\":[0-9]*" | cut -d: -f2)
+  echo "${v:-0}"
 }
 
 RESULTS=$DIR/results.tsv
@@ -107,7 +109,7 @@ surge() { # kind (plain, full, resumed), round
   wait "$pid" 2>/dev/null || true
   [ "$rc" = 0 ] || { echo "tls-handshake-cpu: the $kind run failed (exit $rc): $DIR/$kind-$r.txt" >&2; tail -n 30 "$DIR/$kind-$r.txt" >&2; exit 1; }
   local held full resumed
-  held=$(counter "$out" held)
+  held=$(bin/loadtest figure "$out" held)
   full=$(counter "$out" tls_full_handshakes)
   resumed=$(counter "$out" tls_resumed_handshakes)
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$kind" "$held" "$full" "$resumed" \
