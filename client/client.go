@@ -16,6 +16,7 @@ import (
 	"github.com/leveehq/levee/client/backoff"
 	"github.com/leveehq/levee/client/internal/codec"
 	"github.com/leveehq/levee/client/pacer"
+	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
@@ -494,7 +495,11 @@ func (c *Client) finish(cause error) {
 	switch {
 	case errors.As(cause, &wce):
 		ce := &CloseError{Code: wce.Code, Text: wce.Text, RetryAfter: time.Duration(c.noticeRetry.Load())}
-		err = fmt.Errorf("%w: %w", ErrClosed, ce)
+		if ce.Code == apperr.CloseReplaced {
+			err = fmt.Errorf("%w: %w: %w", ErrClosed, ErrReplaced, ce)
+		} else {
+			err = fmt.Errorf("%w: %w", ErrClosed, ce)
+		}
 	case errors.Is(cause, ErrProtocol):
 		err = fmt.Errorf("%w: %w", ErrClosed, cause)
 	default:

@@ -38,7 +38,11 @@
 // and, when the server sent one, its *CloseError. When that close is 1012
 // (Service Restart: a stopping gate answers every request it has read,
 // then closes) the error is also a SHUTTING_DOWN *Error: a typed answer,
-// outcome unknown, to resend on the next connection.
+// outcome unknown, to resend on the next connection. When it is 4001 (a
+// newer connection of the same player id replaced this one: the gate holds
+// one connection per player, and answered every request it had read
+// first) the error wraps ErrReplaced, and Reconnect and DialRetry do not
+// dial again.
 //
 // The SDK honours the cluster's backpressure (all of it on by default, each
 // part switchable in Options):

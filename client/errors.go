@@ -19,6 +19,14 @@ var (
 	ErrFrameTooLarge   = errors.New("client: frame too large")
 	ErrSubprotocol     = errors.New("client: subprotocol not negotiated")
 
+	// ErrReplaced is wrapped (with ErrClosed and the *CloseError) when the
+	// gate closed the connection with 4001: a newer connection of the same
+	// player id took its place (one player, one place). The gate answered
+	// every request it had read first. Reconnect and DialRetry do not
+	// dial again after it: the newer connection is the player's now, and a
+	// client that came back would replace it in turn, for ever.
+	ErrReplaced = errors.New("client: replaced by a newer connection of the same player")
+
 	// ErrRetryBudget is wrapped (with the server's refusal) when a retry
 	// was wanted but the client-wide retry budget did not allow it.
 	ErrRetryBudget = errors.New("client: retry budget exhausted")
@@ -278,6 +286,7 @@ var closeNames = map[int]string{
 	1008: "policy violation",
 	1009: "message too big",
 	1011: "internal error",
+	4001: "replaced by a newer session",
 	1012: "service restart",
 	1013: "try again later",
 }

@@ -26,7 +26,7 @@ func StaticToken(tok string) TokenFunc {
 // DialRetry is Dial that tries again until it connects, ctx ends, or the
 // refusal is one that no retry can fix (bad token or url: UNAUTHORIZED,
 // FORBIDDEN, BAD_REQUEST, a 1008 close, a 4xx handshake refusal, an
-// unsupported subprotocol). The first attempt goes at once; after a failure
+// unsupported subprotocol, or a 4001 close: ErrReplaced). The first attempt goes at once; after a failure
 // the redials follow Options.Reconnect: the first after a random delay in
 // [0, Spread) (5 s), later ones backing off, each never sooner than the
 // refusal's retry_after (a SERVER_FULL reply, a 503's Retry-After). A wait
@@ -58,7 +58,14 @@ func DialRetry(ctx context.Context, rawURL string, tokens TokenFunc, opts Option
 // ticket, as DialRetry's do; when it wraps the *LineError of a player let
 // in with an admission pass (a Client's Err), its pass; otherwise
 // Options.Ticket, if set (a ticket or a pass, Client.Ticket).
+//
+// A cause that wraps ErrReplaced (the gate closed the connection with
+// 4001: a newer connection of the player took its place) is not redialed:
+// Reconnect returns at once with an error wrapping it.
 func Reconnect(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, cause error) (*Client, error) {
+	if errors.Is(cause, ErrReplaced) {
+		return nil, cause
+	}
 	return redial(ctx, rawURL, tokens, opts, 0, RetryAfter(cause), cause)
 }
 
@@ -94,7 +101,7 @@ func redial(ctx context.Context, rawURL string, tokens TokenFunc, opts Options, 
 			c.dialAttempts = attempts
 			return c, nil
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, ErrReplaced) {
 			return nil, err
 		}
 		if permanent(err) {
@@ -195,7 +202,7 @@ func notRedialed(last, why error) error {
 // permanent reports whether a dial error is one that dialing again cannot
 // fix.
 func permanent(err error) bool {
-	if errors.Is(err, errBadURL) || errors.Is(err, errHTTPRefused) || errors.Is(err, ErrSubprotocol) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrCertificate) {
+	if errors.Is(err, ErrReplaced) || errors.Is(err, errBadURL) || errors.Is(err, errHTTPRefused) || errors.Is(err, ErrSubprotocol) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrCertificate) {
 		return true
 	}
 	if e := AsError(err); e != nil {

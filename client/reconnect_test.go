@@ -206,3 +206,44 @@ func TestReconnectAfterNotice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A connection the gate closed with 4001 (a newer connection of the same
+// player replaced it) ends with ErrReplaced, and neither Reconnect nor
+// DialRetry dials again: the newer connection is the player's.
+func TestReplacedIsNotReconnected(t *testing.T) {
+	n := atomic.Int64{}
+	g := newGate(t, func(c *clienttest.Conn) {
+		n.Add(1)
+		_ = c.CloseWith(4001, "replaced by a newer session")
+		_, _ = c.Recv()
+	})
+	clk := clock.NewFake(time.Now())
+	opts := client.Options{Clock: clk, Rand: constRand(0)}
+	old := dial(t, g, "fay", opts)
+	waitDone(t, old)
+	cause := old.Err()
+	if !errors.Is(cause, client.ErrReplaced) || !errors.Is(cause, client.ErrClosed) || client.CloseCode(cause) != 4001 {
+		t.Fatalf("Err() = %v, want ErrReplaced with close 4001", cause)
+	}
+	tok := mint(t, "fay")
+	if c, err := client.Reconnect(ctx5s(t), g.URL(), client.StaticToken(tok), opts, cause); c != nil || !errors.Is(err, client.ErrReplaced) {
+		t.Fatalf("Reconnect after 4001: %v, %v; want ErrReplaced at once", c, err)
+	}
+	if got := n.Load(); got != 1 {
+		t.Fatalf("%d connections, want no redial", got)
+	}
+	// DialRetry whose dial is replaced stops too.
+	// The dial may succeed before the 4001 arrives: then the client ends
+	// with ErrReplaced once it does, and does not redial.
+	c, err := client.DialRetry(ctx5s(t), g.URL(), client.StaticToken(tok), opts)
+	if c != nil {
+		waitDone(t, c)
+		err = c.Err()
+	}
+	if !errors.Is(err, client.ErrReplaced) {
+		t.Fatalf("DialRetry: %v, %v; want ErrReplaced", c, err)
+	}
+	if got := n.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2 (one dial, no redial)", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/jwtauth"
 	"github.com/leveehq/levee/internal/lineapi"
 	"github.com/leveehq/levee/internal/wire"
 	"github.com/leveehq/levee/queue"
@@ -54,6 +55,17 @@ type Config struct {
 	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
 	// the files when they change. Both or neither; neither is plain ws.
 	TLSCert, TLSKey string
+	// TokenKeys (-token-keys) is a key ring file (token.ParseKeys, see
+	// docs/keys.md), read again when it changes; it replaces TokenSecret
+	// (both set is refused).
+	TokenKeys string
+	// Studio JWTs (internal/jwtauth, docs/keys.md): accepted next to Levee
+	// tokens when JWKS is set; JWTIssuer and JWTAudience are then required.
+	JWKS           string        // -jwks: a JWKS file or https URL
+	JWTIssuer      string        // -jwt-issuer: the required iss
+	JWTAudience    string        // -jwt-audience: the required aud
+	JWTPlayerClaim string        // -jwt-player-claim: the claim holding the player id
+	JWTLeeway      time.Duration // -jwt-leeway: clock skew allowed on exp, nbf, iat
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration
@@ -103,6 +115,16 @@ type Config struct {
 	// logic.
 	LogicPushback bool
 
+	// Limits per source address and per player (limits.go). Each is off
+	// at 0, and all are off with Protection.
+	AddrHandshakeRate  float64  // -addr-handshake-rate: handshakes per second per /24 (IPv4) or /64 (IPv6)
+	AddrHandshakeBurst int      // -addr-handshake-burst: the handshake bucket's size per address bucket
+	AddrMaxConns       int      // -addr-max-conns: open connections per address bucket
+	AddrLimitExempt    []string // -addr-limit-exempt: CIDRs not limited per address ("none": every address is)
+	TrustedProxies     []string // -trusted-proxies: CIDRs whose X-Forwarded-For is honoured (rightmost untrusted hop)
+	PlayerRate         float64  // -player-rate: requests per second per player, across its connections
+	PlayerBurst        int      // -player-burst: the player bucket's size
+
 	ShutdownGrace time.Duration // -shutdown-grace: how long in-flight requests may take at shutdown
 	Drain         time.Duration // -drain: NOT_SERVING this long before new connections are refused
 
@@ -146,6 +168,8 @@ func DefaultConfig() Config {
 		OpsAddr:          ":8082",
 		Shards:           8,
 		TokenMaxLifetime: 24 * time.Hour,
+		JWTPlayerClaim:   jwtauth.DefaultPlayerClaim,
+		JWTLeeway:        jwtauth.DefaultLeeway,
 		PingInterval:     20 * time.Second,
 		PongTimeout:      10 * time.Second,
 		WriteTimeout:     5 * time.Second,
@@ -164,6 +188,13 @@ func DefaultConfig() Config {
 		InflightLimit:    true,
 		LogicPushback:    true,
 		ShutdownGrace:    10 * time.Second,
+
+		AddrHandshakeRate:  defaultAddrHandshakeRate,
+		AddrHandshakeBurst: defaultAddrHandshakeBurst,
+		AddrMaxConns:       defaultAddrMaxConns,
+		AddrLimitExempt:    append([]string(nil), defaultAddrLimitExempt...),
+		PlayerRate:         defaultPlayerRate,
+		PlayerBurst:        defaultPlayerBurst,
 
 		LineMode:       "open",
 		LineRate:       1000,
@@ -193,6 +224,10 @@ func (c Config) handshakeCapOn() bool  { return c.Protection && c.HandshakeCap }
 func (c Config) connRateLimitOn() bool { return c.Protection && c.ConnRateLimit }
 func (c Config) inflightLimitOn() bool { return c.Protection && c.InflightLimit }
 func (c Config) logicPushbackOn() bool { return c.Protection && c.LogicPushback }
+func (c Config) addrLimitOn() bool {
+	return c.Protection && (c.AddrHandshakeRate > 0 || c.AddrMaxConns > 0)
+}
+func (c Config) playerLimitOn() bool { return c.Protection && c.PlayerRate > 0 }
 
 // Bounds on the protection knobs: a retry_after must fit the protocol's
 // uint32 milliseconds with room for the jitter, and a bucket's arithmetic
@@ -231,6 +266,9 @@ func (c Config) Validate() error {
 	}
 	if c.Shards <= 0 {
 		return bad("-shards: must be > 0, got %d", c.Shards)
+	}
+	if err := c.validateAuth(); err != nil {
+		return err
 	}
 	if c.Shards < len(c.LogicAddrs) {
 		return bad("-shards: must be >= the number of -logic-addrs (%d), got %d", len(c.LogicAddrs), c.Shards)
@@ -284,7 +322,40 @@ func (c Config) Validate() error {
 	if c.ConnBurst < 1 || c.ConnBurst > maxConnBurst {
 		return bad("-conn-burst: must be in [1, %d], got %d", maxConnBurst, c.ConnBurst)
 	}
+	if err := c.validateLimits(bad); err != nil {
+		return err
+	}
 	return c.validateLine(bad)
+}
+
+// validateLimits checks the per-address and per-player limits.
+func (c Config) validateLimits(bad func(string, ...any) error) error {
+	for _, r := range []struct {
+		flag string
+		v    float64
+	}{{"addr-handshake-rate", c.AddrHandshakeRate}, {"player-rate", c.PlayerRate}} {
+		if math.IsNaN(r.v) || r.v < 0 || r.v > maxConnRate {
+			return bad("-%s: must be in [0, %g] (0: off), got %g", r.flag, float64(maxConnRate), r.v)
+		}
+	}
+	for _, b := range []struct {
+		flag string
+		v    int
+	}{{"addr-handshake-burst", c.AddrHandshakeBurst}, {"player-burst", c.PlayerBurst}} {
+		if b.v < 1 || b.v > maxConnBurst {
+			return bad("-%s: must be in [1, %d], got %d", b.flag, maxConnBurst, b.v)
+		}
+	}
+	if c.AddrMaxConns < 0 {
+		return bad("-addr-max-conns: must be >= 0 (0: off), got %d", c.AddrMaxConns)
+	}
+	if _, err := parsePrefixes("addr-limit-exempt", c.AddrLimitExempt); err != nil {
+		return bad("%v", err)
+	}
+	if _, err := parsePrefixes("trusted-proxies", c.TrustedProxies); err != nil {
+		return bad("%v", err)
+	}
+	return nil
 }
 
 // Bounds on the line's knobs the queue package does not bound itself.

@@ -117,8 +117,8 @@ func TestNewWarnsAboutTheDevSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(s.secret) != DevTokenSecret || !strings.Contains(logs.String(), "development token secret") {
-		t.Fatalf("secret %q, logs %q", s.secret, logs.String())
+	if string(s.signingKey().Secret) != DevTokenSecret || !strings.Contains(logs.String(), "development token secret") {
+		t.Fatalf("secret %q, logs %q", s.signingKey().Secret, logs.String())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

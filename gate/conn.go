@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ type conn struct {
 	shard              int    // the player's logic shard
 	logic              leveev2.LogicClient
 	bucket             tokenBucket // the request rate limit; used by the reader only
+	addrKey            netip.Addr  // the address bucket counting this connection (limits.go); zero if none
 
 	// ctx is cancelled when the connection ends, so work for a player who
 	// has gone is dropped. It is made (by startContext) only when the
@@ -46,6 +48,13 @@ type conn struct {
 	dmu      sync.Mutex // guards closing, cancel and ended
 	closing  bool       // under dmu: the server has sent or is sending a close frame
 	inflight atomic.Int32
+	// One player, one place (replace.go): pending counts the frames being
+	// answered (read, not yet replied to) and the login in progress;
+	// replaced is set when a newer connection of the player replaced this
+	// one, and drained is closed when pending falls to 0 after that.
+	pending  int32         // under dmu
+	replaced atomic.Bool   // set under dmu
+	drained  chan struct{} // under dmu
 
 	// The admission line: lineState is lineIn once admitted; ticket is the
 	// place in line (set before the reader starts); pushed, under wmu, is
@@ -129,6 +138,10 @@ func (c *conn) login(hs *handshake, admitted *leveev2.ServerFrame) bool {
 	if !c.startContext() {
 		return false // the player has gone
 	}
+	if !c.beginPending() {
+		return false // replaced, or closing
+	}
+	defer c.endPending()
 	if !c.s.beginRequest() {
 		hs.End()
 		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
@@ -192,10 +205,12 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		if c.isClosing() {
+		if !c.beginPending() {
 			continue // the server is closing; wait for the player's close frame
 		}
-		c.handleFrame(data)
+		if !c.handleFrame(data) {
+			c.endPending()
+		}
 	}
 }
 

@@ -59,8 +59,8 @@ func TestTokenMaxLifetimeDefaultAndValidation(t *testing.T) {
 func FuzzHandshakeCredentials(f *testing.F) {
 	g := startGate(f, nil, startFakeLogic(f))
 	good := g.tokenFor(f, "alice")
-	ticket := signTicket(g.secret, g.line.id, 7, "alice", t0, t0.Add(time.Minute))
-	long, _ := token.Sign(g.secret, "alice", t0.Add(48*time.Hour))
+	ticket := signTicket(g.signingKey(), g.line.id, 7, "alice", t0, t0.Add(time.Minute))
+	long, _ := token.Sign(g.signingKey().Secret, "alice", t0.Add(48*time.Hour))
 	f.Add("", "token="+url.QueryEscape(good))
 	f.Add("Bearer "+good, "")
 	f.Add("bearer  "+good+" ", "ticket="+url.QueryEscape(ticket))
@@ -76,7 +76,7 @@ func FuzzHandshakeCredentials(f *testing.F) {
 		if authorization != "" {
 			r.Header.Set("Authorization", authorization)
 		}
-		player, err := g.authenticate(r)
+		player, _, err := g.authenticate(r)
 		if err != nil {
 			if player != "" || apperr.Code(err) != leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED {
 				t.Fatalf("refused token: player %q, %v (code %v), want UNAUTHORIZED", player, err, apperr.Code(err))

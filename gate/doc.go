@@ -30,6 +30,9 @@
 // a per-connection mutex.
 //
 // A connection's start, in order (handler.go, conn.go, waiting.go): the
+// limits per source address (limits.go: handshake rate and open
+// connections per /24 or /64, X-Forwarded-For only from -trusted-proxies)
+// refuse before anything else is looked at; the
 // handshake cap gives the upgrade request a handshake (handshake.go), a
 // value with one owner at a time that ends with an idempotent End; the
 // connection cap, the token and the line's precheck may refuse before the
@@ -56,6 +59,17 @@
 //     token as retry_after.
 //   - Per-connection in-flight limit (MaxInFlight): RATE_LIMITED with a
 //     short retry_after.
+//   - Per-player rate limit (PlayerRate, PlayerBurst): a token bucket per
+//     player id across its connections, kept until it is full again;
+//     RATE_LIMITED with the time until a token.
+//   - Per-address limits (AddrHandshakeRate, AddrHandshakeBurst,
+//     AddrMaxConns, AddrLimitExempt, TrustedProxies): RATE_LIMITED or
+//     SERVER_FULL frames with retry_after and 1013, before the token check.
+//
+// One player, one place (replace.go): a gate holds one connection per
+// player id. A newer one takes the older one's place (its ticket in line,
+// or in at once if it was let in) and the older one is closed with 4001
+// once its requests in flight are answered.
 //   - Logic's pushback (LogicPushback): after logic refuses a request for
 //     shard s with RESOURCE_EXHAUSTED and a pushback P, the shard is cooling
 //     for that criticality and the lower ones for P (at most 2 s): such

@@ -9,7 +9,6 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/leveehq/levee/internal/apperr"
-	"github.com/leveehq/levee/internal/token"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 	"github.com/leveehq/levee/queue"
 )
@@ -27,8 +26,16 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	if !s.requireSubprotocol(w, r) {
 		return
 	}
+	// The limits per source address come first: they cost no more than a
+	// map look-up, and a flood from one network must not make the gate
+	// check tokens.
+	addrKey, ok := s.admitAddr(w, r)
+	if !ok {
+		return
+	}
 	var hs handshake
 	if !s.beginHandshake(&hs) {
+		s.addrs.release(addrKey)
 		s.m.rejectHandshakes.Inc()
 		refuseHandshake(w)
 		return
@@ -36,6 +43,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	handedOff, slot := false, false
 	defer func() {
 		if !handedOff {
+			s.addrs.release(addrKey)
 			if slot {
 				s.releaseSlot()
 			}
@@ -54,10 +62,12 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	playerID, err := s.authenticate(r)
+	s.tokenChecks.Add(1)
+	playerID, reason, err := s.authenticate(r)
 	if err != nil {
 		s.m.connections.WithLabelValues(resultUnauthorized).Inc()
-		s.log.Debug("unauthorized connection", "err", err, "remote", r.RemoteAddr)
+		s.m.auth.refusals[reason].Inc()
+		s.log.Debug("unauthorized connection", "reason", reason, "err", err, "remote", r.RemoteAddr)
 		s.refuseUpgraded(w, r, s.errorFrames(apperr.Reply(err, 0), websocket.ClosePolicyViolation, "unauthorized"))
 		return
 	}
@@ -82,6 +92,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		codec:    codec,
 		msgType:  messageType(*codec),
 		playerID: playerID,
+		addrKey:  addrKey,
 	}
 	c.shard, c.logic = s.logic.route(playerID)
 	if s.cfg.connRateLimitOn() {
@@ -116,7 +127,7 @@ func (s *Server) ticketOf(r *http.Request, playerID string, now time.Time) (*tic
 	if tok == "" {
 		return nil, nil
 	}
-	cl, err := verifyTicket(s.secret, tok, playerID, now)
+	cl, err := verifyTicket(s.ring(), tok, playerID, now)
 	if err != nil {
 		return nil, ticketError(err)
 	}
@@ -147,7 +158,10 @@ func (s *Server) refuseLine(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 	now := s.clock.Now()
 	c.wmu.Lock() // nothing is written to c before its first frame below
-	st, how, err := s.line.enter(c, claims, now)
+	st, how, old, err := s.line.enter(c, claims, now)
+	if old != nil {
+		s.replace(old) // one player, one place: c took over old's
+	}
 	if err != nil {
 		c.wmu.Unlock()
 		reason, e, code, text := lineRefusal(err)
@@ -182,25 +196,23 @@ func (s *Server) enterLine(c *conn, hs *handshake, claims *ticketClaims) {
 }
 
 // authenticate reads the token from "Authorization: Bearer <tok>" or the
-// token query parameter and verifies it at the clock's now, refusing one
-// whose expiry lies further ahead than -token-max-lifetime.
-func (s *Server) authenticate(r *http.Request) (string, error) {
+// token query parameter and verifies it (verifyToken): a Levee token
+// against the key ring, refusing one whose expiry lies further ahead than
+// -token-max-lifetime, or a studio JWT against the JWKS. A refusal gives
+// the reason counted in gate_token_refusals_total.
+func (s *Server) authenticate(r *http.Request) (id, reason string, err error) {
 	tok := ""
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, rest, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return "", fmt.Errorf("%w: Authorization is not a Bearer token", apperr.ErrUnauthorized)
+			return "", tokenMissing, fmt.Errorf("%w: Authorization is not a Bearer token", apperr.ErrUnauthorized)
 		}
 		tok = strings.TrimSpace(rest)
 	} else {
 		tok = r.URL.Query().Get("token")
 	}
 	if tok == "" {
-		return "", fmt.Errorf("%w: missing token", apperr.ErrUnauthorized)
+		return "", tokenMissing, fmt.Errorf("%w: missing token", apperr.ErrUnauthorized)
 	}
-	id, err := token.VerifyWithin(s.secret, tok, s.clock.Now(), s.cfg.TokenMaxLifetime)
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", apperr.ErrUnauthorized, err)
-	}
-	return id, nil
+	return s.verifyToken(tok)
 }

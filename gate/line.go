@@ -67,9 +67,10 @@ type line struct {
 	// queue counts as connected always has its connection here.
 	mu       sync.Mutex
 	waiters  map[queue.TicketID]*conn
-	recent   recentAdmits // tickets admitted within grace: their reconnects go first
-	passes   takenPasses  // other lines' passes honoured in the return window (pass.go)
-	nWaiting atomic.Int64 // len(waiters)
+	players  map[string]*conn // every entered connection, by player: one place per player (replace.go)
+	recent   recentAdmits     // tickets admitted within grace: their reconnects go first
+	passes   takenPasses      // other lines' passes honoured in the return window (pass.go)
+	nWaiting atomic.Int64     // len(waiters)
 
 	// ctl serializes operator and auto-pacer changes; it guards auto and
 	// pace.
@@ -133,6 +134,7 @@ func newLine(s *Server, now time.Time) (*line, error) {
 		// player gets to come back.
 		returnUntil: now.Add(cfg.LineGrace),
 		waiters:     map[queue.TicketID]*conn{},
+		players:     map[string]*conn{},
 		auto:        auto,
 		// Starting from the configured rate, inside the bounds.
 		pace: autopace.New(autoConfig(cfg), qc.Rate.PerSecond()),
@@ -174,6 +176,12 @@ func (l *line) setModeName(m queue.Mode, auto bool) {
 // player the line would refuse: a ticket another connection holds, a closed
 // or a full line. enter decides for good after the upgrade.
 func (l *line) precheck(player string, cl *ticketClaims, now time.Time) error {
+	l.mu.Lock()
+	old := l.players[player]
+	l.mu.Unlock()
+	if old != nil && cl == nil {
+		return nil // the player's older connection holds their place: enter takes it over
+	}
 	if cl != nil && cl.Pass {
 		// Let in at once or put at the back (enterPass): only a closed
 		// line refuses it.
@@ -218,9 +226,62 @@ var (
 // registered so the walker can push to it and release it. how says
 // whether the presented ticket was taken back (entryResumed) or a pass let
 // the player in (entryPass).
-func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status, how entry, err error) {
+//
+// One player, one place: when the player already has a connection here
+// (old, returned for the caller to replace), c takes over its place: the
+// ticket it waits with (entryTakeOver), or, when old was let in and c
+// comes without a ticket, in at once (entryReplace). A connection with a
+// ticket or a pass is judged as it always was (a reconnect is unaffected;
+// the ticket old waits with is TICKET_IN_USE, and old stays) and, if it
+// enters, old is replaced all the same.
+func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status, how entry, old *conn, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if old = l.players[c.playerID]; old == c {
+		old = nil
+	}
+	if old != nil {
+		if st, how, ok := l.takeOver(c, old, cl, now); ok {
+			l.players[c.playerID] = c
+			return st, how, old, nil
+		}
+	}
+	if st, how, err = l.enterLocked(c, cl, now); err != nil {
+		return st, how, nil, err
+	}
+	l.players[c.playerID] = c
+	return st, how, old, nil
+}
+
+// takeOver gives c the place of old, the player's older connection (l.mu
+// held); false when the normal entry decides.
+func (l *line) takeOver(c, old *conn, cl *ticketClaims, now time.Time) (queue.Status, entry, bool) {
+	switch old.lineState.Load() {
+	case lineWaiting:
+		if l.waiters[old.ticket] != old || (cl != nil && !cl.Pass && cl.ID == old.ticket) {
+			return queue.Status{}, entryNew, false
+		}
+		st, err := l.q.Position(old.ticket, now)
+		if err != nil || st.State != queue.Waiting {
+			return queue.Status{}, entryNew, false
+		}
+		l.waiters[old.ticket] = c
+		c.ticket = old.ticket
+		c.lineState.Store(lineWaiting)
+		return st, entryTakeOver, true
+	default: // let in, or being let in
+		if cl != nil {
+			return queue.Status{}, entryNew, false
+		}
+		c.ticket = old.ticket
+		c.lineState.Store(lineAdmitting)
+		return queue.Status{Ticket: queue.Ticket{ID: old.ticket, PlayerID: c.playerID}, State: queue.Admitted}, entryReplace, true
+	}
+}
+
+// enterLocked is enter's entry for a player with no other connection here
+// (l.mu held).
+func (l *line) enterLocked(c *conn, cl *ticketClaims, now time.Time) (st queue.Status, how entry, err error) {
 	switch {
 	case cl == nil:
 		st, err = l.q.Join(c.playerID, now, true)
@@ -275,11 +336,14 @@ func (l *line) enter(c *conn, cl *ticketClaims, now time.Time) (st queue.Status,
 // leave is called when a connection ends: a waiting player keeps their
 // place for the grace period.
 func (l *line) leave(c *conn, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.players[c.playerID] == c {
+		delete(l.players, c.playerID)
+	}
 	if c.lineState.Load() != lineWaiting {
 		return
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.waiters[c.ticket] == c {
 		delete(l.waiters, c.ticket)
 		l.nWaiting.Add(-1)
@@ -292,6 +356,9 @@ func (l *line) leave(c *conn, now time.Time) {
 func (l *line) cancel(c *conn, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.players[c.playerID] == c {
+		delete(l.players, c.playerID)
+	}
 	if l.waiters[c.ticket] == c {
 		delete(l.waiters, c.ticket)
 		l.nWaiting.Add(-1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/examples/arena/arenapb"
+	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -32,7 +33,7 @@ func TestPacedLineOrderTicketsAndRelease(t *testing.T) {
 		if st.GetEtaMs() != want*1000 { // position / 1 per second
 			t.Fatalf("%s: eta %d ms, want %d", p, st.GetEtaMs(), want*1000)
 		}
-		if _, err := verifyTicket(g.secret, st.GetTicket(), p, g.clock.Now()); err != nil {
+		if _, err := verifyTicket(g.ring(), st.GetTicket(), p, g.clock.Now()); err != nil {
 			t.Fatalf("%s: ticket: %v", p, err)
 		}
 	}
@@ -245,7 +246,7 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	g := lineGate(t, "queueing", 1, time.Second, nil)
 	a, ast := g.join(t, "alice", "")
 	g.join(t, "bob", "")
-	claims, err := verifyTicket(g.secret, ast.GetTicket(), "alice", g.clock.Now())
+	claims, err := verifyTicket(g.ring(), ast.GetTicket(), "alice", g.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	}
 	unauthorized, forbidden, inUse := leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, leveev2.ErrorCode_ERROR_CODE_FORBIDDEN, leveev2.ErrorCode_ERROR_CODE_TICKET_IN_USE
 	// Admission passes, of this line and of another: refused as tickets.
-	pass := signPass(g.secret, g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour))
+	pass := signPass(g.signingKey(), g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour))
 	psig := strings.LastIndexByte(pass, '.') + 1
 	forgedPass := pass[:psig] + "A" + pass[psig+1:]
 	if pass[psig] == 'A' {
@@ -271,15 +272,15 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	}{
 		{"forged signature", "alice", flipped, unauthorized, "signature"},
 		{"garbage", "alice", "not-a-ticket", unauthorized, "malformed"},
-		{"other secret", "alice", signTicket([]byte("other"), g.line.id, claims.ID, "alice", t0, t0.Add(time.Hour)), unauthorized, "signature"},
-		{"expired", "alice", signTicket(g.secret, g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
+		{"other secret", "alice", signTicket(keyOf([]byte("other")), g.line.id, claims.ID, "alice", t0, t0.Add(time.Hour)), unauthorized, "signature"},
+		{"expired", "alice", signTicket(g.signingKey(), g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
 		{"player token as ticket", "alice", g.tokenFor(t, "alice"), unauthorized, "malformed"},
 		{"another player's", "bob", tok, forbidden, "another player"},
 		{"in use", "alice", tok, inUse, "another connection"},
 		{"forged pass", "alice", forgedPass, unauthorized, "signature"},
-		{"expired pass", "alice", signPass(g.secret, g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
+		{"expired pass", "alice", signPass(g.signingKey(), g.line.id, claims.ID, "alice", t0, t0.Add(-time.Second)), unauthorized, "expired"},
 		{"another player's pass", "bob", pass, forbidden, "another player"},
-		{"pass of another secret", "alice", signPass([]byte("other"), g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour)), unauthorized, "signature"},
+		{"pass of another secret", "alice", signPass(keyOf([]byte("other")), g.line.id+1, claims.ID, "alice", t0, t0.Add(time.Hour)), unauthorized, "signature"},
 	} {
 		e := g.refused(t, g.lineURL(t, tc.player, tc.ticket), tc.code, websocket.ClosePolicyViolation)
 		if !strings.Contains(e.GetMessage(), tc.msg) {
@@ -302,11 +303,22 @@ func TestBadTicketsAreRefusedAndChangeNothing(t *testing.T) {
 	}
 
 	// A t1 ticket of another gate's line (same secret, no join time) is
-	// not an error: the player joins the back.
-	other := signTicketV1(g.secret, g.line.id+1, claims.ID, "alice", t0.Add(time.Hour))
+	// not an error: the player comes as a new arrival, and as alice holds
+	// a place (one player, one place) the new connection takes it over and
+	// the old one is closed with 4001.
+	other := signTicketV1(g.signingKey().Secret, g.line.id+1, claims.ID, "alice", t0.Add(time.Hour))
 	_, st := g.join(t, "alice", other)
-	if st.GetPosition() != 3 || st.GetTicket() == other {
-		t.Fatalf("a ticket from another gate: %v, want the back (3) and a new ticket", st)
+	if st.GetPosition() != 1 || st.GetTicket() == other {
+		t.Fatalf("a ticket from another gate: %v, want alice's one place (1) and this line's ticket", st)
+	}
+	if nu, err := verifyTicket(g.ring(), st.GetTicket(), "alice", g.clock.Now()); err != nil || nu.ID != claims.ID {
+		t.Fatalf("alice's ticket after the second connection: %+v %v, want ticket %v", nu, err, claims.ID)
+	}
+	if code := a.recvClose(); code != apperr.CloseReplaced {
+		t.Fatalf("alice's first connection closed with %d, want %d", code, apperr.CloseReplaced)
+	}
+	if s := g.stats(); s.Length != 2 {
+		t.Fatalf("stats %+v: still two places", s)
 	}
 }
 

@@ -25,23 +25,28 @@ const (
 // Reasons counted by gate_rejections_total; the per-request ones are also
 // counted by gate_request_rejections_total with the request's criticality.
 const (
-	reasonServerFull  = "server_full"   // the connection cap
-	reasonHandshakes  = "handshakes"    // the cap on handshakes in progress
-	reasonRateLimited = "rate_limited"  // a connection's token bucket was empty
-	reasonInflight    = "inflight"      // a connection had too many requests in flight
-	reasonCooling     = "logic_cooling" // logic refused the shard's requests a moment ago (-logic-pushback)
+	reasonServerFull  = "server_full"         // the connection cap
+	reasonHandshakes  = "handshakes"          // the cap on handshakes in progress
+	reasonRateLimited = "rate_limited"        // a connection's token bucket was empty
+	reasonInflight    = "inflight"            // a connection had too many requests in flight
+	reasonCooling     = "logic_cooling"       // logic refused the shard's requests a moment ago (-logic-pushback)
+	reasonPlayerRate  = "player_rate"         // the player's token bucket (all its connections) was empty (-player-rate)
+	reasonAddrRate    = "addr_handshake_rate" // too many handshakes from the source address bucket (-addr-handshake-rate)
+	reasonAddrConns   = "addr_conns"          // too many open connections from the source address bucket (-addr-max-conns)
 )
 
 // requestReasons are the per-request rejection reasons, in index order.
-var requestReasons = [...]string{reasonRateLimited, reasonInflight, reasonCooling}
+var requestReasons = [...]string{reasonRateLimited, reasonInflight, reasonCooling, reasonPlayerRate}
 
 const (
 	reqRateLimited = iota // index into requestReasons
 	reqInflight
 	reqCooling
+	reqPlayerRate
 )
 
 type gateMetrics struct {
+	auth        *authMetrics // token refusals by reason (auth.go)
 	active      prometheus.Gauge
 	connections *prometheus.CounterVec
 	requests    *prometheus.CounterVec
@@ -55,11 +60,16 @@ type gateMetrics struct {
 	// logicUnreachable counts requests refused BUSY without being sent
 	// because their logic instance was unreachable.
 	logicUnreachable prometheus.Counter
+	// replaced counts connections replaced by a newer one of the same
+	// player (gate_sessions_replaced_total).
+	replaced prometheus.Counter
 
 	// Resolved once, so the refusal paths do no label look-ups.
 	fullConns         prometheus.Counter // gate_connections_total{server_full}
 	rejectFull        prometheus.Counter
 	rejectHandshakes  prometheus.Counter
+	rejectAddrRate    prometheus.Counter
+	rejectAddrConns   prometheus.Counter
 	rejectRequest     [len(requestReasons)]prometheus.Counter
 	rejectRequestCrit [len(requestReasons)][priority.NumClasses]prometheus.Counter // [reason][Class.Index]
 
@@ -90,6 +100,10 @@ func newMetrics(reg prometheus.Registerer, actions map[string]*action, handshake
 			Name: "gate_logic_unreachable_total",
 			Help: "Player requests refused BUSY without being sent, because the connection to their logic instance was failing.",
 		}),
+		replaced: f.NewCounter(prometheus.CounterOpts{
+			Name: "gate_sessions_replaced_total",
+			Help: "Player connections closed with 4001 because a newer connection of the same player id took their place (one player, one place).",
+		}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_requests_total",
 			Help: "Player requests answered, by action and outcome (ok or the error code).",
@@ -102,11 +116,11 @@ func newMetrics(reg prometheus.Registerer, actions map[string]*action, handshake
 		rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_rejections_total",
 			Help: "Connections and requests the gate's own overload protection refused, by reason " +
-				"(server_full, handshakes, rate_limited, inflight, logic_cooling).",
+				"(server_full, handshakes, rate_limited, inflight, logic_cooling, player_rate, addr_handshake_rate, addr_conns).",
 		}, []string{"reason"}),
 		reqRejects: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_request_rejections_total",
-			Help: "Requests the gate refused itself, by reason (rate_limited, inflight, logic_cooling) and criticality.",
+			Help: "Requests the gate refused itself, by reason (rate_limited, inflight, logic_cooling, player_rate) and criticality.",
 		}, []string{"reason", "criticality"}),
 		upgrades: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "gate_criticality_upgrades_refused_total",
@@ -134,6 +148,8 @@ func newMetrics(reg prometheus.Registerer, actions map[string]*action, handshake
 	m.fullConns = m.connections.WithLabelValues(resultServerFull)
 	m.rejectFull = m.rejections.WithLabelValues(reasonServerFull)
 	m.rejectHandshakes = m.rejections.WithLabelValues(reasonHandshakes)
+	m.rejectAddrRate = m.rejections.WithLabelValues(reasonAddrRate)
+	m.rejectAddrConns = m.rejections.WithLabelValues(reasonAddrConns)
 	for i, r := range requestReasons {
 		m.rejectRequest[i] = m.rejections.WithLabelValues(r)
 		for _, c := range priority.Classes {

@@ -60,9 +60,11 @@ const maxTakenPasses = 1 << 18
 type entry uint8
 
 const (
-	entryNew     entry = iota // as a new arrival: the back, the priority lane, or in at once (open, empty line)
-	entryResumed              // its ticket's place taken back (Resume, Rejoin)
-	entryPass                 // let in at once by another line's pass
+	entryNew      entry = iota // as a new arrival: the back, the priority lane, or in at once (open, empty line)
+	entryResumed               // its ticket's place taken back (Resume, Rejoin)
+	entryPass                  // let in at once by another line's pass
+	entryTakeOver              // took over the place of the player's older waiting connection (replace.go)
+	entryReplace               // let in at once: the player's older connection was let in (replace.go)
 )
 
 // enterPass is enter for an admission pass cl (l.mu held): see above.
@@ -117,7 +119,7 @@ func (l *line) enterPass(c *conn, cl *ticketClaims, now time.Time) (st queue.Sta
 // admittedFrame is the Admitted push for player, let in from ticket id of
 // this line at now after waiting waited, with its pass.
 func (s *Server) admittedFrame(player string, id queue.TicketID, waited time.Duration, now time.Time) *leveev2.ServerFrame {
-	pass := signPass(s.secret, s.line.id, id, player, now, now.Add(passTTL))
+	pass := signPass(s.signingKey(), s.line.id, id, player, now, now.Add(passTTL))
 	return &leveev2.ServerFrame{Payload: &leveev2.ServerFrame_Admitted{Admitted: &leveev2.Admitted{
 		WaitedMs: uint64(max(waited, 0).Milliseconds()),
 		Ticket:   pass,

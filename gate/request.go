@@ -25,10 +25,13 @@ const (
 // handleFrame answers one frame: at once with a typed error when it cannot
 // be routed or a limit refuses it, otherwise from a goroutine of its own, so
 // the reader never blocks on logic. Every frame gets exactly one reply.
+// The reader counted the frame as pending (beginPending); handleFrame
+// reports whether that goroutine took the count over (and ends it once the
+// reply is written), else the reader ends it.
 //
 // Every frame read costs a token of the connection's rate limit, malformed
 // ones included, so a flood of garbage is throttled like any other.
-func (c *conn) handleFrame(data []byte) {
+func (c *conn) handleFrame(data []byte) (async bool) {
 	start := time.Now()
 	c.heard() // any frame is a sign of life
 	f, req, refusal := c.s.decodeFrame(c.codec, data)
@@ -43,20 +46,34 @@ func (c *conn) handleFrame(data []byte) {
 	if refusal != nil {
 		id = refusal.GetRequestId() // the id decodeFrame could read, if any
 	}
+	if c.replaced.Load() {
+		// A newer connection of the player took over; this one closes
+		// (4001) once what it has in flight is answered.
+		c.reply(name, start, errorFrame(id, apperr.ErrReplaced, 0))
+		return false
+	}
 	if c.s.cfg.connRateLimitOn() {
 		if wait, ok := c.bucket.allow(c.s.clock.Now()); !ok {
 			c.s.rejectRequest(reqRateLimited, class)
 			c.reply(name, start, errorFrame(id, errRateLimited, ceilMillis(wait)))
-			return
+			return false
+		}
+	}
+	if c.s.pLimits.on() {
+		// The player's rate, across all its connections on this gate.
+		if wait, ok := c.s.pLimits.allow(c.playerID, c.s.clock.Now()); !ok {
+			c.s.rejectRequest(reqPlayerRate, class)
+			c.reply(name, start, errorFrame(id, errPlayerRate, ceilMillis(wait)))
+			return false
 		}
 	}
 	if refusal != nil {
 		c.reply(actionInvalid, start, refusal)
-		return
+		return false
 	}
 	if c.lineState.Load() != lineIn {
 		c.reply(name, start, errorFrame(id, errNotAdmitted, c.s.line.notAdmittedRetry(c, c.s.clock.Now())))
-		return
+		return false
 	}
 	shard, lc := c.shard, c.logic
 	if a.target != nil {
@@ -66,7 +83,7 @@ func (c *conn) handleFrame(data []byte) {
 		if err != nil {
 			c.s.log.Error("routing a request", "action", name, "err", err)
 			c.reply(name, start, errorFrame(id, apperr.ErrInternal, 0))
-			return
+			return false
 		}
 		if target != c.playerID {
 			shard, lc = c.s.logic.route(target)
@@ -74,7 +91,7 @@ func (c *conn) handleFrame(data []byte) {
 	}
 	if !c.s.beginRequest() {
 		c.reply(name, start, errorFrame(id, apperr.ErrShuttingDown, shuttingDownRetryAfter))
-		return
+		return false
 	}
 	if c.s.cfg.logicPushbackOn() {
 		// Logic refused this shard's requests of this class a moment ago:
@@ -83,7 +100,7 @@ func (c *conn) handleFrame(data []byte) {
 			c.s.endRequest()
 			c.s.rejectRequest(reqCooling, class)
 			c.reply(name, start, c.s.cooling.refusal(id, shard, left))
-			return
+			return false
 		}
 	}
 	if n := c.inflight.Add(1); c.s.cfg.inflightLimitOn() && int(n) > c.s.cfg.MaxInFlight {
@@ -91,9 +108,10 @@ func (c *conn) handleFrame(data []byte) {
 		c.s.endRequest()
 		c.s.rejectRequest(reqInflight, class)
 		c.reply(name, start, errorFrame(id, errInflight, inflightRetryAfter))
-		return
+		return false
 	}
 	go func() {
+		defer c.endPending()   // last: the reply is out before a replaced connection closes
 		defer c.s.endRequest() // after the reply is written, so shutdown waits for it
 		out := c.s.do(c.ctx, shard, lc, logicRequest(c.playerID, f), class, a.kind, c.budget(f))
 		// The slot is free before the player can see the reply, so a player
@@ -101,6 +119,7 @@ func (c *conn) handleFrame(data []byte) {
 		c.inflight.Add(-1)
 		c.reply(name, start, out)
 	}()
+	return true
 }
 
 // errNotAdmitted answers a request from a player still in the line.

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/wire"
@@ -63,8 +64,8 @@ func TestRestartedGateGivesPlacesBack(t *testing.T) {
 		if st.GetPosition() != x.pos {
 			t.Fatalf("%s back at %d, want %d", x.p, st.GetPosition(), x.pos)
 		}
-		old, _ := verifyTicket(g2.secret, tickets[x.p], x.p, g2.clock.Now())
-		nu, err := verifyTicket(g2.secret, st.GetTicket(), x.p, g2.clock.Now())
+		old, _ := verifyTicket(g2.ring(), tickets[x.p], x.p, g2.clock.Now())
+		nu, err := verifyTicket(g2.ring(), st.GetTicket(), x.p, g2.clock.Now())
 		if err != nil || nu.Line != g2.line.id || nu.ID != old.ID || !nu.Joined.Equal(old.Joined) {
 			t.Fatalf("%s: new ticket %+v (%v), want this line's with id %v joined %v", x.p, nu, err, old.ID, old.Joined)
 		}
@@ -185,8 +186,8 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 	passes := map[string]string{}
 	for _, p := range players[:3] {
 		a := clients[p].recvAdmittedSkipping(p)
-		cl, err := verifyTicket(g1.secret, a.GetTicket(), p, g1.clock.Now())
-		old, _ := verifyTicket(g1.secret, tickets[p], p, g1.clock.Now())
+		cl, err := verifyTicket(g1.ring(), a.GetTicket(), p, g1.clock.Now())
+		old, _ := verifyTicket(g1.ring(), tickets[p], p, g1.clock.Now())
 		if err != nil || !cl.Pass || cl.Line != g1.line.id || cl.ID != old.ID {
 			t.Fatalf("%s: Admitted pass %q: %+v %v, want a pass of ticket %v", p, a.GetTicket(), cl, err, old.ID)
 		}
@@ -231,8 +232,8 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 			if a.GetWaitedMs() != 0 {
 				t.Errorf("%s: waited %d ms, want 0", p, a.GetWaitedMs())
 			}
-			old, _ := verifyTicket(g2.secret, pass, p, g2.clock.Now())
-			nu, err := verifyTicket(g2.secret, a.GetTicket(), p, g2.clock.Now())
+			old, _ := verifyTicket(g2.ring(), pass, p, g2.clock.Now())
+			nu, err := verifyTicket(g2.ring(), a.GetTicket(), p, g2.clock.Now())
 			if err != nil || !nu.Pass || nu.Line != g2.line.id || nu.ID != old.ID {
 				t.Fatalf("%s: new pass %+v (%v), want this line's with id %v", p, nu, err, old.ID)
 			}
@@ -267,14 +268,21 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 	g2.refused(t, g2.lineURL(t, "p2", forged), leveev2.ErrorCode_ERROR_CODE_UNAUTHORIZED, websocket.ClosePolicyViolation)
 
 	// A pass shown again (p0's first connection is still open) joins the
-	// back; so does a t2 ticket of a player let in, as before.
+	// back; so does a t2 ticket of a player let in, as before. p0's first
+	// connection is replaced (one player, one place): 4001; a filler takes
+	// its slot, so the gate is at its cap again.
 	replay, st := g2.join(t, "p0", passes["p0"])
 	if st.GetPosition() != 5 {
 		t.Fatalf("p0's pass replayed: at %d, want the back (5)", st.GetPosition())
 	}
+	if code := back["p0"].recvClose(); code != apperr.CloseReplaced {
+		t.Fatalf("p0's first connection: close %d, want %d", code, apperr.CloseReplaced)
+	}
+	testwait.Until(t, "p0's first connection to be gone", func() bool { return g2.slots.Load() < capN })
+	filler, _ := g2.join(t, "filler", "")
 	// At the cap (late, six back, the replay: 8), a pass holder is refused
 	// before the line, and the refusal does not use the pass up.
-	extra := signPass(g2.secret, g1Line, 0x5eed, "extra", t0, t0.Add(time.Hour))
+	extra := signPass(g2.signingKey(), g1Line, 0x5eed, "extra", t0, t0.Add(time.Hour))
 	g2.refused(t, g2.lineURL(t, "extra", extra), leveev2.ErrorCode_ERROR_CODE_SERVER_FULL, websocket.CloseTryAgainLater)
 	g2.closeClient(t, replay, 1)
 	testwait.Until(t, "a free slot", func() bool { return g2.slots.Load() < capN })
@@ -293,10 +301,11 @@ func TestRestartedGateLetsAdmittedPlayersBackAtOnce(t *testing.T) {
 	}
 
 	// After the return window, another line's pass joins the back.
+	g2.closeClient(t, filler, 2) // away with p0's replay; both dropped after the grace
 	g2.advance(t, g2.cfg.LineGrace)
 	_ = c.ws.Close()
 	testwait.Until(t, "extra to be gone", func() bool { return g2.slots.Load() < capN })
-	late := signPass(g2.secret, g1Line, 0x1a7e, "tardy", t0, t0.Add(time.Hour))
+	late := signPass(g2.signingKey(), g1Line, 0x1a7e, "tardy", t0, t0.Add(time.Hour))
 	_, st = g2.join(t, "tardy", late)
 	var line []string
 	for _, s := range g2.line.q.AppendPositions(nil, g2.clock.Now()) {

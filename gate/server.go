@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,9 @@ type Server struct {
 	actions map[string]*action // the declared actions, by name
 	log     *slog.Logger
 	clock   clock.Clock
-	secret  []byte
+	keys    keySource                 // player tokens' and tickets' keys
+	jwt     jwtVerifier               // studio JWTs; nil without -jwks
+	jwtRun  func(ctx context.Context) // the JWKS fetcher (a URL's); nil without -jwks
 	reg     *prometheus.Registry
 	m       *gateMetrics
 
@@ -74,6 +77,9 @@ type Server struct {
 	// handshakes counts connections starting: from the upgrade request
 	// until the player is welcomed or refused.
 	handshakes atomic.Int64
+	// tokenChecks counts the player tokens checked (authenticate), so
+	// tests can show a refusal came before that cost.
+	tokenChecks atomic.Int64
 
 	// baseCtx is the parent of every connection's context. It is cancelled
 	// when shutdown gives up waiting for in-flight requests.
@@ -87,6 +93,15 @@ type Server struct {
 	pressure autopace.Pressure
 	cooling  *coolingTable  // logic's pushback per shard (-logic-pushback)
 	admitWG  sync.WaitGroup // logins of players released from the line
+	// The limits per source address and per player (limits.go); nil when
+	// off. trusted are the -trusted-proxies.
+	addrs   *addrLimits
+	pLimits *playerLimits
+	trusted []netip.Prefix
+
+	// replaceWG: the goroutines closing replaced connections once their
+	// requests are answered (replace.go).
+	replaceWG sync.WaitGroup
 
 	mu       sync.RWMutex // guards draining against new conns and requests
 	draining bool
@@ -123,18 +138,12 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	secret := cfg.TokenSecret
-	if secret == "" {
-		logger.Warn("using the development token secret; set -token-secret in production")
-		secret = DevTokenSecret
-	}
 	s := &Server{
-		cfg:    cfg,
-		log:    logger,
-		clock:  cfg.Clock,
-		secret: []byte(secret),
-		reg:    metrics.NewRegistry("gate"),
-		ka:     newKeepalive(cfg.PingInterval, cfg.PongTimeout),
+		cfg:   cfg,
+		log:   logger,
+		clock: cfg.Clock,
+		reg:   metrics.NewRegistry("gate"),
+		ka:    newKeepalive(cfg.PingInterval, cfg.PongTimeout),
 	}
 	if err := cfg.Security.RegisterMetrics(s.reg, "gate"); err != nil {
 		return nil, err
@@ -145,6 +154,9 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 	s.actions = newActions(s.def)
 	s.conns = newConnSet(s.ka.slots)
 	s.cooling = newCoolingTable(cfg.Shards)
+	if err := s.newLimits(); err != nil {
+		return nil, err
+	}
 	connCap := 0
 	if cfg.connCapOn() {
 		connCap = cfg.MaxConns
@@ -156,6 +168,15 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.m.line = newLineMetrics(s.reg)
+	s.m.auth = newAuthMetrics(s.reg)
+	if s.keys, err = newKeySource(cfg, logger, s.m.auth); err != nil {
+		return nil, err
+	}
+	if v, err := newJWT(cfg, logger, s.m.auth); err != nil {
+		return nil, err
+	} else if v != nil {
+		s.jwt, s.jwtRun = v, v.Run
+	}
 	s.m.keepalive = newKeepaliveMetrics(s.reg)
 	if s.line, err = newLine(s, cfg.Clock.Now()); err != nil {
 		return nil, err
@@ -320,6 +341,9 @@ func (s *Server) start(ctx context.Context, fail func(error)) {
 	s.pinger.Go(func() { s.keepalive(pingCtx) })
 	s.lineLoops.Go(func() { s.line.run(ctx) })
 	s.lineLoops.Go(func() { s.autoLoop(ctx) })
+	if s.jwtRun != nil {
+		s.lineLoops.Go(func() { s.jwtRun(ctx) }) // the JWKS fetcher, stopped with Run's context
+	}
 	s.log.Info("gate serving", "tls", s.TLS(), "addr", s.Addr().String(), "grpc_addr", s.GRPCAddr().String(),
 		"ops_addr", s.OpsAddr().String(), "logic_addrs", s.cfg.LogicAddrs, "shards", s.cfg.Shards)
 }
@@ -362,7 +386,8 @@ func (s *Server) drain(ctx context.Context) error {
 		}
 		s.connWG.Wait()
 	}
-	s.admitWG.Wait() // their logins ended with the requests above
+	s.admitWG.Wait()   // their logins ended with the requests above
+	s.replaceWG.Wait() // their connections' requests ended with them too
 	s.cancelBase()
 	s.stopPing()
 	s.pinger.Wait()
@@ -485,6 +510,7 @@ func (s *Server) untrack(c *conn) {
 	s.conns.remove(c)
 	s.mu.Unlock()
 	s.releaseSlot() // before the gauge, so a gauge that went down means a free slot
+	s.addrs.release(c.addrKey)
 	s.m.active.Dec()
 	s.connWG.Done()
 }

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -21,7 +20,12 @@ import (
 //	"t2.<line id, hex>.<ticket id, hex>.<base64url(player id)>.<joined unix ms>.<expiry unix>.<base64url(mac)>"
 //
 // mac is HMAC-SHA256, keyed with the gate's token secret, over everything
-// before the last dot. The line id is drawn at random when a gate starts, so
+// before the last dot. A gate with a key ring (-token-keys) signs with its
+// current key and names it, "t3.<key id>.<line id>…" (and "a2.<key id>.…"
+// for a pass), the rest as t2 (a1); such a ticket verifies while its key is
+// in the ring and not retired, so a rotation keeps the line's places. A
+// t2, t1 or a1 ticket verifies with the key that verifies v1 player tokens
+// (-token-secret, or the ring's "v1" key). The line id is drawn at random when a gate starts, so
 // a ticket from another gate (or an earlier run of this one) is recognised
 // as such. joined is when the player first joined a line (kept across
 // rejoins), so that a line that never saw the ticket can put it back in
@@ -49,15 +53,26 @@ var (
 	ErrTicketSignature = errors.New("gate: bad ticket signature")
 	ErrTicketExpired   = errors.New("gate: ticket expired")
 	ErrTicketPlayer    = errors.New("gate: ticket belongs to another player")
+	// ErrTicketKey wraps token.ErrUnknownKey or token.ErrRetiredKey: the
+	// ticket names a key the ring does not hold or that has retired.
+	ErrTicketKey = errors.New("gate: ticket key not accepted")
 )
 
 // ticketVersion tags ticket tokens; player tokens start with "v1.".
 // ticketVersionV1 is the older format, without a join time.
 // passVersion tags admission passes.
+// ticketVersionKeyed and passVersionKeyed are t2 and a1 with a key id.
 const (
-	ticketVersion   = "t2"
-	ticketVersionV1 = "t1"
-	passVersion     = "a1"
+	ticketVersion      = "t2"
+	ticketVersionV1    = "t1"
+	passVersion        = "a1"
+	ticketVersionKeyed = "t3"
+	passVersionKeyed   = "a2"
+)
+
+var (
+	keyedVersion   = map[string]string{ticketVersion: ticketVersionKeyed, passVersion: passVersionKeyed}
+	unkeyedVersion = map[string]string{ticketVersionKeyed: ticketVersion, passVersionKeyed: passVersion}
 )
 
 // ticketTTL is how long a ticket token is valid: longer than any line is
@@ -89,31 +104,34 @@ type ticketClaims struct {
 
 var ticketB64 = base64.RawURLEncoding.Strict()
 
-func ticketMAC(secret []byte, payload string) []byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(payload))
-	return h.Sum(nil)
-}
-
 // signTicket returns the token of ticket id in line for player, who joined
-// at joined (kept in ms), valid until exp (whole seconds).
-func signTicket(secret []byte, line uint64, id queue.TicketID, player string, joined, exp time.Time) string {
-	return signPlace(secret, ticketVersion, line, id, player, joined, exp)
+// at joined (kept in ms), valid until exp (whole seconds), signed with k.
+func signTicket(k *token.Key, line uint64, id queue.TicketID, player string, joined, exp time.Time) string {
+	return signPlace(k, ticketVersion, line, id, player, joined, exp)
 }
 
 // signPass returns the admission pass of ticket id in line for player, let
-// in at admitted (kept in ms), valid until exp (whole seconds).
-func signPass(secret []byte, line uint64, id queue.TicketID, player string, admitted, exp time.Time) string {
-	return signPlace(secret, passVersion, line, id, player, admitted, exp)
+// in at admitted (kept in ms), valid until exp (whole seconds), signed
+// with k.
+func signPass(k *token.Key, line uint64, id queue.TicketID, player string, admitted, exp time.Time) string {
+	return signPlace(k, passVersion, line, id, player, admitted, exp)
 }
 
-// signPlace signs a t2 ticket or an a1 pass: at is the join or admission
-// time.
-func signPlace(secret []byte, version string, line uint64, id queue.TicketID, player string, at, exp time.Time) string {
+// signPlace signs a ticket or a pass: at is the join or admission time. A
+// key with an id (a -token-keys ring) gives the t3/a2 form that names it; the
+// key of -token-secret, which has none, gives t2/a1 as before.
+func signPlace(k *token.Key, version string, line uint64, id queue.TicketID, player string, at, exp time.Time) string {
 	var b strings.Builder
-	b.Grow(120)
+	b.Grow(160)
+	if k.ID != "" {
+		version = keyedVersion[version]
+	}
 	b.WriteString(version)
 	b.WriteByte('.')
+	if k.ID != "" {
+		b.WriteString(k.ID)
+		b.WriteByte('.')
+	}
 	b.WriteString(strconv.FormatUint(line, 16))
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatUint(uint64(id), 16))
@@ -124,13 +142,13 @@ func signPlace(secret []byte, version string, line uint64, id queue.TicketID, pl
 	b.WriteByte('.')
 	b.WriteString(strconv.FormatInt(exp.Unix(), 10))
 	payload := b.String()
-	return payload + "." + ticketB64.EncodeToString(ticketMAC(secret, payload))
+	return payload + "." + ticketB64.EncodeToString(k.MAC(payload))
 }
 
 // verifyTicket checks tok's signature (in constant time), its expiry at now
 // and that it was given to player, for a ticket (t2, t1) or a pass (a1,
 // claims.Pass). The errors are the ErrTicket* ones.
-func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaims, error) {
+func verifyTicket(ring *token.Ring, tok, player string, now time.Time) (ticketClaims, error) {
 	if len(tok) > maxTicketLen {
 		return ticketClaims{}, fmt.Errorf("%w: longer than %d bytes", ErrTicketMalformed, maxTicketLen)
 	}
@@ -141,7 +159,13 @@ func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaim
 		}
 	}
 	parts := strings.Split(tok, ".")
+	kid := ""
 	switch {
+	case len(parts) == 8 && (parts[0] == ticketVersionKeyed || parts[0] == passVersionKeyed) && token.ValidKeyID(parts[1]):
+		// t3/a2: as t2/a1 with the key id after the tag.
+		kid = parts[1]
+		parts = append(parts[:1:1], parts[2:]...)
+		parts[0] = unkeyedVersion[parts[0]]
 	case len(parts) == 7 && (parts[0] == ticketVersion || parts[0] == passVersion):
 	case len(parts) == 6 && parts[0] == ticketVersionV1:
 	default:
@@ -152,11 +176,15 @@ func verifyTicket(secret []byte, tok, player string, now time.Time) (ticketClaim
 	if err != nil {
 		return ticketClaims{}, ErrTicketMalformed
 	}
+	k, err := ring.Lookup(kid, now)
+	if err != nil {
+		return ticketClaims{}, fmt.Errorf("%w: %w", ErrTicketKey, err)
+	}
 	payload := tok[:len(tok)-len(last)-1]
-	if !hmac.Equal(sig, ticketMAC(secret, payload)) {
+	if !hmac.Equal(sig, k.MAC(payload)) {
 		return ticketClaims{}, ErrTicketSignature
 	}
-	// Signed by this secret, so the fields are ours; parse them anyway.
+	// Signed by a key of ours, so the fields are ours; parse them anyway.
 	line, err1 := strconv.ParseUint(parts[1], 16, 64)
 	id, err2 := strconv.ParseUint(parts[2], 16, 64)
 	p, err3 := ticketB64.DecodeString(parts[3])

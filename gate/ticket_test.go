@@ -15,18 +15,18 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 	secret := []byte("k")
 	now := t0
 	joined := now.Add(-90*time.Second - 123*time.Millisecond)
-	tok := signTicket(secret, 0xabc, 42, "alice", joined, now.Add(time.Hour))
-	c, err := verifyTicket(secret, tok, "alice", now)
+	tok := signTicket(keyOf(secret), 0xabc, 42, "alice", joined, now.Add(time.Hour))
+	c, err := verifyTicket(token.NewSecretRing(secret), tok, "alice", now)
 	if err != nil || c.Line != 0xabc || c.ID != 42 || c.Player != "alice" || !c.Joined.Equal(joined) || !c.Expiry.Equal(now.Add(time.Hour)) || c.foreign {
 		t.Fatalf("verify: %+v %v", c, err)
 	}
 	old := signTicketV1(secret, 0xabc, 42, "alice", now.Add(time.Hour))
-	if c, err := verifyTicket(secret, old, "alice", now); err != nil || c.ID != 42 || !c.Joined.IsZero() {
+	if c, err := verifyTicket(token.NewSecretRing(secret), old, "alice", now); err != nil || c.ID != 42 || !c.Joined.IsZero() {
 		t.Fatalf("a t1 ticket: %+v %v", c, err)
 	}
 	admitted := now.Add(-30*time.Second - 7*time.Millisecond)
-	pass := signPass(secret, 0xabc, 42, "alice", admitted, now.Add(time.Hour))
-	if c, err := verifyTicket(secret, pass, "alice", now); err != nil || !c.Pass || c.Line != 0xabc || c.ID != 42 || !c.Admitted.Equal(admitted) || !c.Joined.IsZero() {
+	pass := signPass(keyOf(secret), 0xabc, 42, "alice", admitted, now.Add(time.Hour))
+	if c, err := verifyTicket(token.NewSecretRing(secret), pass, "alice", now); err != nil || !c.Pass || c.Line != 0xabc || c.ID != 42 || !c.Admitted.Equal(admitted) || !c.Joined.IsZero() {
 		t.Fatalf("a pass: %+v %v", c, err)
 	}
 	oldParts := strings.Split(old, ".")
@@ -47,7 +47,7 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 	}{
 		{"other player", tok, "bob", now, ErrTicketPlayer},
 		{"expired", tok, "alice", now.Add(time.Hour), ErrTicketExpired},
-		{"other secret", signTicket([]byte("x"), 0xabc, 42, "alice", joined, now.Add(time.Hour)), "alice", now, ErrTicketSignature},
+		{"other secret", signTicket(keyOf([]byte("x")), 0xabc, 42, "alice", joined, now.Add(time.Hour)), "alice", now, ErrTicketSignature},
 		{"id changed", swap(2, "2b"), "alice", now, ErrTicketSignature},
 		{"line changed", swap(1, "abd"), "alice", now, ErrTicketSignature},
 		{"join time moved earlier", swap(4, "1"), "alice", now, ErrTicketSignature},
@@ -67,7 +67,7 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 		{"bad signature encoding", swap(6, "!!"), "alice", now, ErrTicketMalformed},
 		{"pass: other player", pass, "bob", now, ErrTicketPlayer},
 		{"pass: expired", pass, "alice", now.Add(time.Hour), ErrTicketExpired},
-		{"pass: other secret", signPass([]byte("x"), 0xabc, 42, "alice", admitted, now.Add(time.Hour)), "alice", now, ErrTicketSignature},
+		{"pass: other secret", signPass(keyOf([]byte("x")), 0xabc, 42, "alice", admitted, now.Add(time.Hour)), "alice", now, ErrTicketSignature},
 		{"pass: id changed", swapPass(2, "2b"), "alice", now, ErrTicketSignature},
 		{"pass: line changed", swapPass(1, "abd"), "alice", now, ErrTicketSignature},
 		{"pass: admission time moved", swapPass(4, "1"), "alice", now, ErrTicketSignature},
@@ -80,7 +80,7 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 		{"pass: bad signature encoding", swapPass(6, "!!"), "alice", now, ErrTicketMalformed},
 		{"pass: too long", pass + strings.Repeat("A", 200), "alice", now, ErrTicketMalformed},
 	} {
-		if _, err := verifyTicket(secret, tc.tok, tc.player, tc.at); !errors.Is(err, tc.want) {
+		if _, err := verifyTicket(token.NewSecretRing(secret), tc.tok, tc.player, tc.at); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -92,21 +92,21 @@ func TestTicketRoundTripAndRefusals(t *testing.T) {
 
 func FuzzVerifyTicket(f *testing.F) {
 	secret := []byte("k")
-	f.Add(signTicket(secret, 1, 2, "alice", t0.Add(-time.Minute), t0.Add(time.Hour)))
+	f.Add(signTicket(keyOf(secret), 1, 2, "alice", t0.Add(-time.Minute), t0.Add(time.Hour)))
 	f.Add(signTicketV1(secret, 1, 2, "alice", t0.Add(time.Hour)))
 	f.Add("t1.....")
 	f.Add("t2......")
-	f.Add(signPass(secret, 1, 2, "alice", t0.Add(-time.Second), t0.Add(time.Hour)))
+	f.Add(signPass(keyOf(secret), 1, 2, "alice", t0.Add(-time.Second), t0.Add(time.Hour)))
 	f.Add("a1......")
 	f.Fuzz(func(t *testing.T, tok string) {
-		c, err := verifyTicket(secret, tok, "alice", t0)
+		c, err := verifyTicket(token.NewSecretRing(secret), tok, "alice", t0)
 		if err != nil {
 			return
 		}
-		want := signTicket(secret, c.Line, c.ID, c.Player, c.Joined, c.Expiry)
+		want := signTicket(keyOf(secret), c.Line, c.ID, c.Player, c.Joined, c.Expiry)
 		switch {
 		case c.Pass:
-			want = signPass(secret, c.Line, c.ID, c.Player, c.Admitted, c.Expiry)
+			want = signPass(keyOf(secret), c.Line, c.ID, c.Player, c.Admitted, c.Expiry)
 		case c.Joined.IsZero():
 			want = signTicketV1(secret, c.Line, c.ID, c.Player, c.Expiry)
 		}
@@ -120,5 +120,11 @@ func FuzzVerifyTicket(f *testing.F) {
 // gates before the t2 format signed them.
 func signTicketV1(secret []byte, line uint64, id queue.TicketID, player string, exp time.Time) string {
 	payload := fmt.Sprintf("t1.%x.%x.%s.%d", line, uint64(id), ticketB64.EncodeToString([]byte(player)), exp.Unix())
-	return payload + "." + ticketB64.EncodeToString(ticketMAC(secret, payload))
+	return payload + "." + ticketB64.EncodeToString(keyOf(secret).MAC(payload))
+}
+
+// keyOf is the ticket key of -token-secret secret (no key id: t2, a1).
+func keyOf(secret []byte) *token.Key {
+	k := token.NewSecretRing(secret).Current()
+	return &k
 }

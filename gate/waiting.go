@@ -151,7 +151,7 @@ func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 	now := c.s.clock.Now()
 	gen := l.generation() // before the stats: a change after it is pushed again
 	info := l.pushInfo(l.q.Stats(now))
-	tok := signTicket(c.s.secret, l.id, c.ticket, c.playerID, st.Ticket.Joined, time.Unix(exp, 0))
+	tok := signTicket(c.s.signingKey(), l.id, c.ticket, c.playerID, st.Ticket.Joined, time.Unix(exp, 0))
 	data, err := c.encode(statusFrame(st.Position, st.ETA, &info, tok), "")
 	if err == nil {
 		err = c.writeLocked(data, c.s.cfg.WriteTimeout)

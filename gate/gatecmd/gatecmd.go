@@ -9,7 +9,7 @@
 //
 //	gate -logic-addrs logic-0:9000,logic-1:9000 [flags]
 //	gate healthcheck [-addr 127.0.0.1:8081]
-//	gate token -player alice [-ttl 24h] [-token-secret ...]
+//	gate token -player alice [-ttl 24h] [-token-secret ... | -token-keys FILE]
 //
 // Every flag can also be set from the environment as GATE_<FLAG>, e.g.
 // GATE_TOKEN_SECRET for -token-secret.
@@ -95,7 +95,13 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
 			fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate (chain) of the gate's public name: with -tls-key, the player port serves wss:// and https:// and the ops port https:// (TLS 1.2+, session resumption on); re-read when the file changes, without a restart. Neither: plain ws://")
 			fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key of -tls-cert")
-			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens (empty: the public development secret)")
+			fs.StringVar(&cfg.TokenSecret, "token-secret", cfg.TokenSecret, "HMAC secret for player tokens and tickets, a one-key ring that signs and verifies v1 tokens (empty, without -token-keys: the public development secret)")
+			fs.StringVar(&cfg.TokenKeys, "token-keys", cfg.TokenKeys, "key ring file (JSON, see docs/keys.md): the current key signs tickets, every key not past its retire_at verifies v2 tokens; read again within a second of a change; replaces -token-secret")
+			fs.StringVar(&cfg.JWKS, "jwks", cfg.JWKS, "accept the studio's JWTs (EdDSA, ES256, RS256) verified against this JWKS: a file (read again on change) or an https URL (refreshed every 5m, and on an unknown kid at most every 30s; the last good set is kept while it is down); empty: Levee tokens only")
+			fs.StringVar(&cfg.JWTIssuer, "jwt-issuer", cfg.JWTIssuer, "with -jwks: the iss every JWT must carry (required)")
+			fs.StringVar(&cfg.JWTAudience, "jwt-audience", cfg.JWTAudience, "with -jwks: the aud every JWT must carry (required)")
+			fs.StringVar(&cfg.JWTPlayerClaim, "jwt-player-claim", cfg.JWTPlayerClaim, "with -jwks: the claim holding the player id (1..64 characters of [A-Za-z0-9_-])")
+			fs.DurationVar(&cfg.JWTLeeway, "jwt-leeway", cfg.JWTLeeway, "with -jwks: clock skew allowed on exp, nbf and iat (0..5m)")
 			fs.DurationVar(&cfg.TokenMaxLifetime, "token-max-lifetime", cfg.TokenMaxLifetime, "refuse a player token (UNAUTHORIZED, close 1008) whose expiry lies further ahead than this")
 			fs.DurationVar(&cfg.PingInterval, "ping-interval", cfg.PingInterval, "how often every connection is pinged")
 			fs.DurationVar(&cfg.PongTimeout, "pong-timeout", cfg.PongTimeout, "how long past -ping-interval a player may stay silent after a ping before it is dropped")
@@ -106,7 +112,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 
 			// Overload protection: a mechanism is active when -protection
 			// and its own switch are both true; off means unlimited.
-			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit, -inflight-limit and -logic-pushback off at once (unlimited connections, handshakes, request rate and in-flight requests; every request goes to logic)")
+			fs.BoolVar(&cfg.Protection, "protection", cfg.Protection, "overload protection; false turns all of -conn-cap, -handshake-cap, -conn-rate-limit, -inflight-limit, -logic-pushback and the per-address and per-player limits off at once (unlimited connections, handshakes, request rate and in-flight requests; every request goes to logic)")
 			fs.BoolVar(&cfg.ConnCap, "conn-cap", cfg.ConnCap, "refuse players past -max-conns with SERVER_FULL and close 1013; false: no connection limit")
 			fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open player connections per gate")
 			fs.DurationVar(&cfg.FullRetryAfter, "full-retry-after", cfg.FullRetryAfter, "retry_after of a SERVER_FULL refusal, jittered ±20 %")
@@ -118,6 +124,14 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.IntVar(&cfg.ConnBurst, "conn-burst", cfg.ConnBurst, "token bucket size per connection")
 			fs.BoolVar(&cfg.InflightLimit, "inflight-limit", cfg.InflightLimit, "refuse requests past -max-inflight on one connection with RATE_LIMITED; false: no limit")
 			fs.BoolVar(&cfg.LogicPushback, "logic-pushback", cfg.LogicPushback, "honour logic's pushback: after logic refuses a shard's request with RESOURCE_EXHAUSTED and a pushback, answer that shard's requests of the same or a lower criticality BUSY at the gate until it has passed (at most 2 s; critical requests always go to logic); false: every request goes to logic")
+			// Limits per source address and per player (docs/operations.md).
+			fs.Float64Var(&cfg.AddrHandshakeRate, "addr-handshake-rate", cfg.AddrHandshakeRate, "handshakes per second per source /24 (IPv4) or /64 (IPv6), checked before the token; over it RATE_LIMITED with retry_after and close 1013; 0: off")
+			fs.IntVar(&cfg.AddrHandshakeBurst, "addr-handshake-burst", cfg.AddrHandshakeBurst, "handshake bucket size per source /24 or /64")
+			fs.IntVar(&cfg.AddrMaxConns, "addr-max-conns", cfg.AddrMaxConns, "open connections per source /24 or /64, checked before the token; over it SERVER_FULL with retry_after and close 1013; 0: off")
+			fs.Var((*cli.List)(&cfg.AddrLimitExempt), "addr-limit-exempt", "comma-separated CIDRs not limited per address (default loopback and private ranges); none: limit every address")
+			fs.Var((*cli.List)(&cfg.TrustedProxies), "trusted-proxies", "comma-separated CIDRs of load balancers whose X-Forwarded-For is honoured: the source address is the rightmost hop not in this list; empty: the TCP peer")
+			fs.Float64Var(&cfg.PlayerRate, "player-rate", cfg.PlayerRate, "requests per second per player across all its connections on this gate; over it RATE_LIMITED with retry_after; 0: off")
+			fs.IntVar(&cfg.PlayerBurst, "player-burst", cfg.PlayerBurst, "token bucket size per player")
 			fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "how long in-flight requests may take at shutdown")
 			fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "how long to report NOT_SERVING before refusing new connections at shutdown")
 
@@ -178,7 +192,8 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs.SetOutput(stderr)
 	player := fs.String("player", "", "player id: 1..64 characters of [A-Za-z0-9_-] (required)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	secret := fs.String("token-secret", "", "HMAC secret; must match the gate's (empty: the development secret)")
+	secret := fs.String("token-secret", "", "HMAC secret; must match the gate's (empty, without -token-keys: the development secret); gives a v1 token")
+	keys := fs.String("token-keys", "", "key ring file, as the gate's -token-keys: sign a v2 token with its current key")
 	cli.UsageWithEnv(fs, envPrefix)
 	if err := cli.Parse(fs, envPrefix, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -191,11 +206,23 @@ func mintToken(args []string, getenv func(string) string, stdout, stderr io.Writ
 		fmt.Fprintf(stderr, "-ttl: must be > 0, got %s\n", *ttl)
 		return 2
 	}
-	if *secret == "" {
-		fmt.Fprintln(stderr, "warning: signing with the development token secret; set -token-secret in production")
-		*secret = gate.DevTokenSecret
+	ring := token.NewSecretRing([]byte(*secret))
+	switch {
+	case *keys != "" && *secret != "":
+		fmt.Fprintln(stderr, "-token-keys and -token-secret: give one")
+		return 2
+	case *keys != "":
+		r, err := token.LoadFileRing(*keys, nil, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "-token-keys: %v\n", err)
+			return 2
+		}
+		ring = r.Ring()
+	case *secret == "":
+		fmt.Fprintln(stderr, "warning: signing with the development token secret; set -token-secret or -token-keys in production")
+		ring = token.NewSecretRing([]byte(gate.DevTokenSecret))
 	}
-	tok, err := token.Sign([]byte(*secret), *player, time.Now().Add(*ttl))
+	tok, err := ring.Sign(*player, time.Now().Add(*ttl))
 	if err != nil {
 		fmt.Fprintf(stderr, "-player: %q: %v\n", *player, err)
 		return 2

@@ -2,6 +2,8 @@ package gatecmd
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +158,48 @@ func TestBadDeclarationExits2NamingTheAction(t *testing.T) {
 	errOut.Reset()
 	if code := run(nil, []string{"-logic-addrs", "a:1"}, env(nil), &errOut); code != 2 || !strings.Contains(errOut.String(), "no game") {
 		t.Fatalf("no game: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestKeyFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(path, []byte(`{"keys":[{"id":"k2","secret":"0123456789abcdef","current":true}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := mintToken([]string{"-player", "alice", "-token-keys", path}, env(nil), &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	ring, _ := token.NewRing([]token.Key{{ID: "k2", Secret: []byte("0123456789abcdef"), Current: true}})
+	tok := strings.TrimSpace(out.String())
+	if id, err := ring.Verify(tok, time.Now(), 0); err != nil || id != "alice" || !strings.HasPrefix(tok, "v2.k2.") {
+		t.Fatalf("token %q: %q, %v", tok, id, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-token-keys", path, "-token-secret", "s"}, nil, "-token-keys and -token-secret"},
+		{nil, map[string]string{"GATE_TOKEN_KEYS": path, "GATE_TOKEN_SECRET": "s"}, "-token-keys and -token-secret"},
+		{[]string{"-jwks", "jwks.json"}, nil, "-jwt-issuer"},
+		{[]string{"-jwks", "jwks.json", "-jwt-issuer", "i", "-jwt-audience", "a", "-jwt-leeway", "1h"}, nil, "-jwt-leeway"},
+	} {
+		errOut.Reset()
+		args := append([]string{"-logic-addrs", "a:1"}, tc.args...)
+		if code := run(arena.Game(), args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q", tc.args, tc.env, code, errOut.String())
+		}
+	}
+	if code := mintToken([]string{"-player", "a", "-token-keys", filepath.Join(t.TempDir(), "none")}, env(nil), &out, &errOut); code != 2 {
+		t.Fatalf("missing ring: exit %d", code)
+	}
+	errOut.Reset()
+	run(arena.Game(), []string{"-h"}, env(nil), &errOut)
+	for _, f := range []string{"-token-keys", "-jwks", "-jwt-issuer", "-jwt-audience", "-jwt-player-claim", "-jwt-leeway"} {
+		if !strings.Contains(errOut.String(), f+" ") && !strings.Contains(errOut.String(), f+"\n") {
+			t.Errorf("usage lacks %s", f)
+		}
 	}
 }
 

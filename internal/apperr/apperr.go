@@ -33,6 +33,7 @@ package apperr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -102,7 +103,22 @@ const (
 	CloseInternalError   = 1011
 	CloseServiceRestart  = 1012
 	CloseTryAgainLater   = 1013
+	// CloseReplaced (4001, in the private-use range 4000-4999) closes a
+	// player's connection that a newer connection of the same player id
+	// replaced (one player, one place: docs/protocol.md). The requests it
+	// had in flight were answered before it; a client must not reconnect
+	// on it, or the two connections would replace each other for ever.
+	CloseReplaced = 4001
 )
+
+// CloseReplacedText is the close reason sent with CloseReplaced.
+const CloseReplacedText = "replaced by a newer session"
+
+// ErrReplaced is the refusal of a request read on a connection that a
+// newer connection of the same player replaced, in the moment before its
+// CloseReplaced close goes out. It travels as FORBIDDEN (final: not
+// executed, and not to be sent again on this connection).
+var ErrReplaced = fmt.Errorf("%w: this connection was replaced by a newer session of the same player", ErrForbidden)
 
 // alias is another error that maps to a row, with the gRPC code it travels
 // as (context.Canceled is a DEADLINE_EXCEEDED that travels as Canceled).

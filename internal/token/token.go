@@ -19,6 +19,22 @@
 //	    base64), over the ASCII bytes of "v1.<id>.<exp>" (the token up to,
 //	    not including, its last dot), in base64url as above: 43 characters.
 //
+// A v2 token names the key that signed it, so that the gate can hold a key
+// ring (Ring, FileRing: -token-keys) and keys can rotate without logging
+// anybody out:
+//
+//		v2.<kid>.<id>.<exp>.<mac>
+//
+//	  - <kid> is the key id as is: 1 to 32 characters of [A-Za-z0-9_-].
+//	  - <id> and <exp> are as in v1.
+//	  - <mac> is HMAC-SHA256 keyed with that key's secret over
+//	    "v2.<kid>.<id>.<exp>", in base64url as above.
+//
+// A v2 token verifies while its key is in the ring and before the key's
+// retire_at (ErrUnknownKey, ErrRetiredKey otherwise). A v1 token verifies
+// against -token-secret, or the ring's key marked "v1" (migration). The
+// ring file's format and the rotation steps are in docs/keys.md.
+//
 // A token is at most 256 bytes. The gate also refuses a token whose expiry
 // lies further ahead than its -token-max-lifetime (24 hours by default), so
 // that a leaked secret or a minting bug cannot hand out tokens that live

@@ -43,7 +43,7 @@ func (d *driver) checkAudit(ctx context.Context) {
 // retries, budget or pacing: a check retries by itself, within its own
 // time, and the run's budget may be spent.
 func (d *driver) checkDial(ctx context.Context, id string) (*client.Client, error) {
-	tok, err := token.Sign(d.cfg.secret, id, d.start.Add(d.p.end+d.p.drain+10*time.Minute))
+	tok, err := token.SignKey(d.cfg.keyID, d.cfg.secret, id, d.start.Add(d.p.end+d.p.drain+10*time.Minute))
 	if err != nil {
 		return nil, err
 	}

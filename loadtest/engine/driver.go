@@ -41,6 +41,7 @@ type driverConfig struct {
 	plan   *plan
 	gates  []string // player n dials gates[n % len(gates)]
 	secret []byte
+	keyID  string // tokens are v2 under this key id; empty: v1
 	runID  string
 	seed   uint64
 	index  int // this process's share: players n with n % count == index
@@ -299,7 +300,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 	}
 	url := d.cfg.gates[pl.n%len(d.cfg.gates)]
 	exp := d.start.Add(d.p.end + d.p.drain + 10*time.Minute)
-	tok, err := token.Sign(d.cfg.secret, pl.id, exp)
+	tok, err := token.SignKey(d.cfg.keyID, d.cfg.secret, pl.id, exp)
 	if err != nil {
 		rec.Add("dial_failures", 1)
 		return

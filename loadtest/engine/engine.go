@@ -63,6 +63,7 @@ type Config struct {
 	Faults        fault.Injector // injects the timeline's fault steps; nil: they are recorded as skipped
 	Metrics       []probe.Target
 	TokenSecret   string
+	TokenKeyID    string // with TokenSecret: sign v2 tokens under this key id (-token-keys); empty: v1 tokens
 	AllowNonlocal bool
 	// TLS is how the bots trust wss:// gates (CA file, skip verification,
 	// session cache); the zero value: the system roots, sessions resumed.

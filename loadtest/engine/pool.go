@@ -150,7 +150,7 @@ func dialPool(ctx context.Context, dc driverConfig, pp *poolPlan) *pool {
 // dial connects connection n (player p-<run id>-<n>); nil when it failed.
 func (p *pool) dial(ctx context.Context, n int, exp time.Time) *client.Client {
 	id := fmt.Sprintf("p-%s-%d", p.dc.runID, n)
-	tok, err := token.Sign(p.dc.secret, id, exp)
+	tok, err := token.SignKey(p.dc.keyID, p.dc.secret, id, exp)
 	if err != nil {
 		return nil
 	}

@@ -64,7 +64,7 @@ func (r *run) startSources(ctx context.Context) ([]source, error) {
 		spec := workerSpec{
 			Scenario: r.cfg.Name, Overrides: r.cfg.Overrides, File: r.cfg.Scenario.File,
 			Index: i, Count: n, Cap: r.cfg.PerWorker,
-			Gates: r.cfg.Gates, Secret: r.cfg.TokenSecret, RunID: r.cfg.RunID, Seed: r.seed,
+			Gates: r.cfg.Gates, Secret: r.cfg.TokenSecret, KeyID: r.cfg.TokenKeyID, RunID: r.cfg.RunID, Seed: r.seed,
 			Start: r.start, SourceAddr: r.sourceAddr(i), AllowNonlocal: r.cfg.AllowNonlocal, TLS: r.cfg.TLS,
 		}
 		out = append(out, &worker{exe: exe, spec: spec, log: r.cfg.Log})
@@ -89,7 +89,7 @@ func (r *run) driverConfig(index, count int, source string) (driverConfig, error
 		return driverConfig{}, err
 	}
 	return driverConfig{
-		plan: r.p, gates: r.cfg.Gates, secret: []byte(r.cfg.TokenSecret), runID: r.cfg.RunID, seed: r.seed,
+		plan: r.p, gates: r.cfg.Gates, secret: []byte(r.cfg.TokenSecret), keyID: r.cfg.TokenKeyID, runID: r.cfg.RunID, seed: r.seed,
 		index: index, count: count, cap: r.cfg.PerWorker, dialer: dialer, dialers: dialers, clock: r.cfg.Clock, log: r.cfg.Log,
 	}, nil
 }
@@ -169,6 +169,7 @@ type workerSpec struct {
 	Cap           int        `json:"cap"`
 	Gates         []string   `json:"gates"`
 	Secret        string     `json:"secret"`
+	KeyID         string     `json:"key_id"`
 	RunID         string     `json:"run_id"`
 	Seed          uint64     `json:"seed"`
 	Start         time.Time  `json:"start"`
@@ -305,7 +306,7 @@ func Worker(ctx context.Context, gm Game, stdin io.Reader, stdout io.Writer, log
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	r := &run{cfg: Config{Scenario: sc, Gates: spec.Gates, TokenSecret: spec.Secret, AllowNonlocal: spec.AllowNonlocal, TLS: spec.TLS,
+	r := &run{cfg: Config{Scenario: sc, Gates: spec.Gates, TokenSecret: spec.Secret, TokenKeyID: spec.KeyID, AllowNonlocal: spec.AllowNonlocal, TLS: spec.TLS,
 		PerWorker: spec.Cap, RunID: spec.RunID, Log: log, Game: gm}, p: p, seed: spec.Seed}
 	if r.cfg.PerWorker <= 0 {
 		r.cfg.PerWorker = DefaultPerWorker

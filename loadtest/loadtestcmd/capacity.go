@@ -33,6 +33,7 @@ func capacityCmd(gm engine.Game, args []string, stdout, stderr io.Writer) int {
 	fs.Var((*cli.List)(&gates), "gate-urls", "comma-separated gate WebSocket URLs, ws:// or wss:// (loopback); connection n goes to the n-th mod count (default ws://127.0.0.1:8080/ws)")
 	fs.Var((*cli.List)(&metrics), "metrics", "comma-separated tier=URL of the servers' /metrics (gate=, logic=, battle=) probed each second")
 	secret := fs.String("token-secret", "levee-dev-secret", "the gates' token signing secret")
+	keysFile := fs.String("token-keys", "", "the gates' key ring file (-token-keys): sign v2 tokens with its current key, as read at start; replaces -token-secret")
 	label := fs.String("label", "", "the run's label in the run file")
 	out := fs.String("out", "", "write every step (NDJSON, one point per second, one phase a step) to this run file")
 	valueOut := fs.String("value-out", "", "write just the capacity (requests/s) to this file")
@@ -96,13 +97,18 @@ func capacityCmd(gm engine.Game, args []string, stdout, stderr io.Writer) int {
 	if len(gates) == 0 {
 		gates = []string{"ws://127.0.0.1:8080/ws"}
 	}
+	kid, key, err := signingKey(*secret, *keysFile)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
 	tlsOpts, err := tlsF.options(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	r := &poolRunner{base: sc, pool: pool, cfg: engine.Config{
-		Gates: gates, Metrics: targets, TokenSecret: *secret, AllowNonlocal: *allowNonlocal, TLS: tlsOpts, Workers: 1,
+		Gates: gates, Metrics: targets, TokenSecret: key, TokenKeyID: kid, AllowNonlocal: *allowNonlocal, TLS: tlsOpts, Workers: 1,
 		Label: *label, Command: append([]string{"loadtest", "capacity"}, args...), Progress: prog, TTY: tty, Log: logger,
 		Game: gm,
 	}}

@@ -47,6 +47,7 @@ func runScenario(gm engine.Game, args []string, getenv func(string) string, stdo
 	adminToken := fs.String("admin-token", "", "bearer token of the admin API; empty: $GATE_ADMIN_TOKEN (keeps it out of ps)")
 	fs.Var((*cli.List)(&metrics), "metrics", "comma-separated tier=URL of the servers' /metrics (gate=, logic=, battle=) probed each second")
 	secret := fs.String("token-secret", "levee-dev-secret", "the gates' token signing secret")
+	keysFile := fs.String("token-keys", "", "the gates' key ring file (-token-keys): sign v2 tokens with its current key, as read at start; replaces -token-secret")
 	workers := fs.Int("workers", 0, "load processes; 0: the scenario's run.workers, else as many as the peak needs")
 	perWorker := fs.Int("per-worker", engine.DefaultPerWorker, "players one load process holds at most (the file limit is 20,000 per process)")
 	fs.Var((*cli.List)(&sources), "source-addrs", "comma-separated loopback source addresses, one per worker in turn (127.0.0.11,127.0.0.12,...)")
@@ -112,10 +113,15 @@ func runScenario(gm engine.Game, args []string, getenv func(string) string, stdo
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	kid, key, err := signingKey(*secret, *keysFile)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
 	var outF *os.File
 	cfg := engine.Config{
 		Scenario: sc, Name: name, Overrides: overrides,
-		Gates: gates, Admin: admins, AdminToken: *adminToken, Faults: injector, Metrics: targets, TokenSecret: *secret,
+		Gates: gates, Admin: admins, AdminToken: *adminToken, Faults: injector, Metrics: targets, TokenSecret: key, TokenKeyID: kid,
 		AllowNonlocal: *allowNonlocal, TLS: tlsOpts, Workers: *workers, PerWorker: *perWorker, SourceAddrs: sources, PID: *pid,
 		Label: *label, Command: append([]string{"loadtest", "run"}, args...),
 		Progress: prog, TTY: tty, Log: logger, Game: gm,
