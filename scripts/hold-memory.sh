@@ -87,8 +87,6 @@ auto) if gate_has_tls bin/gate; then TLS=1; else echo "hold-memory: bin/gate has
 *) echo "hold-memory: HOLD_TLS is auto, 0 or 1, not $WANT_TLS" >&2; exit 2 ;;
 esac
 if [ "$TLS" = 1 ]; then edge_cert "$DIR/certs"; fi
-read -r -a GATE_INSECURE <<<"$(insecure_flag bin/gate)"
-read -r -a LOGIC_INSECURE <<<"$(insecure_flag bin/logic)"
 
 ports_free -h "set BASE_PORT" $GATE $GATE_GRPC $GATE_OPS $LOGIC $LOGIC_OPS $BARE $BARE_OPS
 
@@ -118,11 +116,11 @@ gate_hold() { # label, then the gate's extra flags
   if [ ${#tls_flags[@]} -gt 0 ]; then scheme=wss load_flags=(-ca-file "$DIR/certs/ca.crt"); fi
   echo "hold-memory: [$label] starting logic and gate (-line-mode queueing${tls_flags[*]:+, TLS at the edge}); $CONNS players will wait in line"
   proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS -data-dir "$DIR/logic-$label" \
-    -shards 8 -battle-addrs 127.0.0.1:1 -log-level warn "${LOGIC_INSECURE[@]}"
+    -shards 8 -battle-addrs 127.0.0.1:1 -log-level warn
   wait_healthy logic logic 127.0.0.1:$LOGIC
   proc_start gate bin/gate -addr 127.0.0.1:$GATE -grpc-addr 127.0.0.1:$GATE_GRPC -ops-addr 127.0.0.1:$GATE_OPS \
     -logic-addrs 127.0.0.1:$LOGIC -shards 8 -token-secret "$SECRET" -line-mode queueing -log-level warn \
-    "${GATE_INSECURE[@]}" "${tls_flags[@]}"
+    "${tls_flags[@]}"
   local gate_pid=$PROC_PID
   wait_healthy gate gate 127.0.0.1:$GATE_GRPC
   sleep 2 # let the fresh process settle before the "before" figure

@@ -1,17 +1,17 @@
 # shellcheck shell=bash
 # TLS plumbing of the benchmark scripts that measure the gate with and
 # without TLS at the edge (scripts/hold-memory.sh, scripts/tls-handshake-cpu.sh,
-# scripts/cpu-per-request.sh): a throw-away CA and edge certificate, and the
-# tiers' flags across tree generations. Source it; it only defines things.
+# scripts/cpu-per-request.sh): a throw-away CA and edge certificate. Source
+# it; it only defines things.
 #
 #   edge_cert DIR      write DIR/ca.crt (a new CA), DIR/edge.crt and
 #                      DIR/edge.key (ECDSA P-256, for DNS localhost and
 #                      IP 127.0.0.1, valid 2 days) with openssl; the keys
 #                      never leave DIR (a temp directory)
 #   gate_has_tls BIN   exit 0 when BIN (a gate binary) has -tls-cert
-#   insecure_flag BIN  print -insecure when BIN (gate, logic, battle) has the
-#                      flag (issue 22: a tier refuses to start without mTLS
-#                      or an explicit -insecure), nothing for older trees
+#
+# The tiers' -insecure (between the tiers; the edge is what is measured)
+# comes from scripts/lib/cluster.sh's LEVEE_INSECURE=1.
 
 edge_cert() { # dir
   local d=$1
@@ -29,8 +29,4 @@ edge_cert() { # dir
 
 gate_has_tls() { # gate binary
   "$1" -h 2>&1 | grep -q -- '^  -tls-cert'
-}
-
-insecure_flag() { # tier binary
-  if "$1" -h 2>&1 | grep -q -- '^  -insecure$'; then echo -insecure; fi
 }
