@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -183,5 +185,30 @@ func TestTimelineFaults(t *testing.T) {
 	evs = append(tl.poll(context.Background(), 0, nil), tl.finish()...)
 	if len(evs) != 1 || evs[0].Kind != report.EventFault || !strings.HasSuffix(evs[0].What, ": skipped, "+NoInjector) {
 		t.Errorf("no injector: %+v", evs)
+	}
+}
+
+// An https admin API (a gate with -tls-cert) is called trusting the run's
+// CA, as the bots and the probe trust it; without it the call fails.
+func TestTimelineAdminOverTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	p := &plan{speed: 1, timeline: []step{{at: 0, label: "T-5:00", mode: "queueing"}}}
+	run := func(cfg *tls.Config) string {
+		tl := newTimeline(p, []string{srv.URL}, "tok", false, nil, nil)
+		tl.trust(cfg, false)
+		evs := append(tl.poll(context.Background(), 0, nil), tl.finish()...)
+		if len(evs) != 1 {
+			t.Fatalf("events %+v", evs)
+		}
+		return evs[0].What
+	}
+	if what := run(nil); !strings.Contains(what, "failed") {
+		t.Fatalf("without the CA: %q", what)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	if what := run(&tls.Config{RootCAs: pool}); strings.Contains(what, "failed") || !strings.Contains(what, "mode queueing") {
+		t.Fatalf("with the CA: %q", what)
 	}
 }
