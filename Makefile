@@ -162,14 +162,17 @@ fuzz-seeds:
 # levee-metrics-adapter serve the HPA its metrics, and load drives it up
 # and, stopped, back down, printing the replica timeline; then broken
 # copies (a misspelt field, a Service selecting nothing, an HPA metric
-# nothing serves, a PDB of 3) must fail naming the object. The checks are
+# nothing serves, a PDB of 3, battle's certificate Secret holding logic's
+# pair) must fail naming the object. The tls overlay's cert-manager
+# Issuers and Certificates are applied against cert-manager's CRDs (no
+# cert-manager runs); the certificate Secrets come from levee-certs. The checks are
 # Go on client-go (tools/deploycheck/cmd/k8scheck, built by the script);
 # the script starts and stops things. See scripts/k8s-test.sh.
 k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
 	cd tools/deploycheck && $(GO) vet ./cmd/k8scheck && $(GO) test -count=1 ./cmd/k8scheck
 	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) CERT_MANAGER_VERSION=$(CERT_MANAGER_VERSION) \
-	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric
+	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric,cert
 
 # The control plane's binaries and etcd, from their own module (about 10
 # minutes of 2 cores the first time, then from the build cache).

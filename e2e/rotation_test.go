@@ -16,6 +16,8 @@ import (
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/internal/token"
+	"github.com/leveehq/levee/loadtest/engine"
+	"github.com/leveehq/levee/loadtest/scenario"
 )
 
 // ringFile writes a -token-keys file by a rename, as an operator (or a
@@ -259,5 +261,57 @@ func TestKeyRotationUnderLoad(t *testing.T) {
 	}
 	if got := scrape(t, c.gateOps, "gate_token_keys_errors_total", ""); got != 0 {
 		t.Errorf("gate_token_keys_errors_total = %v", got)
+	}
+}
+
+// The load tool signs with the ring's key (loadtest -token-keys gives the
+// engine the current key's id and secret): its players all get in, with
+// v2 tokens, at a gate that has no -token-secret.
+func TestLoadToolSignsWithTheRing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load run of a few seconds")
+	}
+	path := filepath.Join(t.TempDir(), "keys.json")
+	ringFile(t, path, `{"keys":[{"id":"k1","secret":"e2e-load-ring-key-0123456","current":true}]}`)
+	c := startTiers(t, tiers{gate: func(cfg *gate.Config) { cfg.TokenSecret, cfg.TokenKeys = "", path }})
+	r, err := token.LoadFileRing(path, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := r.Ring().Current()
+	sc, err := scenario.Parse("ring-signed.yaml", []byte(`
+version: 1
+name: ring-signed
+seed: 3
+arrivals:
+  phases:
+    - {duration: 1s, players: 10}
+players:
+  login: {do: get_profile, request: {}}
+  actions:
+    - {do: get_profile, weight: 1, request: {}}
+  think: 500ms
+client:
+  request_timeout: 3s
+run:
+  duration: 3s
+  workers: 1
+`), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := engine.Run(context.Background(), engine.Config{
+		Scenario: sc, Gates: []string{c.gateURL}, TokenSecret: string(cur.Secret), TokenKeyID: cur.ID,
+		Workers: 1, Game: arenaDriven(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := run.Summary.Counters
+	if cnt["arrived"] != 10 || cnt["dial_failures"] != 0 || cnt["ok"] == 0 {
+		t.Fatalf("counters %v: want 10 arrived, none failing to dial, replies", cnt)
+	}
+	if got := scrape(t, c.gateOps, "gate_token_refusals_total", ""); got != 0 {
+		t.Fatalf("gate_token_refusals_total = %v", got)
 	}
 }

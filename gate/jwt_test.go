@@ -6,9 +6,12 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -162,4 +165,40 @@ func TestJWTConfigValidate(t *testing.T) {
 			t.Errorf("%s: Validate passed", name)
 		}
 	}
+}
+
+// A JWKS at a URL: fetched at start, refetched for a new kid, and its
+// fetcher stops with the gate (goleak checks the package leaves none).
+func TestGateJWKSFromURL(t *testing.T) {
+	_, ed1, _ := ed25519.GenerateKey(rand.Reader)
+	_, ed2, _ := ed25519.GenerateKey(rand.Reader)
+	set := func(keys ...jose.JSONWebKey) []byte {
+		b, err := json.Marshal(jose.JSONWebKeySet{Keys: keys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var body atomic.Value
+	body.Store(set(jose.JSONWebKey{Key: ed1.Public(), KeyID: "k1"}))
+	var gets atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gets.Add(1)
+		_, _ = w.Write(body.Load().([]byte))
+	}))
+	defer srv.Close()
+	g := startGate(t, func(c *Config) {
+		c.JWKS, c.JWTIssuer, c.JWTAudience = srv.URL+"/jwks.json", studioIssuer, studioAudience
+	},
+		startFakeLogic(t))
+	g.welcomed(t, studioJWT(t, jwt.SigningMethodEdDSA, "k1", ed1, studioClaims("alice")))
+	// The studio publishes k2: its first token makes the gate fetch again
+	// (30 s after the last fetch at most).
+	body.Store(set(jose.JSONWebKey{Key: ed1.Public(), KeyID: "k1"}, jose.JSONWebKey{Key: ed2.Public(), KeyID: "k2"}))
+	g.clock.Advance(30 * time.Second)
+	g.welcomed(t, studioJWT(t, jwt.SigningMethodEdDSA, "k2", ed2, studioClaims("bob")))
+	if n := gets.Load(); n != 2 {
+		t.Fatalf("%d fetches, want 2 (start, new kid)", n)
+	}
+	g.stop(t) // the fetcher ends with Run
 }

@@ -2,7 +2,7 @@
 # make k8s-test: the manifests in k8s/ on a real control plane, offline.
 #
 #   scripts/k8s-test.sh [--overlays "base prometheus-adapter keda dev"]
-#                       [--break misspelt,selector,metric] [--autoscale]
+#                       [--break misspelt,selector,metric,cert] [--autoscale]
 #
 # Starts, all on 127.0.0.1 in a temp dir: etcd, kube-apiserver,
 # kube-controller-manager (every controller, the HPA's included) and
@@ -33,6 +33,8 @@
 #   misspelt  Deployment gate with terminationGracePeriodSecond (no s)
 #   selector  Service gate-admin selecting app.kubernetes.io/name=no-such-app
 #   metric    HPA battle with a third metric, battle_no_such_metric
+#   cert      the manifests as they are, but Secret levee-battle-tls made
+#             from logic's certificate (role spiffe://levee/logic)
 #
 # --autoscale (phase 2 of issue 12, scripts/lib/k8s-autoscale.sh): before
 # the overlays, real battle, logic and gate processes, Debian's Prometheus
@@ -93,7 +95,7 @@ while (($#)); do
 	--overlays) overlays=$2; shift 2 ;;
 	--break) breaks=${2//,/ }; shift 2 ;;
 	--autoscale) autoscale=1 HPA_EXPECT=active; shift ;;
-	*) echo "usage: $0 [--overlays LIST] [--break misspelt,selector,metric] [--autoscale]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--overlays LIST] [--break misspelt,selector,metric,cert] [--autoscale]" >&2; exit 2 ;;
 	esac
 done
 
@@ -114,6 +116,9 @@ done
 # shellcheck source=scripts/lib/cluster.sh
 CLUSTER_NAME=k8s-test
 . "$ROOT/scripts/lib/cluster.sh"
+# cluster.sh exports LEVEE_INSECURE=1 for its plaintext loopback clusters;
+# the processes here run mutual TLS (k8s-autoscale.sh), which excludes it.
+unset LEVEE_INSECURE
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/levee-k8s-test.XXXXXX")
 mkdir -p "$work/logs" "$work/pki" "$work/pv" "$work/bin"
@@ -249,10 +254,13 @@ levee_certs() {
 # tls_secrets: levee-<role>-tls and levee-edge-tls from levee_certs' files,
 # with the keys a cert-manager Certificate's Secret has.
 tls_secrets() {
-	local role d=$work/levee-certs
+	local role from d=$work/levee-certs
 	for role in gate logic battle edge; do
+		from=$role
+		# --break cert: battle's Secret holds logic's pair
+		[[ ${break_mode:-} != cert || $role != battle ]] || from=logic
 		k -n levee create secret generic "levee-$role-tls" --type kubernetes.io/tls \
-			--from-file=tls.crt="$d/$role.crt" --from-file=tls.key="$d/$role.key" --from-file=ca.crt="$d/ca.crt" >/dev/null
+			--from-file=tls.crt="$d/$from.crt" --from-file=tls.key="$d/$from.key" --from-file=ca.crt="$d/ca.crt" >/dev/null
 	done
 }
 
@@ -497,7 +505,7 @@ render() {
 # broken MODE: a copy of the prometheus-adapter overlay broken as MODE says,
 # and the message the run must fail with.
 broken() {
-	local mode=$1 dir=$work/break-$1 patch target
+	local mode=$1 dir=$work/break-$1 patch="" target=""
 	mkdir -p "$dir"
 	k kustomize "$ROOT/k8s/overlays/prometheus-adapter" >"$dir/all.yaml"
 	case $mode in
@@ -513,14 +521,20 @@ broken() {
 		target="{group: autoscaling, version: v2, kind: HorizontalPodAutoscaler, name: battle}"
 		patch='[{"op": "add", "path": "/spec/metrics/-", "value": {"type": "Pods", "pods": {"metric": {"name": "battle_no_such_metric"}, "target": {"type": "AverageValue", "averageValue": "1"}}}}]'
 		expect='HorizontalPodAutoscaler levee/battle names metric battle_no_such_metric' ;;
-	*) fail "unknown --break $mode (misspelt, selector, metric)" ;;
+	cert)
+		expect='Secret levee/levee-battle-tls \(mounted by battle pods\): tls.crt.s URI SANs are \[spiffe://levee/logic\], want \[spiffe://levee/battle\]' ;;
+	*) fail "unknown --break $mode (misspelt, selector, metric, cert)" ;;
 	esac
-	cat >"$dir/kustomization.yaml" <<-EOF
-		resources: [all.yaml]
-		patches:
-		- target: $target
-		  patch: '$patch'
-	EOF
+	if [[ -n ${patch:-} ]]; then
+		cat >"$dir/kustomization.yaml" <<-EOF
+			resources: [all.yaml]
+			patches:
+			- target: $target
+			  patch: '$patch'
+		EOF
+	else
+		echo "resources: [all.yaml]" >"$dir/kustomization.yaml"
+	fi
 	k kustomize "$dir" >"$dir/broken.yaml"
 	echo "$expect" >"$dir/expect"
 }
@@ -548,7 +562,7 @@ for b in $breaks; do
 	broken "$b"
 	# In a subshell, whose fail must not tear the cluster down (traps are
 	# reset there), in the background so that set -e holds in it.
-	(test_overlay "break-$b" "$work/break-$b/broken.yaml" "$BREAK_DEADLINE") >"$work/break-$b/out" 2>&1 &
+	(break_mode=$b; test_overlay "break-$b" "$work/break-$b/broken.yaml" "$BREAK_DEADLINE") >"$work/break-$b/out" 2>&1 &
 	rc=0
 	wait $! || rc=$?
 	if ((rc == 0)); then
