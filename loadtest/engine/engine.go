@@ -244,7 +244,7 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	defer t.Stop()
 	// Faults are injected from here, the main process, only: the workers
 	// get the scenario but no injector.
-	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, r.cfg.AllowNonlocal, r.cfg.Faults,
+	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, target.HTTPSClient(5*time.Second, r.cfg.AllowNonlocal, probeTLS), r.cfg.Faults,
 		func() time.Duration { return clk.Now().Sub(r.start) })
 	tl.trust(probeTLS, r.cfg.AllowNonlocal)
 	r.tl = tl

@@ -2,6 +2,8 @@ package loadtestcmd
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +151,27 @@ func TestTLSFlagsRefused(t *testing.T) {
 	}
 	if full, resumed := g.Handshakes(); full+resumed+conns.Load() != 0 {
 		t.Errorf("a bad flag still reached the gate")
+	}
+}
+
+// The timeline's admin calls go over https to a gate's ops port served
+// with the same private CA: -ca-file is trusted there too.
+func TestRunWSSAdminOverHTTPS(t *testing.T) {
+	g, ca := wssGate(t, nil)
+	var calls atomic.Int64
+	admin := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	admin.StartTLS()
+	t.Cleanup(admin.Close)
+	// Both fake servers use httptest's one certificate: the CA file fits.
+	body := strings.Replace(tlsScenario, "run:\n", "timeline:\n  - at: 0s\n    line: {mode: open}\nrun:\n", 1)
+	out := filepath.Join(t.TempDir(), "run.ndjson")
+	var stdout, stderr bytes.Buffer
+	code := runArena([]string{"run", "-gate-urls", g.URL(), "-token-secret", "s3cret", "-progress", "off", "-out", out,
+		"-ca-file", ca, "-admin-urls", admin.URL + "/admin/line", writeScenario(t, body)}, env(nil), &stdout, &stderr)
+	if code != exitOK || calls.Load() == 0 {
+		t.Fatalf("exit %d, %d admin calls\nstdout:\n%s\nstderr:\n%s", code, calls.Load(), stdout.String(), stderr.String())
 	}
 }
