@@ -246,7 +246,6 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	// get the scenario but no injector.
 	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, target.HTTPSClient(5*time.Second, r.cfg.AllowNonlocal, probeTLS), r.cfg.Faults,
 		func() time.Duration { return clk.Now().Sub(r.start) })
-	tl.trust(probeTLS, r.cfg.AllowNonlocal)
 	r.tl = tl
 	prog := newProgress(r.cfg.Progress, r.cfg.TTY, r.p)
 	lastProbe := -1

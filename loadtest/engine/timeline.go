@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"math"
 	"net/http"
@@ -48,20 +47,6 @@ func newTimeline(p *plan, urls []string, token string, hc *http.Client, faults f
 		t.admins = append(t.admins, lineadmin.Admin{URL: u, Token: token, HTTP: hc})
 	}
 	return t
-}
-
-// trust makes the admin calls trust cfg (the run's -ca-file or
-// -insecure-skip-verify, as the bots and the probe do), for https admin
-// URLs such as a gate started with -tls-cert serves; nil keeps the system
-// roots.
-func (t *timeline) trust(cfg *tls.Config, allowNonlocal bool) {
-	if cfg == nil {
-		return
-	}
-	hc := target.HTTPSClient(5*time.Second, allowNonlocal, cfg)
-	for i := range t.admins {
-		t.admins[i].HTTP = hc
-	}
 }
 
 // poll starts the steps due by elapsed and returns the finished ones (and

@@ -196,8 +196,7 @@ func TestTimelineAdminOverTLS(t *testing.T) {
 	defer srv.Close()
 	p := &plan{speed: 1, timeline: []step{{at: 0, label: "T-5:00", mode: "queueing"}}}
 	run := func(cfg *tls.Config) string {
-		tl := newTimeline(p, []string{srv.URL}, "tok", false, nil, nil)
-		tl.trust(cfg, false)
+		tl := newTimeline(p, []string{srv.URL}, "tok", target.HTTPSClient(5*time.Second, false, cfg), nil, nil)
 		evs := append(tl.poll(context.Background(), 0, nil), tl.finish()...)
 		if len(evs) != 1 {
 			t.Fatalf("events %+v", evs)
