@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/leveehq/levee/gate/autopace"
@@ -41,7 +42,9 @@ func (l *line) Apply(now time.Time, sig autopace.Signals) {
 		return
 	}
 	d := l.pace.Step(now, sig)
-	s.m.line.autoVerdict(d.Verdict)
+	// Counted once the step is applied and logged, so whoever waits on
+	// gate_line_auto_steps_total sees the rate and the log line too.
+	defer s.m.line.autoVerdict(d.Verdict)
 	if !d.Changed {
 		return
 	}
@@ -61,13 +64,22 @@ func (l *line) Apply(now time.Time, sig autopace.Signals) {
 	s.log.Info("auto pace: release rate changed",
 		"old_per_second", d.Old, "new_per_second", d.Rate, "rate", r.String(),
 		"verdict", d.Verdict, "reason", d.Reason,
-		"logic_queue_depth", signalValue(sig.QueueKnown, sig.QueueDepth),
-		"battle_p99_ms", signalValue(sig.P99Known, float64(sig.BattleP99.Milliseconds())),
-		"backpressure", signalValue(sig.BPKnown, sig.Backpressure))
+		"logic_queue_depth", logSignal(sig.QueueKnown, sig.QueueDepth),
+		"battle_p99_ms", logSignal(sig.P99Known, float64(sig.BattleP99.Milliseconds())),
+		"backpressure", logSignal(sig.BPKnown, sig.Backpressure))
 	l.poke()
 }
 
-// signalValue is a signal for logs and JSON: nil when unknown.
+// logSignal is a signal for the logs: its value, or "unknown" (a
+// *float64 would print as an address).
+func logSignal(known bool, v float64) slog.Value {
+	if !known {
+		return slog.StringValue("unknown")
+	}
+	return slog.Float64Value(v)
+}
+
+// signalValue is a signal for JSON: nil when unknown.
 func signalValue(known bool, v float64) *float64 {
 	if !known {
 		return nil
