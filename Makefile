@@ -10,16 +10,19 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 # (scripts/k8s-tools-pin.sh rewrites it); the CRDs come from these modules.
 PROMETHEUS_OPERATOR_VERSION := v0.85.0
 KEDA_VERSION := v2.21.0
+# cert-manager's Certificate and Issuer CRDs (k8s/overlays/tls), from its
+# Go module, the same version as tools/deploycheck decodes them with.
+CERT_MANAGER_VERSION := v1.21.2
 K8S_TOOLS := $(addprefix $(TOOLS)/,kube-apiserver kube-controller-manager kube-scheduler kubectl kwok etcd)
 # The custom metrics API for k8s-test's autoscaling loop (tools/metrics-adapter,
 # pinned to the same k8s.io/* versions as tools/k8s so the build cache is shared).
 METRICS_ADAPTER := $(TOOLS)/levee-metrics-adapter
-CMDS := gate logic battle loadtest
+CMDS := gate logic battle loadtest levee-certs
 PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
 # The example game arena's own messages (examples/arena/arenapb).
 ARENA_PROTO_FILES := $(wildcard examples/arena/proto/arena/v1/*.proto)
 
-.PHONY: craft-test craft-launch all build images up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
+.PHONY: craft-test craft-launch all build images certs up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
 all: build
 
@@ -28,10 +31,15 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
 
 # The compose cluster (docker-compose.yml): images FROM scratch built here
-# with the classic builder, nothing pulled; .env with random secrets made
-# when missing. up/down work with docker compose (v2) or docker-compose (v1).
+# with the classic builder, nothing pulled; .env with random secrets and
+# .certs/ (a local CA and each service's certificate: wss at the gate,
+# mutual TLS between the tiers) made when missing. up/down work with docker
+# compose (v2) or docker-compose (v1). make certs writes .certs/ alone.
 images:
 	GO=$(GO) ./scripts/compose.sh images
+
+certs:
+	GO=$(GO) ./scripts/compose.sh certs
 
 up:
 	GO=$(GO) ./scripts/compose.sh up
@@ -154,14 +162,17 @@ fuzz-seeds:
 # levee-metrics-adapter serve the HPA its metrics, and load drives it up
 # and, stopped, back down, printing the replica timeline; then broken
 # copies (a misspelt field, a Service selecting nothing, an HPA metric
-# nothing serves, a PDB of 3) must fail naming the object. The checks are
+# nothing serves, a PDB of 3, battle's certificate Secret holding logic's
+# pair) must fail naming the object. The tls overlay's cert-manager
+# Issuers and Certificates are applied against cert-manager's CRDs (no
+# cert-manager runs); the certificate Secrets come from levee-certs. The checks are
 # Go on client-go (tools/deploycheck/cmd/k8scheck, built by the script);
 # the script starts and stops things. See scripts/k8s-test.sh.
 k8s-test: $(K8S_TOOLS) $(METRICS_ADAPTER)
 	@./scripts/ensure-k8s-test-deps.sh
 	cd tools/deploycheck && $(GO) vet ./cmd/k8scheck && $(GO) test -count=1 ./cmd/k8scheck
-	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) \
-	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric
+	K8S_TEST_DRAIN_BREAK=pdb TOOLS=$(TOOLS) GO=$(GO) PROMETHEUS_OPERATOR_VERSION=$(PROMETHEUS_OPERATOR_VERSION) KEDA_VERSION=$(KEDA_VERSION) CERT_MANAGER_VERSION=$(CERT_MANAGER_VERSION) \
+	  ./scripts/k8s-test.sh --autoscale --break misspelt,selector,metric,cert
 
 # The control plane's binaries and etcd, from their own module (about 10
 # minutes of 2 cores the first time, then from the build cache).

@@ -18,8 +18,9 @@ import (
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-// Dial connects to the gate at url (ws://host:port/ws) as the player that
-// token names, and returns once the gate has sent its Welcome.
+// Dial connects to the gate at url (ws://host:port/ws, or wss:// for a gate
+// serving TLS: see Options.TLS) as the player that token names, and returns
+// once the gate has sent its Welcome.
 //
 // While the gate's admission line is active the player first waits in it:
 // the gate pushes QueueStatus frames (place, ETA, release rate, a ticket),
@@ -47,7 +48,8 @@ import (
 // handshake (401, 429, 503) is mapped to an *Error too. When the player had
 // been given a place in line, the error also wraps a *LineError with the
 // last QueueStatus, whose ticket DialRetry and Reconnect use to resume the
-// place. Invalid opts give an error wrapping ErrInvalidOptions. Dial tries
+// place. A gate certificate that fails verification gives an error
+// wrapping ErrCertificate. Invalid opts give an error wrapping ErrInvalidOptions. Dial tries
 // once; DialRetry and Reconnect try again.
 func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, error) {
 	if err := opts.validate(); err != nil {
@@ -71,12 +73,13 @@ func Dial(ctx context.Context, rawURL, token string, opts Options) (*Client, err
 	}
 	d := *opts.Dialer
 	d.Subprotocols = []string{proto}
+	d.TLSClientConfig = opts.tlsConfig()
 	header := opts.Header.Clone()
 
 	conn, resp, err := d.DialContext(ctx, u.String(), header)
 	if err != nil {
 		// Never echo the URL with its token.
-		return nil, fmt.Errorf("client: dial %s: %w", rawURL, handshakeError(err, resp))
+		return nil, fmt.Errorf("client: dial %s: %w", rawURL, certificateError(handshakeError(err, resp)))
 	}
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()

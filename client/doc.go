@@ -3,7 +3,12 @@
 //
 // Dial connects, authenticates with a player token and waits for the gate's
 // Welcome; DialRetry and Reconnect dial again after a refusal or a lost
-// connection, spreading and backing off their attempts.
+// connection, spreading and backing off their attempts. A gate serving TLS
+// is dialed at a wss:// URL: Options.TLS (TLSConfigFromCAFile for a private
+// CA; nil for the system roots) says whom to trust, a certificate that
+// fails verification is an ErrCertificate (never retried, never skipped),
+// and a shared TLS session cache makes reconnects resume their sessions
+// (Client.TLS reports DidResume).
 //
 // On launch day the gate may hold a player in its admission line before the
 // Welcome: Dial then waits in line (its ctx bounds the wait, so give it

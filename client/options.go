@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,17 @@ type Options struct {
 	// Dialer makes the connection; nil means websocket.DefaultDialer. It is
 	// copied, and its Subprotocols are replaced.
 	Dialer *websocket.Dialer
+	// TLS configures wss:// connections (ws:// ignores it): the CAs to
+	// trust (RootCAs; TLSConfigFromCAFile builds one from a CA file), the
+	// server name, client certificates. nil uses the Dialer's
+	// TLSClientConfig, and without one Go's defaults: the system roots.
+	// A config without a ClientSessionCache is given the SDK's shared one
+	// (see DefaultSessionCacheSize; set SessionTicketsDisabled to opt
+	// out), so a reconnect resumes the TLS session rather than paying for
+	// a full handshake. There is deliberately no way here to skip
+	// verification: a certificate the client cannot verify fails Dial
+	// with ErrCertificate.
+	TLS *tls.Config
 	// Header is sent with the handshake (copied, not modified).
 	Header http.Header
 	// Logger receives connection events; nil discards them.

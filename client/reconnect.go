@@ -187,7 +187,7 @@ func (l *lineTicket) current(now time.Time) string {
 // refusal of the ticket rather than of the player (a typed refusal, a
 // policy close or a 4xx handshake refusal, not a bad url or options).
 func ticketRefusal(err error) bool {
-	return !errors.Is(err, errBadURL) && !errors.Is(err, ErrSubprotocol) && !errors.Is(err, ErrInvalidOptions)
+	return !errors.Is(err, errBadURL) && !errors.Is(err, ErrSubprotocol) && !errors.Is(err, ErrInvalidOptions) && !errors.Is(err, ErrCertificate)
 }
 
 // notRedialed is the error when no further dial was made: the last one's
@@ -202,7 +202,7 @@ func notRedialed(last, why error) error {
 // permanent reports whether a dial error is one that dialing again cannot
 // fix.
 func permanent(err error) bool {
-	if errors.Is(err, ErrReplaced) || errors.Is(err, errBadURL) || errors.Is(err, errHTTPRefused) || errors.Is(err, ErrSubprotocol) || errors.Is(err, ErrInvalidOptions) {
+	if errors.Is(err, ErrReplaced) || errors.Is(err, errBadURL) || errors.Is(err, errHTTPRefused) || errors.Is(err, ErrSubprotocol) || errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrCertificate) {
 		return true
 	}
 	if e := AsError(err); e != nil {

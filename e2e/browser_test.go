@@ -59,15 +59,25 @@ type browserGate struct {
 
 	mu      sync.Mutex
 	tickets []string // the ticket each accepted connection presented
+	tlsWS   []bool   // for each /ws request: whether it came over TLS
 }
 
-func startBrowserGate(t *testing.T) *browserGate {
+func startBrowserGate(t *testing.T) *browserGate { return startBrowserGateScheme(t, false) }
+
+// startBrowserGateScheme is startBrowserGate serving https and wss when
+// useTLS (httptest's certificate for 127.0.0.1).
+func startBrowserGateScheme(t *testing.T, useTLS bool) *browserGate {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &browserGate{ctx: ctx, hold: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle("GET /", waitpage.Handler())
 	mux.HandleFunc("GET /ws", g.serveWS)
-	g.srv = httptest.NewServer(mux) // 127.0.0.1
+	g.srv = httptest.NewUnstartedServer(mux) // 127.0.0.1
+	if useTLS {
+		g.srv.StartTLS()
+	} else {
+		g.srv.Start()
+	}
 	t.Cleanup(func() {
 		cancel()
 		g.srv.Close()
@@ -81,6 +91,9 @@ var browserUpgrader = websocket.Upgrader{Subprotocols: []string{wire.JSONSubprot
 func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 	g.wg.Add(1)
 	defer g.wg.Done()
+	g.mu.Lock()
+	g.tlsWS = append(g.tlsWS, r.TLS != nil)
+	g.mu.Unlock()
 	ws, err := browserUpgrader.Upgrade(w, r, nil)
 	if err != nil {
 		return
@@ -111,6 +124,12 @@ func (g *browserGate) serveWS(w http.ResponseWriter, r *http.Request) {
 			Position: browserFarPosition, EtaMs: browserFarPosition * 10, ReleaseRate: 100,
 			LineLength: browserFarPosition + 50, Ticket: "tkt-carl", GraceMs: 60_000, Mode: "paced",
 		}}}) {
+			c.stay()
+		}
+		return
+	}
+	if player == "dave" { // the page over https: one status, then stay
+		if c.queue(2, nil) {
 			c.stay()
 		}
 		return
@@ -252,8 +271,8 @@ type chromeBrowser struct {
 	errs []string // exceptions and console errors seen in the page
 }
 
-func startChromium(t *testing.T, bin string) *chromeBrowser {
-	actx := testbrowser.Start(t, bin, 390, 844, 90*time.Second) // bounds the whole browser
+func startChromium(t *testing.T, bin string, extra ...chromedp.ExecAllocatorOption) *chromeBrowser {
+	actx := testbrowser.Start(t, bin, 390, 844, 90*time.Second, extra...) // bounds the whole browser
 	return &chromeBrowser{t: t, ctx: actx, dir: t.TempDir()}
 }
 
@@ -437,6 +456,31 @@ func TestBrowserWaitingPage(t *testing.T) {
 	b.screenshot(full, "retrying")
 	if !strings.Contains(s.Text, "The server is full") || !strings.Contains(s.Text, "Trying again in 3") {
 		t.Errorf("retrying page lacks the message or a countdown from 30-35 s:\n%s", s.Text)
+	}
+	b.noErrors()
+}
+
+// Served over https (a gate with -tls-cert), the page opens its WebSocket
+// over wss:// to the same host: a ws:// one would be blocked as mixed
+// content. The browser is told to accept httptest's certificate, which no
+// CA it knows signed; the page's scheme is what is tested.
+func TestBrowserWaitingPageOverTLS(t *testing.T) {
+	bin := testbrowser.Find(t)
+	g := startBrowserGateScheme(t, true)
+	if !strings.HasPrefix(g.srv.URL, "https://") {
+		t.Fatalf("the gate serves %s", g.srv.URL)
+	}
+	b := startChromium(t, bin, chromedp.Flag("ignore-certificate-errors", true))
+	page := b.pageFor(g, "dave")
+	s := b.waitFor(page, "position 2 over wss", fmt.Sprintf(browserMainIs, "waiting")+` && document.getElementById("app").dataset.position === "2"`)
+	if s.Live != "You are number 2 in line" {
+		t.Errorf("waiting page over https: %q\n%s", s.Live, s.Text)
+	}
+	g.mu.Lock()
+	tlsWS := slices.Clone(g.tlsWS)
+	g.mu.Unlock()
+	if len(tlsWS) == 0 || slices.Contains(tlsWS, false) {
+		t.Errorf("/ws requests over TLS: %v, want every one", tlsWS)
 	}
 	b.noErrors()
 }

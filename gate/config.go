@@ -49,6 +49,12 @@ type Config struct {
 	Shards     int      // -shards: must match the logic tier's
 
 	TokenSecret string // -token-secret; empty means DevTokenSecret, with a warning
+
+	// TLSCert and TLSKey (-tls-cert, -tls-key) are the PEM files of the
+	// gate's public certificate: given, the player port (wss and https)
+	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
+	// the files when they change. Both or neither; neither is plain ws.
+	TLSCert, TLSKey string
 	// TokenKeys (-token-keys) is a key ring file (token.ParseKeys, see
 	// docs/keys.md), read again when it changes; it replaces TokenSecret
 	// (both set is refused).
@@ -60,12 +66,6 @@ type Config struct {
 	JWTAudience    string        // -jwt-audience: the required aud
 	JWTPlayerClaim string        // -jwt-player-claim: the claim holding the player id
 	JWTLeeway      time.Duration // -jwt-leeway: clock skew allowed on exp, nbf, iat
-
-	// TLSCert and TLSKey (-tls-cert, -tls-key) are the PEM files of the
-	// gate's public certificate: given, the player port (wss and https)
-	// and the ops port (https) serve TLS 1.2+ (tlsconf.Edge), re-reading
-	// the files when they change. Both or neither; neither is plain ws.
-	TLSCert, TLSKey string
 	// TokenMaxLifetime (-token-max-lifetime) refuses, UNAUTHORIZED with a
 	// 1008 close, a token whose expiry lies further ahead than this.
 	TokenMaxLifetime time.Duration

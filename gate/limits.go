@@ -145,8 +145,15 @@ func sourceAddr(remoteAddr string, xff []string, trusted []netip.Prefix) (netip.
 // "1.2.3.4:80", "[::1]:80", "::1"); IPv4-mapped IPv6 addresses are
 // unmapped and zones dropped.
 func parseHostAddr(s string) (netip.Addr, error) {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap().WithZone(""), nil
+	// The usual forms first, each with the one parse that takes it, so
+	// the common case does not build errors: "a.b.c.d:port" and
+	// "[v6]:port" (a peer), "a.b.c.d" and "v6" (a forwarded hop).
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") == 1 {
+		if ap, err := netip.ParseAddrPort(s); err == nil {
+			return ap.Addr().Unmap().WithZone(""), nil
+		}
+	} else if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone(""), nil
 	}
 	host := s
 	if h, _, err := net.SplitHostPort(s); err == nil {

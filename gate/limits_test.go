@@ -474,3 +474,31 @@ func TestLimitConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAddrAdmitRefused is the cost of refusing a handshake at the
+// per-address rate (the map look-up and the bucket), which must stay far
+// below a token check.
+func BenchmarkAddrAdmitRefused(b *testing.B) {
+	l := newAddrLimits(1, 1, 0, nil)
+	a := netip.MustParseAddr("203.0.113.1")
+	l.admit(a, t0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, why, _ := l.admit(a, t0); why != addrRateLimit {
+			b.Fatal(why)
+		}
+	}
+}
+
+// BenchmarkSourceAddrForwarded reads the source address behind a trusted
+// proxy.
+func BenchmarkSourceAddrForwarded(b *testing.B) {
+	trusted := mustPrefixes(b, "10.0.0.0/8")
+	xff := []string{"198.51.100.1, 10.0.0.7"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sourceAddr("10.1.2.3:5000", xff, trusted); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,7 +2,9 @@
 # The compose test (`make compose-test`, run by CI after `make test`):
 # builds the images, brings the cluster of docker-compose.yml up under a
 # project name of its own (its own network, volume and ports), and runs
-# one load test through the gate's published port: scripts/compose-test.yaml,
+# one load test through the gate's published port, over wss with the
+# tiers on mutual TLS (certificates from levee-certs in the run's temp
+# directory, removed at the end): scripts/compose-test.yaml,
 # whose timeline SIGKILLs battle-1's process in the middle (injected by
 # `loadtest run -faults docker:PROJECT`) and whose thresholds say what must
 # hold (every request exactly one reply, serving resumed within 5 s of the
@@ -29,6 +31,7 @@ umask 022
 
 # shellcheck source=scripts/lib/compose.sh
 . scripts/lib/compose.sh
+compose_certs "$DIR/certs" "$ENVF" >/dev/null
 CLUSTER_NAME=compose-test
 # shellcheck source=scripts/lib/cluster.sh
 . scripts/lib/cluster.sh
@@ -45,6 +48,7 @@ cleanup() {
     echo "compose-test: logs in $DIR/compose.log" >&2
   fi
   compose down -v --remove-orphans >/dev/null 2>&1 || true
+  rm -rf "$DIR/certs"
   echo "compose-test: project $PROJECT removed; run file and report in $DIR"
   exit $rc
 }
@@ -66,12 +70,12 @@ until [ "$(health "$gate")" = healthy ]; do
   [ $SECONDS -lt $deadline ] || die "the gate did not become healthy in 60 s"
   sleep 0.5
 done
-echo "compose-test: healthy; scripts/compose-test.yaml through 127.0.0.1:$PORT (battle-1 killed at 15 s)"
+echo "compose-test: healthy; scripts/compose-test.yaml through wss://localhost:$PORT (battle-1 killed at 15 s)"
 
 secret=$(grep '^LEVEE_TOKEN_SECRET=' "$ENVF" | cut -d= -f2)
 rc=0
-bin/loadtest run scripts/compose-test.yaml -gate-urls "ws://127.0.0.1:$PORT/ws" -token-secret "$secret" \
-  -metrics "gate=http://127.0.0.1:$((PORT + 2))/metrics" -faults "docker:$PROJECT" -progress off \
+bin/loadtest run scripts/compose-test.yaml -gate-urls "wss://localhost:$PORT/ws" -ca-file "$DIR/certs/ca.crt" \
+  -token-secret "$secret" -metrics "gate=https://localhost:$((PORT + 2))/metrics" -faults "docker:$PROJECT" -progress off \
   -out "$DIR/run.ndjson" -html "$DIR/report.html" || rc=$?
 case $rc in
 0) echo "compose-test: PASS" ;;

@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # Helpers for docker-compose.yml (`make images`, `make up`, `make down`):
 #   scripts/compose.sh env      write .env with random secrets when it is missing
+#   scripts/compose.sh certs    write .certs/ (a local CA and each service's
+#                               certificate, cmd/levee-certs) when it is
+#                               missing, and each container's .certs/mount/
+#   scripts/compose.sh renew    new role and edge certificates from the same
+#                               CA, copied into .certs/mount/: the running
+#                               tiers pick them up without a restart
 #   scripts/compose.sh images   build the static binaries and the images
 #                               FROM scratch with the classic builder (nothing
 #                               is pulled; no buildx needed)
 #   scripts/compose.sh up|down  `docker compose` (v2) or `docker-compose`
-#                               (v1.29+), whichever is installed; down also
-#                               removes the volume (logic's data)
-# Environment: COMPOSE_PROJECT_NAME (levee), TAG (dev), GO (go).
+#                               (v1.29+), whichever is installed; up writes
+#                               .env and .certs/ first when missing; down
+#                               also removes the volume (logic's data), and
+#                               keeps .env and .certs/
+# Environment: COMPOSE_PROJECT_NAME (levee), TAG (dev), GO (go),
+# LEVEE_EDGE_NAMES (extra names of the gate's wss certificate, comma-separated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TAG=${TAG:-dev}
@@ -52,11 +61,18 @@ build_images() {
   rm -rf .images
 }
 
+certs() {
+  write_env
+  compose_certs .certs .env "${LEVEE_EDGE_NAMES:-}"
+}
+
 case ${1:-} in
 env) write_env ;;
+certs) certs ;;
+renew) COMPOSE_CERTS_RENEW=1 certs ;;
 images) build_images ;;
 up)
-  write_env
+  certs
   for b in "${BINS[@]}"; do
     docker image inspect "levee/$b:$TAG" >/dev/null 2>&1 || build_images
   done
@@ -65,7 +81,7 @@ up)
   ;;
 down) compose down -v --remove-orphans ;;
 *)
-  echo "usage: scripts/compose.sh env|images|up|down" >&2
+  echo "usage: scripts/compose.sh env|certs|renew|images|up|down" >&2
   exit 2
   ;;
 esac

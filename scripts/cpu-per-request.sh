@@ -14,7 +14,11 @@
 #
 #   -tree DIR   a checkout of Levee (any generation); repeat it to alternate
 #               trees in one session: every round runs each tree in turn, the
-#               order reversed on even rounds (A B, B A, A B, ...)
+#               order reversed on even rounds (A B, B A, A B, ...).
+#               DIR:tls runs that tree's gate with TLS at the edge (issue 22:
+#               -tls-cert/-tls-key, a throw-away ECDSA P-256 certificate from
+#               scripts/lib/edgetls.sh) and the load over wss:// (-ca-file);
+#               `-tree T -tree T:tls` is TLS against plain in one session
 #   -mix        read: profile reads only; demo: launch.yaml's mix (profile 5,
 #               purchase 2, battle 3); both with json 0.1 (a tenth of the
 #               players speak protojson). A comma list alternates them
@@ -53,6 +57,8 @@ SELF_DIR=$(cd "$(dirname "$0")" && pwd)
 CLUSTER_NAME=cpu-per-request
 # shellcheck source=scripts/lib/cluster.sh
 . "$SELF_DIR/lib/cluster.sh" # free_port
+# shellcheck source=scripts/lib/edgetls.sh
+. "$SELF_DIR/lib/edgetls.sh" # edge_cert, gate_has_tls
 
 usage() {
   sed -n '11,13p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -81,7 +87,7 @@ secs() { # duration (90, 90s, 2m, 1m30s) -> whole seconds
 }
 
 CONNECT_MAX=20
-EXTRA=() TREES=() MIXES=() RATE= WINDOW=60 WARMUP=15 IDLE=10 ROUNDS=1 CAPACITY=0 LOCK=/tmp/levee-heavy.lock KEEP=0
+EXTRA=() TREES=() TLS_OF=() MIXES=() RATE= WINDOW=60 WARMUP=15 IDLE=10 ROUNDS=1 CAPACITY=0 LOCK=/tmp/levee-heavy.lock KEEP=0
 ARGS=("$@")
 while [ $# -gt 0 ]; do
   case $1 in
@@ -91,8 +97,11 @@ while [ $# -gt 0 ]; do
   esac
   case $1 in
   -tree)
-    [ -f "$2/go.mod" ] || die "-tree $2: not a Go module (no go.mod)"
-    TREES+=("$(cd "$2" && pwd)")
+    t=$2 tls=0
+    if [[ $t == *:tls ]]; then t=${t%:tls} tls=1; fi
+    [ -f "$t/go.mod" ] || die "-tree $t: not a Go module (no go.mod)"
+    TREES+=("$(cd "$t" && pwd)")
+    TLS_OF+=("$tls")
     shift 2
     ;;
   -mix)
@@ -276,9 +285,12 @@ wait_healthy() { # name, bin, addr
     sleep 0.2
   done
 }
-# scrape URL NAME: every series of metric NAME, "labels value" a line.
+# scrape URL NAME: every series of metric NAME, "labels value" a line (an
+# https:// URL, a TLS gate's ops port, is checked against the bench CA).
 scrape() {
-  curl -sf --max-time 5 "$1" | awk -v n="$2" '
+  local ca=()
+  if [[ $1 == https:* ]]; then ca=(--cacert "$WORK/certs/ca.crt"); fi
+  curl -sf --max-time 5 "${ca[@]}" "$1" | awk -v n="$2" '
     index($0, n "{") == 1 || index($0, n " ") == 1 { lab = $1; sub("^" n, "", lab); print (lab == "" ? "{}" : lab), $NF }'
 }
 sum_of() { awk '{ s += $2 } END { printf "%.0f\n", s }' "$1"; }
@@ -318,6 +330,7 @@ setup_tree() { # index
   # shellcheck source=scripts/cpu-per-request/v1/tree.sh
   . "$GEN_DIR/tree.sh"
   LABEL=${LABELS[$1]:-}
+  TLS=${TLS_OF[$1]}
 }
 # label TREE: its directory's name, @ its commit, +dirty with changes to
 # tracked files: read once, when it is built.
@@ -348,12 +361,18 @@ cluster() {
   PID_logic=$PID
   wait_healthy logic logic "127.0.0.1:$port_lg"
   gen_gate_cmd "$BIN" "$port_gw" "$port_gg" "$port_go" "$port_lg" "$secret"
+  local scheme=ws ops=http
+  if [ "$TLS" = 1 ]; then
+    GEN_CMD+=(-tls-cert "$WORK/certs/edge.crt" -tls-key "$WORK/certs/edge.key")
+    scheme=wss ops=https
+  fi
   start gate "${GEN_CMD[@]}"
   PID_gate=$PID
   wait_healthy gate gate "127.0.0.1:$port_gg"
-  OPS_gate=http://127.0.0.1:$port_go/metrics OPS_logic=http://127.0.0.1:$port_lo/metrics OPS_battle=http://127.0.0.1:$port_bo/metrics
-  gen_target_args "ws://127.0.0.1:$port_gw/ws" "$secret"
+  OPS_gate=$ops://127.0.0.1:$port_go/metrics OPS_logic=http://127.0.0.1:$port_lo/metrics OPS_battle=http://127.0.0.1:$port_bo/metrics
+  gen_target_args "$scheme://127.0.0.1:$port_gw/ws" "$secret"
   TARGET=("${GEN_CMD[@]}")
+  if [ "$TLS" = 1 ]; then TARGET+=(-ca-file "$WORK/certs/ca.crt"); fi
 }
 
 # round TREE_INDEX MIX ROUND: one measurement; appends its rows to $RESULTS.
@@ -475,14 +494,19 @@ capacity_run() { # tree index, mix
 echo "cpu-per-request: $0 ${ARGS[*]}"
 echo "cpu-per-request: $(nproc) cores, $(uname -sr), $(go version | cut -d' ' -f3-), CLK_TCK $HZ; the load tool shares the cores with the cluster"
 LABELS=()
+edge_cert "$WORK/certs"
 for i in "${!TREES[@]}"; do
   LABELS[i]=$(label "${TREES[i]}")
+  if [ "${TLS_OF[i]}" = 1 ]; then LABELS[i]+=+tls; fi
   for ((j = 0; j < i; j++)); do [ "${LABELS[j]}" != "${LABELS[i]}" ] || LABELS[i]+="#$((i + 1))"; done
   setup_tree "$i"
   echo "cpu-per-request: building $LABEL ($TREE, generation $GEN)"
   lock
   (cd "$TREE" && CGO_ENABLED=0 go build -trimpath -o "$BIN/" "${GEN_PKGS[@]}") 9>&- || fail "the build of $TREE failed"
   unlock
+  if [ "${TLS_OF[i]}" = 1 ]; then
+    gate_has_tls "$BIN/gate" || fail "-tree ${TREES[i]}:tls: its gate has no -tls-cert"
+  fi
 done
 
 if [ "$CAPACITY" = 1 ]; then

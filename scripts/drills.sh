@@ -102,6 +102,7 @@ up() {
     echo "LEVEE_BATTLE1_OPS_PORT=$((PORT + 4))"
     echo "LEVEE_BATTLE2_OPS_PORT=$((PORT + 5))"
   ) >"$ENVF"
+  compose_certs "$OUT/certs" "$ENVF" >/dev/null
   compose up -d >/dev/null 2>"$OUT/$name.up.log" || die "$name: compose up failed (see $OUT/$name.up.log)"
   local deadline=$((SECONDS + 90)) c
   for s in battle-1 battle-2 logic gate; do
@@ -121,9 +122,9 @@ load() {
   secret=$(grep '^LEVEE_TOKEN_SECRET=' "$ENVF" | cut -d= -f2)
   admin=$(grep '^LEVEE_ADMIN_TOKEN=' "$ENVF" | cut -d= -f2)
   GATE_ADMIN_TOKEN=$admin bin/loadtest run "$SCEN/$name.yaml" "$@" \
-    -gate-urls "ws://127.0.0.1:$PORT/ws" -token-secret "$secret" \
-    -admin-urls "http://127.0.0.1:$((PORT + 2))/admin/line" \
-    -metrics "gate=http://127.0.0.1:$((PORT + 2))/metrics,logic=http://127.0.0.1:$((PORT + 3))/metrics,battle=http://127.0.0.1:$((PORT + 4))/metrics,battle=http://127.0.0.1:$((PORT + 5))/metrics" \
+    -gate-urls "wss://localhost:$PORT/ws" -ca-file "$OUT/certs/ca.crt" -token-secret "$secret" \
+    -admin-urls "https://localhost:$((PORT + 2))/admin/line" \
+    -metrics "gate=https://localhost:$((PORT + 2))/metrics,logic=http://127.0.0.1:$((PORT + 3))/metrics,battle=http://127.0.0.1:$((PORT + 4))/metrics,battle=http://127.0.0.1:$((PORT + 5))/metrics" \
     -faults "docker:$PROJECT" -label "$name" -progress off \
     -out "$OUT/$name.ndjson" -html "$OUT/$name.html"
 }

@@ -2,23 +2,29 @@
 # make k8s-test: the manifests in k8s/ on a real control plane, offline.
 #
 #   scripts/k8s-test.sh [--overlays "base prometheus-adapter keda dev"]
-#                       [--break misspelt,selector,metric] [--autoscale]
+#                       [--break misspelt,selector,metric,cert] [--autoscale]
 #
 # Starts, all on 127.0.0.1 in a temp dir: etcd, kube-apiserver,
 # kube-controller-manager (every controller, the HPA's included) and
 # kube-scheduler from .tools/ (make k8s-tools, pinned in tools/k8s/go.mod;
 # etcd at the version Kubernetes requires), and kwok with K8S_TEST_NODES fake nodes, whose stages
 # make scheduled pods Running and Ready without a kubelet. Installs the
-# CRDs the manifests use (PodMonitor, PrometheusRule, ScaledObject) from
-# their Go modules, then for each overlay: the namespace, the Secret
-# levee-secrets with random values (as k8s/README.md has an operator do),
+# CRDs the manifests use (PodMonitor, PrometheusRule, ScaledObject,
+# cert-manager's Certificate and Issuer) from their Go modules, then for
+# each overlay: the namespace, the Secret levee-secrets with random values
+# (as k8s/README.md has an operator do), the certificate Secrets
+# levee-{gate,logic,battle,edge}-tls from one levee-certs run (the CA and
+# the role certificates, as docs/deploying.md has an operator do without
+# cert-manager),
 # a default StorageClass with hostPath PersistentVolumes for logic's claims,
 # and the rendered overlay with `kubectl apply --server-side
 # --validate=strict`; then waits until every Deployment and StatefulSet has
 # all its replicas Ready (an HPA's target at least at minReplicas), every
 # Service's EndpointSlices list one ready endpoint per Ready pod its
-# selector matches, every PVC is Bound and every PDB counts the pods it
-# covers; prints a table; deletes the overlay's objects, pods, claims and
+# selector matches, every PVC is Bound, every PDB counts the pods it
+# covers and every Ready tier pod's certificate Secrets hold a key pair
+# that chains to their ca.crt with the tier's role (spiffe://levee/<role>);
+# prints a table; deletes the overlay's objects, pods, claims and
 # volumes before the next one.
 #
 # --break MODE,... then applies broken copies of the prometheus-adapter
@@ -27,6 +33,8 @@
 #   misspelt  Deployment gate with terminationGracePeriodSecond (no s)
 #   selector  Service gate-admin selecting app.kubernetes.io/name=no-such-app
 #   metric    HPA battle with a third metric, battle_no_such_metric
+#   cert      the manifests as they are, but Secret levee-battle-tls made
+#             from logic's certificate (role spiffe://levee/logic)
 #
 # --autoscale (phase 2 of issue 12, scripts/lib/k8s-autoscale.sh): before
 # the overlays, real battle, logic and gate processes, Debian's Prometheus
@@ -46,6 +54,13 @@
 # Everything it started is stopped on exit, failure and ^C included (each
 # component runs in a process group of its own), and the temp dir removed.
 #
+# The overlay tls (cert-manager's Issuers and Certificates): cert-manager
+# does not run here, so its objects are only proven accepted by the API
+# server with its CRDs' schemas (strict server-side validation); the
+# Secrets its Certificates would write are the levee-certs ones above, with
+# the same names and keys (tools/deploycheck checks offline that each
+# mounted Secret is a Certificate's, with the role's URI SAN).
+#
 # Environment: K8S_TEST_KEEP=1 keeps the temp dir (logs/ has every
 # component's log); K8S_TEST_TRACE=1 logs what is not ready yet as it
 # changes, and the teardowns; K8S_TEST_DEADLINE (180 s) and
@@ -61,6 +76,7 @@ TOOLS=${TOOLS:-$ROOT/.tools}
 GO=${GO:-go}
 PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:?set by the Makefile}
 KEDA_VERSION=${KEDA_VERSION:?set by the Makefile}
+CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:?set by the Makefile}
 NODES=${K8S_TEST_NODES:-3}
 DEADLINE=${K8S_TEST_DEADLINE:-180}        # seconds for an overlay to be ready
 BREAK_DEADLINE=${K8S_TEST_BREAK_DEADLINE:-30}
@@ -71,7 +87,7 @@ HPA_EXPECT=${K8S_TEST_HPA:-unavailable}
 SERVICE_CIDR=10.96.0.0/16
 POD_CIDR=10.244.0.0/16
 
-overlays="base prometheus-adapter keda dev"
+overlays="base prometheus-adapter keda dev tls"
 breaks=""
 autoscale=0
 while (($#)); do
@@ -79,7 +95,7 @@ while (($#)); do
 	--overlays) overlays=$2; shift 2 ;;
 	--break) breaks=${2//,/ }; shift 2 ;;
 	--autoscale) autoscale=1 HPA_EXPECT=active; shift ;;
-	*) echo "usage: $0 [--overlays LIST] [--break misspelt,selector,metric] [--autoscale]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--overlays LIST] [--break misspelt,selector,metric,cert] [--autoscale]" >&2; exit 2 ;;
 	esac
 done
 
@@ -100,6 +116,9 @@ done
 # shellcheck source=scripts/lib/cluster.sh
 CLUSTER_NAME=k8s-test
 . "$ROOT/scripts/lib/cluster.sh"
+# cluster.sh exports LEVEE_INSECURE=1 for its plaintext loopback clusters;
+# the processes here run mutual TLS (k8s-autoscale.sh), which excludes it.
+unset LEVEE_INSECURE
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/levee-k8s-test.XXXXXX")
 mkdir -p "$work/logs" "$work/pki" "$work/pv" "$work/bin"
@@ -223,6 +242,28 @@ k8scheck_bin() {
 		fail "building k8scheck (tools/deploycheck/cmd/k8scheck)"
 }
 
+# levee_certs: the cluster's CA and certificates (cmd/levee-certs) in
+# $work/levee-certs; the edge certificate also names gate-admin, which the
+# gate's PodMonitor scrapes it as.
+levee_certs() {
+	(cd "$ROOT" && CGO_ENABLED=0 $GO build -trimpath -o "$work/bin/" ./cmd/levee-certs) || fail "building levee-certs"
+	"$work/bin/levee-certs" -out "$work/levee-certs" -validity 48h \
+		-edge-names gate-admin.levee.svc,gate-admin.levee.svc.cluster.local >/dev/null || fail "levee-certs"
+}
+
+# tls_secrets: levee-<role>-tls and levee-edge-tls from levee_certs' files,
+# with the keys a cert-manager Certificate's Secret has.
+tls_secrets() {
+	local role from d=$work/levee-certs
+	for role in gate logic battle edge; do
+		from=$role
+		# --break cert: battle's Secret holds logic's pair
+		[[ ${break_mode:-} != cert || $role != battle ]] || from=logic
+		k -n levee create secret generic "levee-$role-tls" --type kubernetes.io/tls \
+			--from-file=tls.crt="$d/$from.crt" --from-file=tls.key="$d/$from.key" --from-file=ca.crt="$d/ca.crt" >/dev/null
+	done
+}
+
 healthy() { curl -fsS --max-time 2 "$@" >/dev/null 2>&1; }
 
 # --- the control plane -----------------------------------------------------
@@ -336,17 +377,21 @@ module_dir() {
 }
 
 crds() {
-	local po keda
+	local po keda cm
 	po=$(module_dir "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")
 	keda=$(module_dir "github.com/kedacore/keda/v2@$KEDA_VERSION")
-	[[ -d $po && -d $keda ]] || fail "downloading the CRDs' modules"
+	cm=$(module_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")
+	[[ -d $po && -d $keda && -d $cm ]] || fail "downloading the CRDs' modules"
 	k apply --server-side --validate=strict \
 		-f "$po/example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml" \
 		-f "$po/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml" \
-		-f "$keda/config/crd/bases/keda.sh_scaledobjects.yaml" >/dev/null
+		-f "$keda/config/crd/bases/keda.sh_scaledobjects.yaml" \
+		-f "$cm/deploy/crds/cert-manager.io_certificates.yaml" \
+		-f "$cm/deploy/crds/cert-manager.io_issuers.yaml" >/dev/null
 	k wait --for condition=Established --timeout 60s \
-		crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com crd/scaledobjects.keda.sh >/dev/null
-	log "CRDs: PodMonitor, PrometheusRule (prometheus-operator $PROMETHEUS_OPERATOR_VERSION), ScaledObject (KEDA $KEDA_VERSION)"
+		crd/podmonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com crd/scaledobjects.keda.sh \
+		crd/certificates.cert-manager.io crd/issuers.cert-manager.io >/dev/null
+	log "CRDs: PodMonitor, PrometheusRule (prometheus-operator $PROMETHEUS_OPERATOR_VERSION), ScaledObject (KEDA $KEDA_VERSION), Certificate, Issuer (cert-manager $CERT_MANAGER_VERSION)"
 }
 
 # --- one overlay -------------------------------------------------------------
@@ -359,6 +404,7 @@ overlay_setup() {
 	k -n levee create secret generic levee-secrets \
 		--from-literal=token-secret="$(openssl rand -hex 32)" \
 		--from-literal=admin-token="$(openssl rand -hex 32)" >/dev/null
+	tls_secrets
 	# logic's claims name no class, so they take the default one (k8s/README
 	# asks for one); no provisioner: PersistentVolumes made here, on hostPath
 	# (no kubelet mounts them), bound by the controller-manager's PV binder.
@@ -459,7 +505,7 @@ render() {
 # broken MODE: a copy of the prometheus-adapter overlay broken as MODE says,
 # and the message the run must fail with.
 broken() {
-	local mode=$1 dir=$work/break-$1 patch target
+	local mode=$1 dir=$work/break-$1 patch="" target=""
 	mkdir -p "$dir"
 	k kustomize "$ROOT/k8s/overlays/prometheus-adapter" >"$dir/all.yaml"
 	case $mode in
@@ -475,14 +521,20 @@ broken() {
 		target="{group: autoscaling, version: v2, kind: HorizontalPodAutoscaler, name: battle}"
 		patch='[{"op": "add", "path": "/spec/metrics/-", "value": {"type": "Pods", "pods": {"metric": {"name": "battle_no_such_metric"}, "target": {"type": "AverageValue", "averageValue": "1"}}}}]'
 		expect='HorizontalPodAutoscaler levee/battle names metric battle_no_such_metric' ;;
-	*) fail "unknown --break $mode (misspelt, selector, metric)" ;;
+	cert)
+		expect='Secret levee/levee-battle-tls \(mounted by battle pods\): tls.crt.s URI SANs are \[spiffe://levee/logic\], want \[spiffe://levee/battle\]' ;;
+	*) fail "unknown --break $mode (misspelt, selector, metric, cert)" ;;
 	esac
-	cat >"$dir/kustomization.yaml" <<-EOF
-		resources: [all.yaml]
-		patches:
-		- target: $target
-		  patch: '$patch'
-	EOF
+	if [[ -n ${patch:-} ]]; then
+		cat >"$dir/kustomization.yaml" <<-EOF
+			resources: [all.yaml]
+			patches:
+			- target: $target
+			  patch: '$patch'
+		EOF
+	else
+		echo "resources: [all.yaml]" >"$dir/kustomization.yaml"
+	fi
 	k kustomize "$dir" >"$dir/broken.yaml"
 	echo "$expect" >"$dir/expect"
 }
@@ -495,6 +547,7 @@ broken() {
 # --- main ----------------------------------------------------------------------
 
 k8scheck_bin
+levee_certs
 control_plane
 crds
 ((autoscale == 0)) || autoscale_setup
@@ -509,7 +562,7 @@ for b in $breaks; do
 	broken "$b"
 	# In a subshell, whose fail must not tear the cluster down (traps are
 	# reset there), in the background so that set -e holds in it.
-	(test_overlay "break-$b" "$work/break-$b/broken.yaml" "$BREAK_DEADLINE") >"$work/break-$b/out" 2>&1 &
+	(break_mode=$b; test_overlay "break-$b" "$work/break-$b/broken.yaml" "$BREAK_DEADLINE") >"$work/break-$b/out" 2>&1 &
 	rc=0
 	wait $! || rc=$?
 	if ((rc == 0)); then

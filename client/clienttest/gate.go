@@ -7,14 +7,19 @@ package clienttest
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -57,6 +62,8 @@ type Gate struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 
+	full, resumed atomic.Int64 // TLS handshakes
+
 	mu    sync.Mutex
 	conns map[*Conn]struct{}
 	wg    sync.WaitGroup
@@ -89,10 +96,29 @@ func NewGameGate(secret []byte, g *game.Game, line Line, h Handler) *Gate {
 			h = Game(g)
 		}
 	}
-	return newGate(secret, def, line, h)
+	return newGate(secret, def, line, h, false)
 }
 
-func newGate(secret []byte, def *gamedef.Def, line Line, h Handler) *Gate {
+// NewTLSGameGate is NewGameGate serving wss:// (TLS 1.2+, session tickets
+// on) with a certificate for 127.0.0.1 from httptest's built-in CA: trust
+// it with CAPEM (or CertPool). URL then starts with wss://.
+func NewTLSGameGate(secret []byte, g *game.Game, line Line, h Handler) *Gate {
+	if g != nil {
+		if err := g.Validate(); err != nil {
+			panic("clienttest: " + err.Error())
+		}
+		if h == nil {
+			h = Game(g)
+		}
+	}
+	var def *gamedef.Def
+	if g != nil {
+		def = g.Def()
+	}
+	return newGate(secret, def, line, h, true)
+}
+
+func newGate(secret []byte, def *gamedef.Def, line Line, h Handler, useTLS bool) *Gate {
 	ctx, cancel := context.WithCancel(context.Background())
 	gt := &Gate{secret: secret, def: def, handler: h, line: line, ctx: ctx, cancel: cancel, conns: map[*Conn]struct{}{}}
 	mux := http.NewServeMux()
@@ -104,12 +130,41 @@ func newGate(secret []byte, def *gamedef.Def, line Line, h Handler) *Gate {
 	}
 	gt.srv.Listener.Close()
 	gt.srv.Listener = l
-	gt.srv.Start()
+	if useTLS {
+		// A refused handshake is what the tests look for: not news.
+		gt.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+		gt.srv.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		gt.srv.StartTLS()
+	} else {
+		gt.srv.Start()
+	}
 	return gt
 }
 
-// URL is the gate's WebSocket endpoint, ws://127.0.0.1:port/ws.
-func (g *Gate) URL() string { return "ws" + strings.TrimPrefix(g.srv.URL, "http") + "/ws" }
+// URL is the gate's WebSocket endpoint, ws://127.0.0.1:port/ws (wss://
+// for a gate from NewTLSGameGate).
+func (g *Gate) URL() string {
+	if strings.HasPrefix(g.srv.URL, "https") {
+		return "wss" + strings.TrimPrefix(g.srv.URL, "https") + "/ws"
+	}
+	return "ws" + strings.TrimPrefix(g.srv.URL, "http") + "/ws"
+}
+
+// Handshakes counts the TLS connections that reached a TLS gate's
+// WebSocket endpoint (the client accepted the certificate): those with a
+// full handshake and those that resumed a session.
+func (g *Gate) Handshakes() (full, resumed int64) { return g.full.Load(), g.resumed.Load() }
+
+// CAPEM is the PEM of the certificate a TLS gate serves (self-signed, so
+// it is its own CA), nil for a plain gate: write it to a file for
+// client.TLSConfigFromCAFile.
+func (g *Gate) CAPEM() []byte {
+	c := g.srv.Certificate()
+	if c == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+}
 
 // Close drops every connection, waits for the handlers to return and stops
 // the server. Handlers that block must watch Conn.Context.
@@ -132,6 +187,13 @@ var upgrader = websocket.Upgrader{
 }
 
 func (g *Gate) serveWS(w http.ResponseWriter, r *http.Request) {
+	if r.TLS != nil {
+		if r.TLS.DidResume {
+			g.resumed.Add(1)
+		} else {
+			g.full.Add(1)
+		}
+	}
 	tok := r.URL.Query().Get("token")
 	if tok == "" {
 		tok = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -326,7 +326,10 @@ func TestExactlyOnceAcrossLogicSIGKILL(t *testing.T) {
 	c.restartLogic()
 	ann = c.dial(ctx, player)
 	mustReplay(t, resend(ctx, t, ann, sell), sold)
-	if st := stateOf(t, c.dial(ctx, player)); st.GetCoins() != 56 || st.GetItems()["plank"] != 1 {
+	// A new connection sees the state as logic holds it now; it replaces
+	// the old one (one player, one place), so ann is this one from here.
+	ann = c.dial(ctx, player)
+	if st := stateOf(t, ann); st.GetCoins() != 56 || st.GetItems()["plank"] != 1 {
 		t.Fatalf("after the acked trade and a restart: coins %d, planks %d", st.GetCoins(), st.GetItems()["plank"])
 	}
 

@@ -30,6 +30,7 @@ import (
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/gate"
 	"github.com/leveehq/levee/internal/cli"
+	"github.com/leveehq/levee/internal/tlsconf"
 	"github.com/leveehq/levee/internal/token"
 )
 
@@ -160,7 +161,17 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			if err := g.Validate(); err != nil {
 				return err
 			}
-			return cfg.Validate()
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if cfg.TLSCert != "" {
+				// A pair that does not load is a configuration error
+				// (exit 2), not a failure of the running gate.
+				if _, err := tlsconf.LoadKeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+					return fmt.Errorf("-tls-cert/-tls-key: %w", err)
+				}
+			}
+			return nil
 		},
 		Run: func(ctx context.Context, logger *slog.Logger) error {
 			s, err := gate.New(cfg, logger)

@@ -14,6 +14,7 @@ import (
 	"github.com/leveehq/levee/examples/arena"
 	"github.com/leveehq/levee/game"
 	"github.com/leveehq/levee/gate"
+	"github.com/leveehq/levee/internal/tlsconf/tlstest"
 	"github.com/leveehq/levee/internal/token"
 )
 
@@ -198,6 +199,29 @@ func TestKeyFlags(t *testing.T) {
 	for _, f := range []string{"-token-keys", "-jwks", "-jwt-issuer", "-jwt-audience", "-jwt-player-claim", "-jwt-leeway"} {
 		if !strings.Contains(errOut.String(), f+" ") && !strings.Contains(errOut.String(), f+"\n") {
 			t.Errorf("usage lacks %s", f)
+		}
+	}
+}
+
+func TestTLSFlags(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	f := ca.Issue(t, "edge", tlstest.Localhost())
+	other := ca.Issue(t, "other", tlstest.Localhost())
+	var errOut bytes.Buffer
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-tls-cert", f.Cert}, nil, "-tls-key"},
+		{nil, map[string]string{"GATE_TLS_KEY": f.Key}, "-tls-cert"},
+		{[]string{"-tls-cert", f.Cert, "-tls-key", other.Key}, nil, "-tls-cert/-tls-key:"},
+		{[]string{"-tls-cert", f.Cert + ".gone", "-tls-key", f.Key}, nil, ".gone"},
+	} {
+		errOut.Reset()
+		args := append([]string{"-insecure", "-logic-addrs", "a:1"}, tc.args...)
+		if code := run(arena.Game(), args, env(tc.env), &errOut); code != 2 || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want 2 naming %q", tc.args, tc.env, code, errOut.String(), tc.want)
 		}
 	}
 }

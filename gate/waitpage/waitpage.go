@@ -4,7 +4,10 @@
 // JSON subprotocol and shows the player's place in the admission line, the
 // ETA, the release rate and a progress bar, then "You're in!".
 //
-// The page is opened as /?token=<player token>[&ticket=<line ticket>]. It
+// The page is opened as /?token=<player token>[&ticket=<line ticket>].
+// It connects to /ws on its own host, over wss:// when it was served over
+// https (a gate with -tls-cert; e2e's browser test checks it), ws://
+// otherwise. It
 // keeps its state in data attributes of its <main> element for tests and
 // tools: data-state (connecting, waiting, retrying, admitted, error),
 // data-position (the place shown) and data-positions-seen (the distinct

@@ -32,13 +32,15 @@ func Find(t testing.TB) string {
 
 // Start starts headless chromium at bin with a window of w x h, bounded
 // by timeout in all, and returns the allocator context tabs are opened
-// from. The test's cleanup kills the browser and waits for it, also when
-// the test fails.
-func Start(t testing.TB, bin string, w, h int, timeout time.Duration) context.Context {
+// from. extra are more of chromium's options (e.g. a command-line flag).
+// The test's cleanup kills the browser and waits for it, also when the
+// test fails.
+func Start(t testing.TB, bin string, w, h int, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(w, h))
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	t.Cleanup(cancelAlloc)
 	return actx

@@ -47,8 +47,9 @@ func (d *driver) checkDial(ctx context.Context, id string) (*client.Client, erro
 	if err != nil {
 		return nil, err
 	}
-	opts := client.Options{Game: d.p.game.Game, Dialer: d.cfg.dialer, Logger: d.cfg.log, Clock: d.cfg.clock, NoPacing: true, NoRetry: true}
-	return client.DialRetry(ctx, d.gateOf(id), client.StaticToken(tok), opts)
+	g := d.gateOf(id)
+	opts := client.Options{Game: d.p.game.Game, Dialer: d.cfg.dialerFor(g), Logger: d.cfg.log, Clock: d.cfg.clock, NoPacing: true, NoRetry: true}
+	return client.DialRetry(ctx, g, client.StaticToken(tok), opts)
 }
 
 // gateOf is the gate player id plays on: player n ("p-<run>-<n>") dials

@@ -20,7 +20,8 @@ func (d *driver) playBare(live context.Context, pl *player) {
 	rec.Add("arrived", 1)
 	life, endLife := pl.life(live)
 	defer endLife()
-	ws, resp, err := d.cfg.dialer.DialContext(life, d.cfg.gates[pl.n%len(d.cfg.gates)], nil)
+	g := d.cfg.gates[pl.n%len(d.cfg.gates)]
+	ws, resp, err := d.cfg.dialerFor(g).DialContext(life, g, nil)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}

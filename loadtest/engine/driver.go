@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,8 +48,51 @@ type driverConfig struct {
 	count  int
 	cap    int // at most this many players present in this process at once
 	dialer *websocket.Dialer
-	clock  clock.Clock
-	log    *slog.Logger
+	// dialers are dialer with the TLS configuration, by gate URL (each
+	// gate its own TLS session cache); a gate not in it uses dialer.
+	dialers map[string]*websocket.Dialer
+	clock   clock.Clock
+	log     *slog.Logger
+}
+
+// countHandshakes is ds with every TLS handshake the bots complete
+// counted in rec: tls_full_handshakes, tls_resumed_handshakes (the session
+// caches stay shared).
+func countHandshakes(ds map[string]*websocket.Dialer, rec *record.Recorder) map[string]*websocket.Dialer {
+	out := make(map[string]*websocket.Dialer, len(ds))
+	for g, d := range ds {
+		if d.TLSClientConfig == nil {
+			out[g] = d
+			continue
+		}
+		nd := *d
+		c := d.TLSClientConfig.Clone()
+		prev := c.VerifyConnection
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if prev != nil {
+				if err := prev(cs); err != nil {
+					return err
+				}
+			}
+			if cs.DidResume {
+				rec.Add("tls_resumed_handshakes", 1)
+			} else {
+				rec.Add("tls_full_handshakes", 1)
+			}
+			return nil
+		}
+		nd.TLSClientConfig = c
+		out[g] = &nd
+	}
+	return out
+}
+
+// dialerFor is the dialer for gate URL g.
+func (dc *driverConfig) dialerFor(g string) *websocket.Dialer {
+	if d, ok := dc.dialers[g]; ok {
+		return d
+	}
+	return dc.dialer
 }
 
 // driver runs one process's players: it makes them arrive as the curve
@@ -126,6 +170,7 @@ func newDriver(cfg driverConfig, rec *record.Recorder, start time.Time) *driver 
 	if cfg.count < 1 {
 		cfg.count = 1
 	}
+	cfg.dialers = countHandshakes(cfg.dialers, rec)
 	d := &driver{cfg: cfg, p: cfg.plan, rec: rec, start: start}
 	d.playFn = d.play
 	if cfg.plan.replayCheck > 0 {
@@ -266,7 +311,7 @@ func (d *driver) play(reqCtx, live context.Context, pl *player) {
 	// What the server's closes did to the player (the gate-restart figures).
 	watch := newRedialWatch(d.cfg.clock, rec)
 	defer watch.finish()
-	dialer := watch.watchDialer(d.cfg.dialer)
+	dialer := watch.watchDialer(d.cfg.dialerFor(url))
 	for attempt := 0; life.Err() == nil; attempt++ {
 		waiting := false
 		var gaps statusGaps
@@ -696,7 +741,7 @@ func (d *driver) options(pl *player, rnd *mrand.Rand) client.Options {
 	o := client.Options{
 		Game:   d.p.game.Game,
 		JSON:   rnd.Float64() < d.p.json,
-		Dialer: d.cfg.dialer,
+		Dialer: d.cfg.dialerFor(d.cfg.gates[pl.n%len(d.cfg.gates)]),
 		Logger: d.cfg.log,
 		Clock:  d.cfg.clock,
 	}

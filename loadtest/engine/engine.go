@@ -65,6 +65,9 @@ type Config struct {
 	TokenSecret   string
 	TokenKeyID    string // with TokenSecret: sign v2 tokens under this key id (-token-keys); empty: v1 tokens
 	AllowNonlocal bool
+	// TLS is how the bots trust wss:// gates (CA file, skip verification,
+	// session cache); the zero value: the system roots, sessions resumed.
+	TLS target.TLS
 
 	// PID, when > 0, is a server process on this machine whose resident
 	// memory is read each second (probe.ServerRSS) and once before the
@@ -218,6 +221,12 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 		}
 		r.levels[0] = map[string]float64{probe.ServerRSSBefore: rss / (1 << 20)}
 	}
+	// The probe trusts what the bots trust: a gate's ops port may serve
+	// https with the edge certificate.
+	probeTLS, err := r.cfg.TLS.Config()
+	if err != nil {
+		return nil, err
+	}
 	srcs, err := r.startSources(ctx)
 	if err != nil {
 		return nil, err
@@ -230,12 +239,12 @@ func (r *run) run(ctx context.Context) (*report.Run, error) {
 	}
 	go func() { wg.Wait(); close(points) }()
 
-	pr := probe.New(r.cfg.Metrics, target.HTTPClient(900*time.Millisecond, r.cfg.AllowNonlocal))
+	pr := probe.New(r.cfg.Metrics, target.HTTPSClient(900*time.Millisecond, r.cfg.AllowNonlocal, probeTLS))
 	t := clk.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	// Faults are injected from here, the main process, only: the workers
 	// get the scenario but no injector.
-	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, r.cfg.AllowNonlocal, r.cfg.Faults,
+	tl := newTimeline(r.p, r.cfg.Admin, r.cfg.AdminToken, target.HTTPSClient(5*time.Second, r.cfg.AllowNonlocal, probeTLS), r.cfg.Faults,
 		func() time.Duration { return clk.Now().Sub(r.start) })
 	r.tl = tl
 	prog := newProgress(r.cfg.Progress, r.cfg.TTY, r.p)

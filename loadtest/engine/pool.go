@@ -156,9 +156,10 @@ func (p *pool) dial(ctx context.Context, n int, exp time.Time) *client.Client {
 	}
 	dctx, cancel := context.WithTimeout(ctx, poolDialTimeout)
 	defer cancel()
+	g := p.dc.gates[n%len(p.dc.gates)]
 	opts := client.Options{Game: p.dc.plan.game.Game, NoRetry: true, NoPacing: true, JSON: evenly(n, p.dc.plan.json),
-		Dialer: p.dc.dialer, Logger: p.dc.log, Clock: p.dc.clock}
-	c, err := client.Dial(dctx, p.dc.gates[n%len(p.dc.gates)], tok, opts)
+		Dialer: p.dc.dialerFor(g), Logger: p.dc.log, Clock: p.dc.clock}
+	c, err := client.Dial(dctx, g, tok, opts)
 	if err != nil {
 		p.dc.log.Debug("pool dial failed", "conn", id, "err", err)
 		return nil

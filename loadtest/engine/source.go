@@ -65,7 +65,7 @@ func (r *run) startSources(ctx context.Context) ([]source, error) {
 			Scenario: r.cfg.Name, Overrides: r.cfg.Overrides, File: r.cfg.Scenario.File,
 			Index: i, Count: n, Cap: r.cfg.PerWorker,
 			Gates: r.cfg.Gates, Secret: r.cfg.TokenSecret, KeyID: r.cfg.TokenKeyID, RunID: r.cfg.RunID, Seed: r.seed,
-			Start: r.start, SourceAddr: r.sourceAddr(i), AllowNonlocal: r.cfg.AllowNonlocal,
+			Start: r.start, SourceAddr: r.sourceAddr(i), AllowNonlocal: r.cfg.AllowNonlocal, TLS: r.cfg.TLS,
 		}
 		out = append(out, &worker{exe: exe, spec: spec, log: r.cfg.Log})
 	}
@@ -84,9 +84,13 @@ func (r *run) driverConfig(index, count int, source string) (driverConfig, error
 	if err != nil {
 		return driverConfig{}, err
 	}
+	dialers, err := r.cfg.TLS.Dialers(dialer, r.cfg.Gates)
+	if err != nil {
+		return driverConfig{}, err
+	}
 	return driverConfig{
 		plan: r.p, gates: r.cfg.Gates, secret: []byte(r.cfg.TokenSecret), keyID: r.cfg.TokenKeyID, runID: r.cfg.RunID, seed: r.seed,
-		index: index, count: count, cap: r.cfg.PerWorker, dialer: dialer, clock: r.cfg.Clock, log: r.cfg.Log,
+		index: index, count: count, cap: r.cfg.PerWorker, dialer: dialer, dialers: dialers, clock: r.cfg.Clock, log: r.cfg.Log,
 	}, nil
 }
 
@@ -157,20 +161,21 @@ func pump(clk clock.Clock, rec *record.Recorder, body func(), emit func(record.P
 
 // workerSpec is what a worker process is told on its stdin.
 type workerSpec struct {
-	Scenario      string    `json:"scenario"`
-	File          string    `json:"file"`
-	Overrides     []string  `json:"overrides"`
-	Index         int       `json:"index"`
-	Count         int       `json:"count"`
-	Cap           int       `json:"cap"`
-	Gates         []string  `json:"gates"`
-	Secret        string    `json:"secret"`
-	KeyID         string    `json:"key_id"`
-	RunID         string    `json:"run_id"`
-	Seed          uint64    `json:"seed"`
-	Start         time.Time `json:"start"`
-	SourceAddr    string    `json:"source_addr"`
-	AllowNonlocal bool      `json:"allow_nonlocal"`
+	Scenario      string     `json:"scenario"`
+	File          string     `json:"file"`
+	Overrides     []string   `json:"overrides"`
+	Index         int        `json:"index"`
+	Count         int        `json:"count"`
+	Cap           int        `json:"cap"`
+	Gates         []string   `json:"gates"`
+	Secret        string     `json:"secret"`
+	KeyID         string     `json:"key_id"`
+	RunID         string     `json:"run_id"`
+	Seed          uint64     `json:"seed"`
+	Start         time.Time  `json:"start"`
+	SourceAddr    string     `json:"source_addr"`
+	AllowNonlocal bool       `json:"allow_nonlocal"`
+	TLS           target.TLS `json:"tls"`
 }
 
 // workerLine is one line a worker writes on its stdout.
@@ -301,7 +306,7 @@ func Worker(ctx context.Context, gm Game, stdin io.Reader, stdout io.Writer, log
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	r := &run{cfg: Config{Scenario: sc, Gates: spec.Gates, TokenSecret: spec.Secret, TokenKeyID: spec.KeyID, AllowNonlocal: spec.AllowNonlocal,
+	r := &run{cfg: Config{Scenario: sc, Gates: spec.Gates, TokenSecret: spec.Secret, TokenKeyID: spec.KeyID, AllowNonlocal: spec.AllowNonlocal, TLS: spec.TLS,
 		PerWorker: spec.Cap, RunID: spec.RunID, Log: log, Game: gm}, p: p, seed: spec.Seed}
 	if r.cfg.PerWorker <= 0 {
 		r.cfg.PerWorker = DefaultPerWorker

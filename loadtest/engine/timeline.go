@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/leveehq/levee/loadtest/lineadmin"
 	"github.com/leveehq/levee/loadtest/record"
 	"github.com/leveehq/levee/loadtest/report"
-	"github.com/leveehq/levee/loadtest/target"
 	"github.com/leveehq/levee/loadtest/threshold"
 )
 
@@ -36,12 +36,13 @@ type timeline struct {
 // NoInjector is why a fault step is skipped when the run has no injector.
 const NoInjector = "no fault injector: run with -faults docker:PROJECT"
 
-// newTimeline calls the admin API at urls; unless allowNonlocal, only on
-// loopback (a client that dials only loopback). faults injects the fault steps (nil:
-// they are skipped); since is the wall time since the run's start.
-func newTimeline(p *plan, urls []string, token string, allowNonlocal bool, faults fault.Injector, since func() time.Duration) *timeline {
+// newTimeline calls the admin API at urls with hc (target.HTTPClient or
+// HTTPSClient: unless the run allows other addresses, one that dials only
+// loopback; for https admin URLs, one that trusts the run's CA). faults
+// injects the fault steps (nil: they are skipped); since is the wall time
+// since the run's start.
+func newTimeline(p *plan, urls []string, token string, hc *http.Client, faults fault.Injector, since func() time.Duration) *timeline {
 	t := &timeline{p: p, faults: faults, since: since}
-	hc := target.HTTPClient(5*time.Second, allowNonlocal)
 	for _, u := range urls {
 		t.admins = append(t.admins, lineadmin.Admin{URL: u, Token: token, HTTP: hc})
 	}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"github.com/leveehq/levee/loadtest/record"
 	"github.com/leveehq/levee/loadtest/report"
 	"github.com/leveehq/levee/loadtest/scenario"
+	"github.com/leveehq/levee/loadtest/target"
 	"github.com/leveehq/levee/loadtest/threshold"
 )
 
@@ -49,7 +52,7 @@ func TestTimeline(t *testing.T) {
 		{at: 2 * time.Minute, label: "T+5:00", mode: "paced", rate: 200, interval: 2 * time.Second,
 			sc: scenario.Action{Conds: []threshold.Threshold{cond}}},
 	}}
-	tl := newTimeline(p, []string{srv.URL, srv.URL}, "tok", false, nil, nil)
+	tl := newTimeline(p, []string{srv.URL, srv.URL}, "tok", target.HTTPClient(5*time.Second, false), nil, nil)
 	ctx := context.Background()
 	// A step's event comes from poll when it finished in time, else from
 	// finish: take both.
@@ -97,7 +100,7 @@ func TestTimelineReportsFailure(t *testing.T) {
 	}))
 	defer srv.Close()
 	p := &plan{speed: 1, timeline: []step{{at: 0, label: "0:00", mode: "open"}}}
-	tl := newTimeline(p, []string{srv.URL}, "", false, nil, nil)
+	tl := newTimeline(p, []string{srv.URL}, "", target.HTTPClient(5*time.Second, false), nil, nil)
 	evs := tl.poll(context.Background(), 0, nil)
 	evs = append(evs, tl.finish()...)
 	if len(evs) != 1 || !strings.Contains(evs[0].What, "failed on 1 of 1 gates") || !strings.Contains(evs[0].What, "bad mode") {
@@ -142,7 +145,7 @@ func TestTimelineFaults(t *testing.T) {
 		<-release
 		return nil
 	})
-	tl := newTimeline(p, nil, "", false, inj, since)
+	tl := newTimeline(p, nil, "", nil, inj, since)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	evs := tl.poll(ctx, 10*time.Second, nil)
@@ -179,9 +182,33 @@ func TestTimelineFaults(t *testing.T) {
 	}
 
 	// No injector: skipped, and says so.
-	tl = newTimeline(&plan{speed: 1, timeline: []step{{at: 0, label: "0:00", fault: &kill}}}, nil, "", false, nil, since)
+	tl = newTimeline(&plan{speed: 1, timeline: []step{{at: 0, label: "0:00", fault: &kill}}}, nil, "", nil, nil, since)
 	evs = append(tl.poll(context.Background(), 0, nil), tl.finish()...)
 	if len(evs) != 1 || evs[0].Kind != report.EventFault || !strings.HasSuffix(evs[0].What, ": skipped, "+NoInjector) {
 		t.Errorf("no injector: %+v", evs)
+	}
+}
+
+// An https admin API (a gate with -tls-cert) is called trusting the run's
+// CA, as the bots and the probe trust it; without it the call fails.
+func TestTimelineAdminOverTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	p := &plan{speed: 1, timeline: []step{{at: 0, label: "T-5:00", mode: "queueing"}}}
+	run := func(cfg *tls.Config) string {
+		tl := newTimeline(p, []string{srv.URL}, "tok", target.HTTPSClient(5*time.Second, false, cfg), nil, nil)
+		evs := append(tl.poll(context.Background(), 0, nil), tl.finish()...)
+		if len(evs) != 1 {
+			t.Fatalf("events %+v", evs)
+		}
+		return evs[0].What
+	}
+	if what := run(nil); !strings.Contains(what, "failed") {
+		t.Fatalf("without the CA: %q", what)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	if what := run(&tls.Config{RootCAs: pool}); strings.Contains(what, "failed") || !strings.Contains(what, "mode queueing") {
+		t.Fatalf("with the CA: %q", what)
 	}
 }

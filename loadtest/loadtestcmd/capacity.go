@@ -30,7 +30,7 @@ func capacityCmd(gm engine.Game, args []string, stdout, stderr io.Writer) int {
 	var sets stringList
 	fs.Var(&sets, "set", "override a scenario field: PATH=VALUE with a YAML path (client.request_timeout=2s); repeatable")
 	var gates, metrics []string
-	fs.Var((*cli.List)(&gates), "gate-urls", "comma-separated gate WebSocket URLs (loopback); connection n goes to the n-th mod count (default ws://127.0.0.1:8080/ws)")
+	fs.Var((*cli.List)(&gates), "gate-urls", "comma-separated gate WebSocket URLs, ws:// or wss:// (loopback); connection n goes to the n-th mod count (default ws://127.0.0.1:8080/ws)")
 	fs.Var((*cli.List)(&metrics), "metrics", "comma-separated tier=URL of the servers' /metrics (gate=, logic=, battle=) probed each second")
 	secret := fs.String("token-secret", "levee-dev-secret", "the gates' token signing secret")
 	keysFile := fs.String("token-keys", "", "the gates' key ring file (-token-keys): sign v2 tokens with its current key, as read at start; replaces -token-secret")
@@ -39,6 +39,7 @@ func capacityCmd(gm engine.Game, args []string, stdout, stderr io.Writer) int {
 	valueOut := fs.String("value-out", "", "write just the capacity (requests/s) to this file")
 	progressMode := fs.String("progress", "off", "progress output of each step: auto, line, off")
 	allowNonlocal := fs.Bool("allow-nonlocal", false, "allow targets that are not loopback")
+	tlsF := addTLSFlags(fs)
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
 	conns := fs.Int("conns", scenario.DefaultPoolConns, "connections of the pool (a pool file's pool.conns when not given)")
 	cfg := capacity.DefaultConfig()
@@ -101,8 +102,13 @@ func capacityCmd(gm engine.Game, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	tlsOpts, err := tlsF.options(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
 	r := &poolRunner{base: sc, pool: pool, cfg: engine.Config{
-		Gates: gates, Metrics: targets, TokenSecret: key, TokenKeyID: kid, AllowNonlocal: *allowNonlocal, Workers: 1,
+		Gates: gates, Metrics: targets, TokenSecret: key, TokenKeyID: kid, AllowNonlocal: *allowNonlocal, TLS: tlsOpts, Workers: 1,
 		Label: *label, Command: append([]string{"loadtest", "capacity"}, args...), Progress: prog, TTY: tty, Log: logger,
 		Game: gm,
 	}}

@@ -41,7 +41,7 @@ func runScenario(gm engine.Game, args []string, getenv func(string) string, stdo
 	scale := fs.Float64("scale", 0, "players and release rates x this (0.1 = 8,000 players on launch day); 0: the scenario's")
 	speed := fs.Float64("speed", 0, "run scenario time this many times faster than the wall clock; 0: the scenario's")
 	var gates, admins, metrics, sources []string
-	fs.Var((*cli.List)(&gates), "gate-urls", "comma-separated gate WebSocket URLs (loopback); player n goes to the n-th mod count (default ws://127.0.0.1:8080/ws)")
+	fs.Var((*cli.List)(&gates), "gate-urls", "comma-separated gate WebSocket URLs, ws:// or wss:// (loopback); player n goes to the n-th mod count (default ws://127.0.0.1:8080/ws)")
 	fs.Var((*cli.List)(&admins), "admin-urls", "comma-separated gates' line admin URLs (http://127.0.0.1:8082/admin/line) the timeline changes; empty: the timeline is skipped")
 	faultsSpec := fs.String("faults", "", "inject the timeline's fault steps: docker:PROJECT (the containers of compose project PROJECT, through the docker CLI; kill and fill need root on the Docker host); empty: fault steps are recorded as skipped")
 	adminToken := fs.String("admin-token", "", "bearer token of the admin API; empty: $GATE_ADMIN_TOKEN (keeps it out of ps)")
@@ -57,6 +57,7 @@ func runScenario(gm engine.Game, args []string, getenv func(string) string, stdo
 	html := fs.String("html", "", "write the HTML report to this file")
 	progressMode := fs.String("progress", "auto", "progress output: auto (updating line on a terminal, a line every 5 s otherwise), line, off")
 	allowNonlocal := fs.Bool("allow-nonlocal", false, "allow targets that are not loopback")
+	tlsF := addTLSFlags(fs)
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: loadtest run [flags] FILE.yaml|PRESET   (loadtest scenarios lists the presets)")
@@ -102,6 +103,11 @@ func runScenario(gm engine.Game, args []string, getenv func(string) string, stdo
 	if len(gates) == 0 {
 		gates = []string{"ws://127.0.0.1:8080/ws"}
 	}
+	tlsOpts, err := tlsF.options(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
 	targets, logger, prog, tty, err := outputs(metrics, *logLevel, *progressMode, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -116,7 +122,7 @@ func runScenario(gm engine.Game, args []string, getenv func(string) string, stdo
 	cfg := engine.Config{
 		Scenario: sc, Name: name, Overrides: overrides,
 		Gates: gates, Admin: admins, AdminToken: *adminToken, Faults: injector, Metrics: targets, TokenSecret: key, TokenKeyID: kid,
-		AllowNonlocal: *allowNonlocal, Workers: *workers, PerWorker: *perWorker, SourceAddrs: sources, PID: *pid,
+		AllowNonlocal: *allowNonlocal, TLS: tlsOpts, Workers: *workers, PerWorker: *perWorker, SourceAddrs: sources, PID: *pid,
 		Label: *label, Command: append([]string{"loadtest", "run"}, args...),
 		Progress: prog, TTY: tty, Log: logger, Game: gm,
 	}

@@ -10,6 +10,7 @@ package target
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -158,9 +159,19 @@ func NewDialer(timeout time.Duration, sourceAddr string, allowNonlocal bool) (*w
 // API, /metrics pages) whose requests time out after timeout and which,
 // unless allowNonlocal, dials only loopback addresses.
 func HTTPClient(timeout time.Duration, allowNonlocal bool) *http.Client {
-	if allowNonlocal {
-		return &http.Client{Timeout: timeout}
+	return HTTPSClient(timeout, allowNonlocal, nil)
+}
+
+// HTTPSClient is HTTPClient whose https:// requests use tlsCfg (nil: Go's
+// defaults, the system roots), e.g. TLS.Config's for a gate's ops port
+// served with the edge certificate.
+func HTTPSClient(timeout time.Duration, allowNonlocal bool, tlsCfg *tls.Config) *http.Client {
+	tr := &http.Transport{TLSClientConfig: tlsCfg, TLSHandshakeTimeout: timeout}
+	if !allowNonlocal {
+		nd := &net.Dialer{Timeout: timeout, Control: LoopbackOnly}
+		tr.DialContext = nd.DialContext
+	} else {
+		tr.Proxy = http.ProxyFromEnvironment
 	}
-	nd := &net.Dialer{Timeout: timeout, Control: LoopbackOnly}
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{DialContext: nd.DialContext}}
+	return &http.Client{Timeout: timeout, Transport: tr}
 }

@@ -80,26 +80,40 @@ levee_bins() {
 		fail "building gate, logic, battle and loadtest"
 }
 
+# mtls ROLE: the tier flags for mutual TLS as ROLE, with the certificates
+# of levee_certs (scripts/k8s-test.sh); ops is the healthchecks' identity.
+mtls() {
+	local d=$work/levee-certs
+	echo -cluster-ca "$d/ca.crt" -cluster-cert "$d/$1.crt" -cluster-key "$d/$1.key"
+}
+
 levee_processes() {
 	local i logic_port logic_ops battle_addrs=""
+	# shellcheck disable=SC2207 # the paths have no blanks ($work is mktemp's)
+	local ops=($(mtls ops))
 	battle_ops=()
 	for ((i = 0; i < AUTOSCALE_BATTLES; i++)); do
 		local bp bo
 		free_port bp; free_port bo
-		start "battle-$i" "$work/bin/battle" -grpc-addr "127.0.0.1:$bp" -ops-addr "127.0.0.1:$bo"
+		# shellcheck disable=SC2046
+		start "battle-$i" "$work/bin/battle" -grpc-addr "127.0.0.1:$bp" -ops-addr "127.0.0.1:$bo" $(mtls battle)
 		battle_ops+=("$bo")
 		battle_addrs+="${battle_addrs:+,}127.0.0.1:$bp"
-		wait_until 30 "battle-$i healthy" "$work/bin/battle" healthcheck -addr "127.0.0.1:$bp"
+		wait_until 30 "battle-$i healthy" "$work/bin/battle" healthcheck -addr "127.0.0.1:$bp" "${ops[@]}"
 	done
 	free_port logic_port; free_port logic_ops
+	# shellcheck disable=SC2046
 	start logic "$work/bin/logic" -grpc-addr "127.0.0.1:$logic_port" -ops-addr "127.0.0.1:$logic_ops" \
-		-data-dir "$work/logic-data" -shards 8 -battle-addrs "$battle_addrs"
-	wait_until 30 "logic healthy" "$work/bin/logic" healthcheck -addr "127.0.0.1:$logic_port"
+		-data-dir "$work/logic-data" -shards 8 -battle-addrs "$battle_addrs" $(mtls logic)
+	wait_until 30 "logic healthy" "$work/bin/logic" healthcheck -addr "127.0.0.1:$logic_port" "${ops[@]}"
 	free_port gate_port; free_port gate_grpc; free_port gate_ops
 	token_secret=k8s-test-$RANDOM-$RANDOM-$RANDOM
+	# The gate's players' port stays plain ws here (the load below is
+	# loopback); gate -> logic -> battle is mutual TLS, as in the pods.
+	# shellcheck disable=SC2046
 	start gate "$work/bin/gate" -addr "127.0.0.1:$gate_port" -grpc-addr "127.0.0.1:$gate_grpc" \
-		-ops-addr "127.0.0.1:$gate_ops" -logic-addrs "127.0.0.1:$logic_port" -shards 8 -token-secret "$token_secret"
-	wait_until 30 "gate healthy" "$work/bin/gate" healthcheck -addr "127.0.0.1:$gate_grpc"
+		-ops-addr "127.0.0.1:$gate_ops" -logic-addrs "127.0.0.1:$logic_port" -shards 8 -token-secret "$token_secret" $(mtls gate)
+	wait_until 30 "gate healthy" "$work/bin/gate" healthcheck -addr "127.0.0.1:$gate_grpc" "${ops[@]}"
 	# A few seconds of casual players, so that every battle process has
 	# served requests and exports battle_requests_total (a labelled
 	# counter, absent until then), which the pressure rule divides by: an

@@ -83,6 +83,7 @@ const (
 	promRule   = "k8s/base/monitoring/prometheusrule.yaml"
 	adapter    = "k8s/overlays/prometheus-adapter/adapter-rules.yaml"
 	scaledObj  = "k8s/overlays/keda/scaledobject.yaml"
+	tlsCerts   = "k8s/overlays/tls/certs.yaml"
 	dash       = deploycheck.DashboardFile
 )
 
@@ -145,6 +146,27 @@ func TestChecksFail(t *testing.T) {
 			[]string{"Deployment levee/gate", "terminationGracePeriodSeconds 20s is shorter than preStop 10s + -drain 5s + -shutdown-grace 10s = 25s"}},
 		{"ops port on the load balancer", gateYAML, "    - {name: ws, port: 80, targetPort: ws}\n", "    - {name: ws, port: 80, targetPort: ws}\n    - {name: admin, port: 8082, targetPort: 8082}\n",
 			[]string{"Service levee/gate", `LoadBalancer Service port 8082 reaches Deployment levee/gate (kustomization k8s/base)'s private port "ops"`}},
+		// certificates (tls.go)
+		{"tier mounts another role's Secret", battleYAML, "secretName: levee-battle-tls", "secretName: levee-logic-tls",
+			[]string{"Deployment levee/battle (kustomization k8s/base)", "does not mount Secret levee-battle-tls"}},
+		{"cluster key outside the Secret", logicYAML, "LEVEE_CLUSTER_KEY, value: /certs/cluster/tls.key", "LEVEE_CLUSTER_KEY, value: /certs/tls.key",
+			[]string{`StatefulSet levee/logic (kustomization k8s/base) container "logic"`, "LEVEE_CLUSTER_KEY=/certs/tls.key is not a key of the mounted Secret levee-logic-tls"}},
+		{"gate without its edge key", gateYAML, "            - {name: GATE_TLS_KEY, value: /certs/edge/tls.key}\n", "",
+			[]string{`Deployment levee/gate (kustomization k8s/base) container "gate"`, "no GATE_TLS_KEY"}},
+		{"certificate of the wrong role", tlsCerts, `uris: ["spiffe://levee/battle"]`, `uris: ["spiffe://levee/logic"]`,
+			[]string{"Certificate levee/battle", "URIs [spiffe://levee/logic], want [spiffe://levee/battle]"}},
+		{"certificate without client auth", tlsCerts, "dnsNames: [\"gate.levee.svc\"]\n  usages: [digital signature, server auth, client auth]", "dnsNames: [\"gate.levee.svc\"]\n  usages: [digital signature, server auth]",
+			[]string{"Certificate levee/gate", `lack "client auth"`}},
+		{"certificate from no issuer", tlsCerts, "issuerRef: {kind: Issuer, name: selfsigned}", "issuerRef: {kind: Issuer, name: selfsignd}",
+			[]string{"Certificate levee/ca (kustomization k8s/overlays/tls)", `issuerRef Issuer "selfsignd" is not a rendered Issuer`}},
+		{"certificate field misspelt", tlsCerts, "isCA: true", "isCa: true",
+			[]string{"kustomization k8s/overlays/tls", "Certificate levee/ca", `unknown field "spec.isCa"`}},
+		{"CA issuer on a leaf", tlsCerts, "  isCA: true\n", "",
+			[]string{"Issuer levee/ca", "Certificate ca is not isCA"}},
+		{"mounted Secret no Certificate writes", tlsCerts, "secretName: levee-edge-tls", "secretName: levee-edge",
+			[]string{"Deployment levee/gate (kustomization k8s/overlays/tls)", "mounts Secret levee-edge-tls, which no rendered Certificate in namespace \"levee\" writes"}},
+		{"certificate outside the pods' namespace", tlsCerts, "metadata: {name: gate, namespace: levee}", "metadata: {name: gate}",
+			[]string{"Deployment levee/gate (kustomization k8s/overlays/tls)", "mounts Secret levee-gate-tls, which no rendered Certificate in namespace \"levee\" writes"}},
 		// metrics chain
 		{"HPA metric no adapter rule makes", hpaYAML, "name: battle_pressure\n", "name: battle_pressur\n",
 			[]string{"HorizontalPodAutoscaler levee/battle (kustomization k8s/overlays/prometheus-adapter)", `Pods metric "battle_pressur" is produced by no prometheus-adapter rule`}},

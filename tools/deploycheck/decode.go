@@ -19,6 +19,7 @@ import (
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 )
 
@@ -52,6 +53,7 @@ func NewScheme() *runtime.Scheme {
 		networkingv1.AddToScheme,
 		rbacv1.AddToScheme,
 		monitoringv1.AddToScheme,
+		cmv1.AddToScheme,
 		addKEDAToScheme,
 	} {
 		if err := add(s); err != nil {

@@ -11,7 +11,8 @@
 //     k8s/overlays/* (with a timeout).
 //   - decode.go: every rendered document decodes strictly into its Go type
 //     (k8s.io/api, the prometheus-operator's PodMonitor and PrometheusRule,
-//     and keda.go's mirror of KEDA's ScaledObject), so a misspelt or unknown
+//     cert-manager's Certificate and Issuer from its own Go module, and
+//     keda.go's mirror of KEDA's ScaledObject), so a misspelt or unknown
 //     field, or an unknown kind, is an error.
 //   - selectors.go: Service, PDB, NetworkPolicy and PodMonitor selectors
 //     match the pod template of a workload; a workload's selector matches
@@ -21,6 +22,11 @@
 //   - refs.go: secretKeyRef/configMapKeyRef name rendered objects or the
 //     operator-created Secret (levee-secrets); no Secret in the manifests
 //     carries data; a StatefulSet's serviceName is a headless Service.
+//   - tls.go: every tier mounts its role's certificate Secret and gets the
+//     flags' files from it; where Certificates are rendered (k8s/overlays/
+//     tls) each mounted Secret is one Certificate's, with the role's URI
+//     SAN and usages, issued by a rendered Issuer whose CA chain ends in a
+//     self-signed one.
 //   - pods.go: requests and limits, GOMEMLIMIT below the memory limit, the
 //     restrictive securityContext.
 //   - gate.go: the gate's termination grace period covers its preStop

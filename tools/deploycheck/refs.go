@@ -12,7 +12,17 @@ import (
 // never in the manifests), with the keys they carry.
 var OperatorSecrets = map[string][]string{
 	"levee-secrets": {"token-secret", "admin-token"},
+	// The certificates (kubernetes.io/tls Secrets with the CA): made by the
+	// operator from levee-certs, or by cert-manager from the Certificates
+	// of k8s/overlays/tls (tls.go checks those). See docs/deploying.md.
+	"levee-gate-tls":   TLSSecretKeys,
+	"levee-logic-tls":  TLSSecretKeys,
+	"levee-battle-tls": TLSSecretKeys,
+	"levee-edge-tls":   TLSSecretKeys,
 }
+
+// TLSSecretKeys are the keys of a certificate Secret.
+var TLSSecretKeys = []string{"tls.crt", "tls.key", "ca.crt"}
 
 // CheckRefs checks that every Secret and ConfigMap a pod refers to (env,
 // envFrom, volumes) is rendered in the pod's namespace or is an operator

@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -41,6 +42,9 @@ type State struct {
 	Pods         []corev1.Pod
 	Claims       []corev1.PersistentVolumeClaim
 	PDBs         []policyv1.PodDisruptionBudget
+	Secrets      []corev1.Secret
+	// Now is when it was listed (the certificates' validity is checked at it).
+	Now time.Time
 }
 
 // ServiceNameLabel is the label an EndpointSlice names its Service by.
@@ -299,13 +303,14 @@ func HPAs(s *State, expect HPAExpect) []string {
 	return out
 }
 
-// Ready is every check above: the overlay is up.
+// Ready is every check above, and Certificates: the overlay is up.
 func Ready(s *State, expect HPAExpect) []string {
 	var out []string
 	out = append(out, Workloads(s)...)
 	out = append(out, Services(s)...)
 	out = append(out, Claims(s)...)
 	out = append(out, PDBs(s)...)
+	out = append(out, Certificates(s, s.Now)...)
 	return append(out, HPAs(s, expect)...)
 }
 

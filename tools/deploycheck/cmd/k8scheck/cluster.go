@@ -82,11 +82,12 @@ func (c *cluster) state(ctx context.Context) (*live.State, error) {
 	pod, e6 := core.Pods(ns).List(ctx, o)
 	pvc, e7 := core.PersistentVolumeClaims(ns).List(ctx, o)
 	pdb, e8 := c.cs.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
-	if err := errors.Join(e1, e2, e3, e4, e5, e6, e7, e8); err != nil {
+	sec, e9 := core.Secrets(ns).List(ctx, o)
+	if err := errors.Join(e1, e2, e3, e4, e5, e6, e7, e8, e9); err != nil {
 		return nil, fmt.Errorf("listing namespace %s: %w", ns, err)
 	}
 	return &live.State{Deployments: dep.Items, StatefulSets: sts.Items, HPAs: hpa.Items, Services: svc.Items,
-		Slices: eps.Items, Pods: pod.Items, Claims: pvc.Items, PDBs: pdb.Items}, nil
+		Slices: eps.Items, Pods: pod.Items, Claims: pvc.Items, PDBs: pdb.Items, Secrets: sec.Items, Now: time.Now()}, nil
 }
 
 // rendered reads the documents of a rendered overlay (kustomize output),
