@@ -282,18 +282,11 @@ func (s *Server) listen() error {
 		return fmt.Errorf("gate: listen -ops-addr %s: %w", s.cfg.OpsAddr, err)
 	}
 	if edge != nil {
-		// Handshakes on short-lived goroutines (tlsconf.Listener), not on
-		// the connection's goroutine that stays as a waiting player's
-		// reader; bounded like the request headers.
-		s.wsLis = tlsconf.NewListener(s.wsLis, edge, tlsHandshakeTimeout, s.log)
-		s.opsLis = tlsconf.NewListener(s.opsLis, edge, tlsHandshakeTimeout, s.log)
+		s.wsLis = tls.NewListener(s.wsLis, edge)
+		s.opsLis = tls.NewListener(s.opsLis, edge)
 	}
 	return nil
 }
-
-// tlsHandshakeTimeout bounds a TLS handshake at the player and ops ports,
-// as ReadHeaderTimeout bounds the request that follows.
-const tlsHandshakeTimeout = 5 * time.Second
 
 // TLS reports whether the player and ops ports serve TLS (-tls-cert).
 func (s *Server) TLS() bool { return s.edgeTLS != nil }
