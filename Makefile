@@ -93,12 +93,15 @@ vet:
 	$(GO) vet ./...
 
 # The browser test needs chromium; ensure-chromium.sh installs Debian's when
-# it is missing, and LEVEE_REQUIRE_BROWSER makes a missing browser a failure.
+# it is missing, and LEVEE_REQUIRE_BROWSER makes a missing browser a failure;
+# likewise ensure-postgres.sh and LEVEE_REQUIRE_POSTGRES for the tests that
+# run logic on a throwaway PostgreSQL (internal/pgtest).
 # proto-check fails when the committed generated code is stale; fuzz-seeds
 # fails when a fuzz target has no seed corpus (go test ./... runs the seeds).
 test: vet proto-check fuzz-seeds rules-test deploy-check craft-test
 	./scripts/ensure-chromium.sh
-	LEVEE_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 12m ./...
+	./scripts/ensure-postgres.sh
+	LEVEE_REQUIRE_BROWSER=1 LEVEE_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 12m ./...
 
 # The second example game, a module of its own (examples/craft): it builds
 # and tests from Levee's exported packages alone, offline (the replace in
