@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -18,31 +16,6 @@ import (
 
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
-
-// ErrStore wraps every storage failure.
-var ErrStore = errors.New("logic: store")
-
-// Storage failure reasons (the logic_store_errors_total reason label).
-const (
-	// reasonNoSpace: the file system is full (ENOSPC) or the quota is
-	// used up (EDQUOT).
-	reasonNoSpace = "no_space"
-	// reasonIO: any other failure of the store.
-	reasonIO = "io"
-)
-
-// storeReason is err's storage failure reason. bbolt wraps write errors
-// with %w but formats those of growing and syncing the file with %s, so a
-// full disk is also recognised by its text.
-func storeReason(err error) string {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return reasonNoSpace
-	}
-	if msg := err.Error(); strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error()) {
-		return reasonNoSpace
-	}
-	return reasonIO
-}
 
 // openTimeout bounds how long opening a shard file waits for another
 // process's lock, so a second process on the same -data-dir fails fast.
@@ -70,13 +43,13 @@ var (
 	metaPurgedUpTo = []byte("purged-up-to")
 )
 
-// store is one shard's bbolt file. Only the shard goroutine writes to it
+// boltStore is one shard's bbolt file (Config.Store "bolt"). Only the shard goroutine writes to it
 // (tests read it from others, which bbolt allows).
-type store struct {
+type boltStore struct {
 	db   *bolt.DB
 	path string
-	// purgedUpTo is metaPurgedUpTo (unix ms, 0: nothing purged yet).
-	purgedUpTo int64
+	// purged is metaPurgedUpTo (unix ms, 0: nothing purged yet).
+	purged int64
 	// state is the type of the game's player state.
 	state protoreflect.MessageType
 }
@@ -86,9 +59,9 @@ func shardFile(dir string, shard int) string {
 	return filepath.Join(dir, fmt.Sprintf("shard-%03d.db", shard))
 }
 
-// openStore opens (creating if needed) shard's file under dir, whose
+// openBoltStore opens (creating if needed) shard's file under dir, whose
 // players' states are typ messages.
-func openStore(dir string, shard int, typ protoreflect.MessageType) (*store, error) {
+func openBoltStore(dir string, shard int, typ protoreflect.MessageType) (*boltStore, error) {
 	path := shardFile(dir, shard)
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -97,7 +70,7 @@ func openStore(dir string, shard int, typ protoreflect.MessageType) (*store, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: open %s: %w", ErrStore, path, err)
 	}
-	s := &store{db: db, path: path, state: typ}
+	s := &boltStore{db: db, path: path, state: typ}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{playersBucket, outcomesBucket, outcomeTimesBucket, metaBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -105,7 +78,7 @@ func openStore(dir string, shard int, typ protoreflect.MessageType) (*store, err
 			}
 		}
 		if v := tx.Bucket(metaBucket).Get(metaPurgedUpTo); len(v) == 8 {
-			s.purgedUpTo = int64(binary.BigEndian.Uint64(v))
+			s.purged = int64(binary.BigEndian.Uint64(v))
 		}
 		return nil
 	})
@@ -125,7 +98,7 @@ func ensureDir(dir string) error {
 }
 
 // get loads a player's record; (nil, nil) when there is none.
-func (s *store) get(id string) (*record, error) {
+func (s *boltStore) get(id string) (*record, error) {
 	var rec *record
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(playersBucket).Get([]byte(id))
@@ -144,7 +117,7 @@ func (s *store) get(id string) (*record, error) {
 
 // outcome returns the stored outcome under key, decoded; (nil, nil) when
 // there is none. One bbolt Get.
-func (s *store) outcome(key string) (*leveev2.StoredOutcome, error) {
+func (s *boltStore) outcome(key string) (*leveev2.StoredOutcome, error) {
 	var so *leveev2.StoredOutcome
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(outcomesBucket).Get([]byte(key))
@@ -160,6 +133,8 @@ func (s *store) outcome(key string) (*leveev2.StoredOutcome, error) {
 	}
 	return so, nil
 }
+
+func (s *boltStore) purgedUpTo() int64 { return s.purged }
 
 // timeKey is o's key in the time index.
 func timeKey(at time.Time, key string) []byte {
@@ -179,7 +154,7 @@ func putOutcome(tx *bolt.Tx, o outcome) error {
 // lot, and an outcome is durable exactly when the change it answers is.
 // hook, if not nil, runs inside the transaction (tests use it to make it
 // fail).
-func (s *store) put(recs map[string]*record, outs map[string]outcome, hook func() error) error {
+func (s *boltStore) put(recs map[string]*record, outs map[string]outcome, hook func() error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(playersBucket)
 		for id, rec := range recs {
@@ -210,7 +185,7 @@ func (s *store) put(recs map[string]*record, outs map[string]outcome, hook func(
 // purge deletes up to limit outcomes applied before cutoff, oldest first,
 // in one transaction, and advances purgedUpTo. more says that outcomes
 // older than cutoff remain. A purge with nothing to delete writes nothing.
-func (s *store) purge(cutoff time.Time, limit int) (n int, more bool, err error) {
+func (s *boltStore) purge(cutoff time.Time, limit int) (n int, more bool, err error) {
 	end := timeKey(cutoff, "")
 	due := func(k []byte) bool { return k != nil && bytes.Compare(k[:8], end) < 0 }
 	var first []byte
@@ -248,7 +223,7 @@ func (s *store) purge(cutoff time.Time, limit int) (n int, more bool, err error)
 			}
 		}
 		upTo = int64(binary.BigEndian.Uint64(keys[len(keys)-1][:8]))
-		if upTo <= s.purgedUpTo {
+		if upTo <= s.purged {
 			return nil
 		}
 		var v [8]byte
@@ -258,11 +233,11 @@ func (s *store) purge(cutoff time.Time, limit int) (n int, more bool, err error)
 	if err != nil {
 		return 0, false, fmt.Errorf("%w: purge %s: %w", ErrStore, s.path, err)
 	}
-	s.purgedUpTo = max(s.purgedUpTo, upTo)
+	s.purged = max(s.purged, upTo)
 	return n, more, nil
 }
 
-func (s *store) close() error {
+func (s *boltStore) close() error {
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("%w: close %s: %w", ErrStore, s.path, err)
 	}
