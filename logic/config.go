@@ -140,6 +140,26 @@ type Config struct {
 	// Drain is how long the tier keeps serving after it reports NOT_SERVING.
 	Drain time.Duration
 
+	// Shards that move (-store=postgres): the process serves the shards
+	// whose lease it holds (package logic/lease).
+	//
+	// AdvertiseAddr is the host:port at which the gate reaches this
+	// process's gRPC, advertised with its leases (the address of a
+	// redirect); empty: GRPCAddr's host (the hostname when it names none,
+	// or an unspecified address) with the port GRPCAddr listens on.
+	AdvertiseAddr string
+	// NodeID names this process in the lease table, unique per process
+	// start; empty: the hostname and 6 random hex digits.
+	NodeID string
+	// LeaseTTL is how long a lease lasts without renewal: a dead process's
+	// shards are served elsewhere within about LeaseTTL + 2 × LeaseRenew.
+	LeaseTTL time.Duration
+	// LeaseRenew is how often the leases are renewed, the members' table
+	// heartbeated, the shards rebalanced and the lease map read; it must
+	// be less than half of LeaseTTL. It is also the retry_after of a
+	// request refused while its shard moves.
+	LeaseRenew time.Duration
+
 	// Protection turns every overload mechanism below on (true) or off at
 	// once; a mechanism is active when Protection and its own flag are both
 	// true. Off is the "before" picture the load test compares against.
@@ -192,6 +212,8 @@ func DefaultConfig() Config {
 		IdempotencyWindow:     24 * time.Hour,
 		ShutdownGrace:         10 * time.Second,
 		Drain:                 0,
+		LeaseTTL:              5 * time.Second,
+		LeaseRenew:            time.Second,
 		Protection:            true,
 		RejectEarly:           true,
 		DropExpired:           true,

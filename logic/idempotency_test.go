@@ -295,7 +295,7 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 	fight.IssuedAtMs = issued
 	e.call(buy)
 	e.call(fight)
-	st := e.srv.shards[0].store
+	st := e.srv.shards[0].Load().store
 	outcomes := func() int { return keyCount(t, st, outcomesBucket) + keyCount(t, st, outcomeTimesBucket) }
 	if n := outcomes(); n != 6 { // purchase: 1 key; battle: 2 (battle id, request id); each indexed
 		t.Fatalf("%d outcome and index keys, want 6", n)

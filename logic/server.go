@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,8 +39,25 @@ type Server struct {
 	grpcSrv *grpc.Server
 	tier    *serve.Tier // health, readiness, the ops server and the stop
 
-	shards []*shard // indexed by shard id; nil where not hosted
+	// shards are the shards served here, by shard id (nil: not served);
+	// read by every request, written by the lease hooks with dynamic
+	// hosting. hosted are the shards of static hosting (-store=bolt),
+	// opened by New for the server's life.
+	shards []atomic.Pointer[shard]
 	hosted []*shard
+
+	// Dynamic hosting (-store=postgres): leases answers who holds which
+	// shard, runLeases runs the lease manager (its hooks: acquired,
+	// release, lost), openShard opens a shard's store fenced by an epoch.
+	// hostMu orders the hooks against each other and the stop; fenced[id]
+	// is the epoch at which the fence last refused a commit of shard id.
+	leases    leaseView
+	runLeases func(ctx context.Context) error
+	openShard func(id int, epoch int64) (*store, error)
+	hostMu    sync.Mutex
+	fenced    []atomic.Int64
+	leaseStop context.CancelFunc
+	leaseWG   sync.WaitGroup
 
 	// The overload mechanisms in force (Config.Protection and their own
 	// switches).
@@ -118,7 +136,8 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		m:           m,
 		def:         def,
 		handlers:    m.handlerSeries(def),
-		shards:      make([]*shard, cfg.Shards),
+		shards:      make([]atomic.Pointer[shard], cfg.Shards),
+		fenced:      make([]atomic.Int64, cfg.Shards),
 		rejectEarly: cfg.rejectEarly(),
 		dropExpired: cfg.dropExpired(),
 		clk:         clk,
@@ -138,7 +157,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 			return nil, err
 		}
 		sh := newShard(id, st, s)
-		s.shards[id] = sh
+		s.shards[id].Store(sh)
 		s.hosted = append(s.hosted, sh)
 	}
 	if cfg.Jobs != nil {
@@ -233,21 +252,61 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // drain. It returns nil on a clean stop; a second call returns
 // serve.ErrAlreadyRun.
 func (s *Server) Run(ctx context.Context) error {
-	return s.tier.Run(ctx, serve.Steps{Start: s.start, Stopped: s.stopped})
+	return s.tier.Run(ctx, serve.Steps{Start: s.start, Drain: s.drain, Stopped: s.stopped})
 }
 
-// start starts the shards, before the gRPC server takes requests.
-func (s *Server) start(context.Context, func(error)) {
+// start starts the shards of static hosting, or the lease manager, which
+// starts the shards it acquires, before the gRPC server takes requests.
+func (s *Server) start(_ context.Context, fail func(error)) {
 	for _, sh := range s.hosted {
-		s.shardWG.Go(func() { sh.run(s.stop) })
+		s.shardWG.Go(sh.run)
+	}
+	if s.runLeases != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.leaseStop = cancel
+		s.leaseWG.Go(func() {
+			if err := s.runLeases(ctx); err != nil {
+				fail(fmt.Errorf("logic: lease manager: %w", err))
+			}
+		})
 	}
 	s.log.Info("logic serving", "grpc", s.GRPCAddr().String(), "ops", s.OpsAddr().String(),
 		"shards", s.cfg.Shards, "hosted", len(s.hosted), "instance", s.cfg.Instance, "data_dir", s.cfg.DataDir)
 }
 
-// stopped runs once no gRPC call runs any more: the shards finish what
-// they accepted, then the stores and the battle connection close.
+// drain runs while gRPC still serves: with dynamic hosting the lease
+// manager hands every shard off (each finishes what it accepted, then its
+// lease is freed for the other processes, to which the gate is redirected
+// from then on) and stops.
+func (s *Server) drain(ctx context.Context) error {
+	if s.leaseStop == nil {
+		return nil
+	}
+	began := time.Now()
+	s.leaseStop()
+	done := make(chan struct{})
+	go func() {
+		s.leaseWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.log.Info("logic handed its shards off", "took", time.Since(began).Round(time.Millisecond))
+		return nil
+	case <-ctx.Done():
+		// Stopped waits for it; its shards stop with the server's.
+		return fmt.Errorf("logic: handing the shards off: %w", ctx.Err())
+	}
+}
+
+// stopped runs once no gRPC call runs any more: the lease manager has
+// stopped, the shards finish what they accepted, then the stores and the
+// battle connection close.
 func (s *Server) stopped(context.Context) error {
+	if s.leaseStop != nil {
+		s.leaseStop()
+		s.leaseWG.Wait()
+	}
 	s.stopShards()
 	return s.closeResources()
 }
@@ -255,10 +314,16 @@ func (s *Server) stopped(context.Context) error {
 // stopShards refuses new requests, lets every shard finish what it accepted,
 // and waits for the shards and then the battle goroutines.
 func (s *Server) stopShards() {
+	s.hostMu.Lock()
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
+	dyn := s.dynamicShards()
+	s.hostMu.Unlock()
 	close(s.stop)
+	for _, sh := range dyn {
+		sh.halt(false)
+	}
 	s.shardWG.Wait()
 	close(s.shardsDone)
 	s.battleWG.Wait()

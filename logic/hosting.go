@@ -1,0 +1,193 @@
+package logic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leveehq/levee/internal/apperr"
+)
+
+// Dynamic hosting (-store=postgres). The shards a process serves are the
+// ones whose lease it holds; its lease manager (package logic/lease)
+// decides, and tells the server through three hooks, all called from the
+// manager's goroutine:
+//
+//   - acquired(shard, epoch): a new shard on the store fenced by epoch,
+//     with a goroutine of its own (owned by the server: shardWG), and
+//     put in s.shards, where requests find it.
+//   - release(shard): a hand-off (rebalance, shutdown). The shard leaves
+//     s.shards and admits nothing more, finishes what it accepted (its
+//     last commit included), fails its job flights with UNAVAILABLE and a
+//     retry_after, and stops; release returns then, and the manager frees
+//     the lease row.
+//   - lost(shard): the lease expired or was taken. The shard leaves
+//     s.shards and stops at once, answering what is left in its queue
+//     UNAVAILABLE unexecuted; a commit of it still running fails by the
+//     fence.
+//
+// A commit the fence refuses (ErrFenced) drops its shard as lost, and
+// every reply of the batch that depended on it is UNAVAILABLE: nothing of
+// it was applied.
+//
+// A request for a shard the process does not serve (or whose lease is no
+// longer surely its own, leases.Holds) is not executed: it is answered
+// with the owner's address when the cached lease map names another
+// process (apperr.NotOwner, which the gate follows), else UNAVAILABLE
+// with a retry_after of about one renewal period (apperr.NoOwner).
+
+// leaseView is what the server asks of its lease manager per request.
+type leaseView interface {
+	// Owner is the shard's owner's address from the cached lease map;
+	// ok false: no live owner known.
+	Owner(shard int) (addr string, ok bool)
+	// Holds says whether this process holds shard's lease, at which
+	// epoch, with its local deadline not passed.
+	Holds(shard int) (epoch int64, ok bool)
+}
+
+// errNotHosted is an admission refused because the shard is no longer
+// served here (released or lost); the request was not executed, and the
+// caller is told where to go instead (Server.gone).
+var errNotHosted = errors.New("logic: shard not hosted here")
+
+// dynamic says whether the shards move by leases (-store=postgres).
+func (s *Server) dynamic() bool { return s.leases != nil }
+
+// leaseRetry is the retry_after of a request refused while its shard moves:
+// about the time the lease map takes to learn the new owner.
+func (s *Server) leaseRetry() time.Duration { return max(s.cfg.LeaseRenew, minRetryAfter) }
+
+// hostedShard is the shard that serves id here, or nil: with dynamic
+// hosting, only while this process surely holds its lease at the epoch
+// the shard was started with.
+func (s *Server) hostedShard(id int) *shard {
+	sh := s.shards[id].Load()
+	if s.leases == nil {
+		return sh
+	}
+	epoch, holds := s.leases.Holds(id)
+	if sh == nil && holds && epoch != 0 && s.fenced[id].Load() == epoch {
+		// The fence refused a commit at this epoch, and yet the lease
+		// is still ours at it (the renewal came late, not another
+		// owner): serve it again, from the database's state.
+		s.fenced[id].Store(0)
+		s.acquired(id, epoch)
+		sh = s.shards[id].Load()
+	}
+	if sh == nil || !holds || epoch != sh.epoch || sh.closed.Load() {
+		return nil
+	}
+	return sh
+}
+
+// gone is the answer to a request for shard that this process does not
+// serve (any more), not executed: with static hosting, only after the
+// server began to stop; with dynamic hosting, the owner's address when
+// another process is known to hold it, else UNAVAILABLE with retry_after.
+// outcome is its logic_requests_total outcome label.
+func (s *Server) gone(ctx context.Context, shard int) (outcome string, err error) {
+	if s.leases == nil {
+		return errOutcome(apperr.ErrShuttingDown), apperr.ToStatus(ctx, apperr.ErrShuttingDown, 0)
+	}
+	if addr, ok := s.leases.Owner(shard); ok && addr != s.cfg.AdvertiseAddr {
+		s.m.notOwner.WithLabelValues(notOwnerRedirect).Inc()
+		return "not_owner", apperr.NotOwner(shard, addr)
+	}
+	s.m.notOwner.WithLabelValues(notOwnerNone).Inc()
+	return "no_owner", apperr.NoOwner(ctx, shard, s.leaseRetry())
+}
+
+// movedResult answers what a released or lost shard no longer serves.
+func (s *Server) movedResult(shard int) result {
+	return result{
+		err:      fmt.Errorf("%w: shard %d is moving to another logic process; not executed, try again", apperr.ErrUnavailable, shard),
+		pushback: s.leaseRetry(),
+	}
+}
+
+// acquired is the manager's Acquired hook: serve shard, fenced by epoch.
+func (s *Server) acquired(id int, epoch int64) {
+	s.hostMu.Lock()
+	defer s.hostMu.Unlock()
+	s.mu.RLock()
+	stopping := s.stopping
+	s.mu.RUnlock()
+	if stopping {
+		return
+	}
+	if old := s.shards[id].Load(); old != nil {
+		if old.epoch == epoch && !old.closed.Load() {
+			return // already served at this epoch
+		}
+		s.shards[id].Store(nil)
+		old.halt(true)
+	}
+	st, err := s.openShard(id, epoch)
+	if err != nil {
+		// Not served: requests for it get NoOwner until the lease
+		// lapses and another process (or this one) acquires it again.
+		s.log.Error("shard acquired but its store could not be opened; not serving it", "shard", id, "epoch", epoch, "err", err)
+		return
+	}
+	sh := newShard(id, st, s)
+	own := make(chan struct{})
+	sh.stop, sh.ownStop, sh.epoch = own, own, epoch
+	sh.stopErr = s.movedResult(id)
+	s.shardWG.Go(func() {
+		sh.run()
+		if err := st.close(); err != nil {
+			s.log.Warn("closing a shard's store", "shard", id, "epoch", epoch, "err", err)
+		}
+	})
+	s.shards[id].Store(sh)
+	s.log.Info("shard acquired", "shard", id, "epoch", epoch)
+}
+
+// release is the manager's Release hook: hand shard off gracefully, and
+// return once it has finished what it accepted.
+func (s *Server) release(id int) {
+	s.hostMu.Lock()
+	sh := s.shards[id].Swap(nil)
+	s.hostMu.Unlock()
+	if sh == nil {
+		return
+	}
+	began := time.Now()
+	sh.halt(false)
+	<-sh.done
+	s.log.Info("shard released", "shard", id, "epoch", sh.epoch, "took", time.Since(began).Round(time.Millisecond))
+}
+
+// lost is the manager's Lost hook: stop serving shard at once.
+func (s *Server) lost(id int) {
+	s.hostMu.Lock()
+	sh := s.shards[id].Swap(nil)
+	s.hostMu.Unlock()
+	if sh == nil {
+		return
+	}
+	sh.halt(true)
+	s.log.Info("shard lost", "shard", id, "epoch", sh.epoch)
+}
+
+// dropFenced drops sh, whose commit the fence refused: another process
+// holds (or may hold) its lease. Called from sh's own goroutine.
+func (s *Server) dropFenced(sh *shard, err error) {
+	s.fenced[sh.id].Store(sh.epoch)
+	s.shards[sh.id].CompareAndSwap(sh, nil)
+	sh.halt(true)
+	s.log.Info("shard lost: the lease fence refused its commit", "shard", sh.id, "epoch", sh.epoch, "err", err)
+}
+
+// dynamicShards are the shards served now by lease.
+func (s *Server) dynamicShards() []*shard {
+	var out []*shard
+	for i := range s.shards {
+		if sh := s.shards[i].Load(); sh != nil && sh.ownStop != nil {
+			out = append(out, sh)
+		}
+	}
+	return out
+}

@@ -1,0 +1,6 @@
+package logic
+
+import "errors"
+
+// TEMPORARY until h-store is merged: its ErrFenced replaces this.
+var ErrFenced = errors.New("logic: fenced")
