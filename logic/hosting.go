@@ -2,9 +2,14 @@ package logic
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/leveehq/levee/internal/apperr"
 )
@@ -190,4 +195,95 @@ func (s *Server) dynamicShards() []*shard {
 		}
 	}
 	return out
+}
+
+// leaseErrors are the problems with c's dynamic hosting settings
+// (-store=postgres), each naming its flag.
+func (c Config) leaseErrors() []error {
+	var errs []error
+	const why = "not used with -store postgres, where the leases decide which shards a process serves; leave it unset"
+	if c.Instance != 0 {
+		errs = append(errs, fmt.Errorf("-instance: %s", why))
+	}
+	if c.Instances != 1 {
+		errs = append(errs, fmt.Errorf("-instances: %s", why))
+	}
+	if c.InstanceFromHostname {
+		errs = append(errs, fmt.Errorf("-instance-from-hostname: %s", why))
+	}
+	switch {
+	case c.LeaseRenew <= 0:
+		errs = append(errs, fmt.Errorf("-lease-renew: must be > 0, got %v", c.LeaseRenew))
+	case c.LeaseTTL <= 2*c.LeaseRenew:
+		errs = append(errs, fmt.Errorf("-lease-ttl: must be more than twice -lease-renew (%v), got %v", c.LeaseRenew, c.LeaseTTL))
+	}
+	if c.AdvertiseAddr != "" {
+		host, port, err := net.SplitHostPort(c.AdvertiseAddr)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("-advertise-addr: want host:port, got %q: %w", c.AdvertiseAddr, err))
+		case host == "" || unspecified(host):
+			errs = append(errs, fmt.Errorf("-advertise-addr: %q names no host the gate could reach (e.g. $(POD_IP):9000)", c.AdvertiseAddr))
+		case port == "" || port == "0":
+			errs = append(errs, fmt.Errorf("-advertise-addr: %q names no port", c.AdvertiseAddr))
+		}
+	}
+	if len(c.NodeID) > maxNodeID || strings.ContainsFunc(c.NodeID, unicode.IsSpace) {
+		errs = append(errs, fmt.Errorf("-node-id: must be at most %d characters without spaces, got %q", maxNodeID, clip(c.NodeID)))
+	}
+	return errs
+}
+
+// maxNodeID bounds -node-id.
+const maxNodeID = 128
+
+// unspecified says whether host is an address that names no host (0.0.0.0,
+// ::).
+func unspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// resolveAdvertise is the address this process advertises with its leases:
+// c.AdvertiseAddr, else GRPCAddr's host (the hostname when it names none)
+// with the port the gRPC listener got.
+func (c Config) resolveAdvertise(lis net.Addr, hostname func() (string, error)) (string, error) {
+	if c.AdvertiseAddr != "" {
+		return c.AdvertiseAddr, nil
+	}
+	_, port, err := net.SplitHostPort(lis.String())
+	if err != nil {
+		return "", fmt.Errorf("-advertise-addr: the gRPC listener's address %q: %w", lis, err)
+	}
+	host, _, err := net.SplitHostPort(c.GRPCAddr)
+	if err != nil || host == "" || unspecified(host) {
+		if hostname == nil {
+			hostname = os.Hostname
+		}
+		if host, err = hostname(); err != nil || host == "" {
+			return "", fmt.Errorf("-advertise-addr: not set, -grpc-addr %q names no host and the hostname is unknown (%v); set -advertise-addr", c.GRPCAddr, err)
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// resolveNodeID is c.NodeID, else the hostname and 6 random hex digits:
+// unique per process start, so that a restarted process never mistakes
+// its predecessor's leases for its own.
+func (c Config) resolveNodeID(hostname func() (string, error)) (string, error) {
+	if c.NodeID != "" {
+		return c.NodeID, nil
+	}
+	if hostname == nil {
+		hostname = os.Hostname
+	}
+	h, err := hostname()
+	if err != nil || h == "" {
+		h = "logic"
+	}
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("-node-id: %w", err)
+	}
+	return fmt.Sprintf("%s-%x", h, b), nil
 }
