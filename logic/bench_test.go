@@ -64,13 +64,13 @@ func benchmarkBuy(b *testing.B, shards int) {
 // (hundreds of them inside the record, before the outcomes had a bucket of
 // their own).
 func BenchmarkBuyLongLived(b *testing.B) {
-	dir := b.TempDir()
+	ts := newTestStore(b, StoreBolt)
 	ids := make([]string, 64)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("long-%d", i)
 	}
-	seedRich(b, dir, ids...)
-	e := start(b, envOpts{dir: dir})
+	seedRich(b, ts, ids...)
+	e := start(b, envOpts{store: ts})
 	var players atomic.Int64
 	b.SetParallelism(16)
 	b.ResetTimer()

@@ -2,7 +2,6 @@ package logic
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -92,7 +91,7 @@ type shard struct {
 	stale         [priority.NumClasses]prometheus.Counter // reason queue_wait
 	expired       [priority.NumClasses]prometheus.Counter // reason expired
 	coolingRefuse [priority.NumClasses]prometheus.Counter // reason battle_cooling
-	store         *store
+	store         shardStore
 	srv           *Server
 
 	// The shard's life: stop is closed to end it (finish what it accepted,
@@ -120,9 +119,11 @@ type shard struct {
 	// outcomes left, so the loop purges again before it waits.
 	purgeMore bool
 	health    storeHealth
+	// fencedSeen: a commit has failed with ErrFenced (see fenced).
+	fencedSeen bool
 }
 
-func newShard(id int, st *store, srv *Server) *shard {
+func newShard(id int, st shardStore, srv *Server) *shard {
 	label := strconv.Itoa(id)
 	sh := &shard{
 		id:         id,
@@ -355,7 +356,8 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 // replies and starts its battles. If the write fails nothing of the batch is
 // kept: the copies are dropped, its battles are not started, and every reply
 // that depends on the commit becomes the failure (UNAVAILABLE for a full
-// disk, else INTERNAL; see commitFailed), while the others (reads of
+// disk, an unreachable database, a lost lease or another process's write,
+// else INTERNAL; see commitFailed), while the others (reads of
 // committed state, replays of stored outcomes) go out as they are.
 func (sh *shard) commit(b *batch) {
 	if len(b.dirty) > 0 || len(b.outcomes) > 0 {
@@ -363,19 +365,21 @@ func (sh *shard) commit(b *batch) {
 		err := sh.store.put(b.dirty, b.outcomes, sh.srv.hookCommit)
 		sh.srv.m.commitTime.Observe(time.Since(start).Seconds())
 		if err != nil {
-			var fail result
-			if errors.Is(err, ErrFenced) {
-				// Another process holds (or may hold) the lease: stop
-				// serving the shard; nothing of the batch was applied.
-				sh.srv.dropFenced(sh, err)
-				fail = sh.srv.movedResult(sh.id)
-			} else {
-				fail = sh.commitFailed(b, err)
-			}
-			for id := range b.dirty {
-				// Read again from the store next time: whatever a
-				// failed commit left there is the truth.
-				delete(sh.cache, id)
+			fail := sh.commitFailed(b, err)
+			switch storeReason(err) {
+			case reasonFenced, reasonConflict:
+				// Another process writes the shard: none of the
+				// cached records can be trusted any more.
+				clear(sh.cache)
+			default:
+				for id := range b.dirty {
+					// Read again from the store next time: whatever
+					// a failed commit left there is the truth.
+					delete(sh.cache, id)
+				}
+				for id := range b.touched {
+					delete(sh.cache, id)
+				}
 			}
 			for _, p := range b.pending {
 				if p.committed {
