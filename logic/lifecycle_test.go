@@ -23,6 +23,11 @@ func TestConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	pg := ok
+	pg.Store, pg.DataDir, pg.PostgresURL = StorePostgres, "", "postgres://levee@db/levee"
+	if err := pg.Validate(); err != nil {
+		t.Fatalf("valid postgres config (no -data-dir): %v", err)
+	}
 	for _, c := range []struct {
 		mut  func(*Config)
 		want string
@@ -53,6 +58,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.BattleRetryBudget = 1e6 }, "-battle-retry-budget"},
 		{func(c *Config) { c.IdempotencyWindow = 0 }, "-idempotency-window: must be in [1s, 8784h0m0s], got 0s"},
 		{func(c *Config) { c.IdempotencyWindow = 400 * 24 * time.Hour }, "-idempotency-window"},
+		{func(c *Config) { c.Store = "sqlite" }, `-store: must be "bolt" or "postgres", got "sqlite"`},
+		{func(c *Config) { c.Store = StorePostgres }, "-postgres-url: must be set with -store postgres"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.PostgresMaxConns = StorePostgres, "postgres://x/y", 0 }, "-postgres-max-conns: must be in 1..1000, got 0"},
 	} {
 		cfg := ok
 		c.mut(&cfg)
