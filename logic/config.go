@@ -333,28 +333,32 @@ func (c Config) Validate() error {
 	if c.Shards <= 0 || c.Shards > maxShards {
 		errs = append(errs, fmt.Errorf("-shards: must be in 1..%d, got %d", maxShards, c.Shards))
 	}
-	instFlag, inst, known := "-instance", c.Instance, true
-	if c.InstanceFromHostname {
-		instFlag = "-instance-from-hostname"
-		if c.Instance != 0 {
-			errs = append(errs, fmt.Errorf("-instance-from-hostname: cannot be combined with -instance %d", c.Instance))
+	if c.postgres() {
+		errs = append(errs, c.leaseErrors()...)
+	} else {
+		instFlag, inst, known := "-instance", c.Instance, true
+		if c.InstanceFromHostname {
+			instFlag = "-instance-from-hostname"
+			if c.Instance != 0 {
+				errs = append(errs, fmt.Errorf("-instance-from-hostname: cannot be combined with -instance %d", c.Instance))
+			}
+			var err error
+			if inst, err = c.hostnameOrdinal(); err != nil {
+				errs = append(errs, err)
+				known = false
+			}
 		}
-		var err error
-		if inst, err = c.hostnameOrdinal(); err != nil {
-			errs = append(errs, err)
-			known = false
+		switch {
+		case c.Instances <= 0:
+			errs = append(errs, fmt.Errorf("-instances: must be > 0, got %d", c.Instances))
+		case !known:
+		case c.InstanceFromHostname && inst >= c.Instances:
+			errs = append(errs, fmt.Errorf("-instance-from-hostname: ordinal %d must be < -instances (%d)", inst, c.Instances))
+		case inst < 0 || inst >= c.Instances:
+			errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, inst))
+		case c.Shards > 0 && inst >= c.Shards:
+			errs = append(errs, fmt.Errorf("%s: %d hosts no shard of %d (-shards must be >= -instances)", instFlag, inst, c.Shards))
 		}
-	}
-	switch {
-	case c.Instances <= 0:
-		errs = append(errs, fmt.Errorf("-instances: must be > 0, got %d", c.Instances))
-	case !known:
-	case c.InstanceFromHostname && inst >= c.Instances:
-		errs = append(errs, fmt.Errorf("-instance-from-hostname: ordinal %d must be < -instances (%d)", inst, c.Instances))
-	case inst < 0 || inst >= c.Instances:
-		errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, inst))
-	case c.Shards > 0 && inst >= c.Shards:
-		errs = append(errs, fmt.Errorf("%s: %d hosts no shard of %d (-shards must be >= -instances)", instFlag, inst, c.Shards))
 	}
 	if c.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("-queue-size: must be > 0, got %d", c.QueueSize))
