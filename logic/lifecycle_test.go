@@ -65,8 +65,10 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Store, c.PostgresURL, c.PostgresMaxConns = StorePostgres, "postgres://x/y", 0 }, "-postgres-max-conns: must be in 1..1000, got 0"},
 		{func(c *Config) { c.Store, c.PostgresURL, c.Instances = StorePostgres, "postgres://x/y", 3 }, "-instances: not used with -store postgres"},
 		{func(c *Config) { c.Store, c.PostgresURL, c.Instance = StorePostgres, "postgres://x/y", 1 }, "-instance: not used with -store postgres"},
-		{func(c *Config) { c.Store, c.PostgresURL, c.InstanceFromHostname = StorePostgres, "postgres://x/y", true }, "-instance-from-hostname: not used"},
-		{func(c *Config) { c.Store, c.PostgresURL, c.LeaseTTL = StorePostgres, "postgres://x/y", 2 * time.Second }, "-lease-ttl: must be more than twice -lease-renew (1s), got 2s"},
+		{func(c *Config) {
+			c.Store, c.PostgresURL, c.InstanceFromHostname = StorePostgres, "postgres://x/y", true
+		}, "-instance-from-hostname: not used"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.LeaseTTL = StorePostgres, "postgres://x/y", 2*time.Second }, "-lease-ttl: must be more than twice -lease-renew (1s), got 2s"},
 		{func(c *Config) { c.Store, c.PostgresURL, c.LeaseRenew = StorePostgres, "postgres://x/y", 0 }, "-lease-renew: must be > 0"},
 		{func(c *Config) { c.Store, c.PostgresURL, c.AdvertiseAddr = StorePostgres, "postgres://x/y", ":9000" }, "-advertise-addr: \":9000\" names no host"},
 		{func(c *Config) { c.Store, c.PostgresURL, c.AdvertiseAddr = StorePostgres, "postgres://x/y", "logic-1" }, "-advertise-addr: want host:port"},
