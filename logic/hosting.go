@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/leveehq/levee/internal/apperr"
+	"github.com/leveehq/levee/internal/pgschema"
+	"github.com/leveehq/levee/logic/lease"
 )
 
 // Dynamic hosting (-store=postgres). The shards a process serves are the
@@ -57,6 +59,52 @@ type leaseView interface {
 // caller is told where to go instead (Server.gone).
 var errNotHosted = errors.New("logic: shard not hosted here")
 
+// leasePoolConns is the size of the lease manager's pool: one statement
+// at a time, and one spare for a slow one.
+const leasePoolConns = 2
+
+// startLeases sets up dynamic hosting (-store=postgres, after the schema
+// is migrated and the gRPC listener is open): the node id, the advertised
+// address, the lease manager on a pool of its own with the server's hooks.
+// Run runs it. started says when /readyz may say ready: after the manager's
+// first pass (its first read of the lease map).
+func (s *Server) startLeases() (started func() bool, err error) {
+	cfg := s.cfg
+	if s.nodeID, err = cfg.resolveNodeID(cfg.Hostname); err != nil {
+		return nil, err
+	}
+	if s.cfg.AdvertiseAddr, err = cfg.resolveAdvertise(s.grpcLis.Addr(), cfg.Hostname); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+	defer cancel()
+	if s.leasePool, err = pgschema.Connect(ctx, cfg.PostgresURL, leasePoolConns); err != nil {
+		return nil, fmt.Errorf("%w: the lease manager's pool: %w", ErrStore, err)
+	}
+	mgr, err := lease.New(lease.Config{
+		Pool:   s.leasePool,
+		Node:   s.nodeID,
+		Addr:   s.cfg.AdvertiseAddr,
+		Shards: cfg.Shards,
+		TTL:    cfg.LeaseTTL,
+		Renew:  cfg.LeaseRenew,
+		Log:    s.log,
+		Reg:    s.reg,
+		Hooks:  lease.Hooks{Acquired: s.acquired, Release: s.release, Lost: s.lost},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("logic: %w", err)
+	}
+	s.mgr, s.leases, s.runLeases = mgr, mgr, mgr.Run
+	s.log.Info("logic serves the shards it holds the lease of", "node", s.nodeID, "advertise", s.cfg.AdvertiseAddr,
+		"shards", cfg.Shards, "lease_ttl", cfg.LeaseTTL, "lease_renew", cfg.LeaseRenew)
+	return func() bool { return mgr.Snapshot() != nil }, nil
+}
+
+// shardOpenTimeout bounds opening a leased shard's store (one read), from
+// the Acquired hook.
+func shardOpenTimeout(cfg Config) time.Duration { return max(cfg.LeaseRenew, time.Second) }
+
 // dynamic says whether the shards move by leases (-store=postgres).
 func (s *Server) dynamic() bool { return s.leases != nil }
 
@@ -73,11 +121,12 @@ func (s *Server) hostedShard(id int) *shard {
 		return sh
 	}
 	epoch, holds := s.leases.Holds(id)
-	if sh == nil && holds && epoch != 0 && s.fenced[id].Load() == epoch {
-		// The fence refused a commit at this epoch, and yet the lease
-		// is still ours at it (the renewal came late, not another
-		// owner): serve it again, from the database's state.
-		s.fenced[id].Store(0)
+	if sh == nil && holds && epoch != 0 && s.unserved[id].Load() == epoch {
+		// Held at this epoch but not served: its store failed to open,
+		// or the fence refused a commit and yet the lease is still ours
+		// at it (the renewal came late, not another owner). Serve it
+		// (again), from the database's state.
+		s.unserved[id].Store(0)
 		s.acquired(id, epoch)
 		sh = s.shards[id].Load()
 	}
@@ -131,9 +180,10 @@ func (s *Server) acquired(id int, epoch int64) {
 	}
 	st, err := s.openShard(id, epoch)
 	if err != nil {
-		// Not served: requests for it get NoOwner until the lease
-		// lapses and another process (or this one) acquires it again.
-		s.log.Error("shard acquired but its store could not be opened; not serving it", "shard", id, "epoch", epoch, "err", err)
+		// Not served yet: the next request for it tries again
+		// (hostedShard) and is answered NoOwner meanwhile.
+		s.unserved[id].Store(epoch)
+		s.log.Error("shard acquired but its store could not be opened; not serving it yet", "shard", id, "epoch", epoch, "err", err)
 		return
 	}
 	sh := newShard(id, st, s)
@@ -180,7 +230,7 @@ func (s *Server) lost(id int) {
 // dropFenced drops sh, whose commit the fence refused: another process
 // holds (or may hold) its lease. Called from sh's own goroutine.
 func (s *Server) dropFenced(sh *shard, err error) {
-	s.fenced[sh.id].Store(sh.epoch)
+	s.unserved[sh.id].Store(sh.epoch)
 	s.shards[sh.id].CompareAndSwap(sh, nil)
 	sh.halt(true)
 	s.log.Info("shard lost: the lease fence refused its commit", "shard", sh.id, "epoch", sh.epoch, "err", err)

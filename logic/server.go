@@ -23,6 +23,7 @@ import (
 	"github.com/leveehq/levee/internal/pgschema"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/serve"
+	"github.com/leveehq/levee/logic/lease"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -48,22 +49,30 @@ type Server struct {
 	shards []atomic.Pointer[shard]
 	hosted []*shard
 
-	// Dynamic hosting (-store=postgres): leases answers who holds which
-	// shard, runLeases runs the lease manager (its hooks: acquired,
-	// release, lost), openShard opens a shard's store fenced by an epoch.
-	// hostMu orders the hooks against each other and the stop; fenced[id]
-	// is the epoch at which the fence last refused a commit of shard id.
+	// Dynamic hosting (-store=postgres): mgr is the lease manager, leases
+	// the view of it each request asks, runLeases its Run (its hooks:
+	// acquired, release, lost); openShard opens a shard's store fenced by
+	// an epoch. hostMu orders the hooks against each other and the stop;
+	// unserved[id] is an epoch at which shard id is held but not served
+	// (its store failed to open, or the fence refused a commit), to be
+	// tried again by the next request.
+	mgr       *lease.Manager
 	leases    leaseView
 	runLeases func(ctx context.Context) error
 	openShard func(id int, epoch int64) (shardStore, error)
 	hostMu    sync.Mutex
-	fenced    []atomic.Int64
+	unserved  []atomic.Int64
 	leaseStop context.CancelFunc
 	leaseWG   sync.WaitGroup
 	// pool and pg are the PostgreSQL store's (Config.Store postgres; nil
 	// with bbolt): the pool is closed after every shard's store.
 	pool *pgxpool.Pool
 	pg   *pgStore
+	// leasePool is the lease manager's own (leasePoolConns connections),
+	// so that its renewals never wait behind the shards' commits; nodeID
+	// is the process's name in the lease table (Config.NodeID resolved).
+	leasePool *pgxpool.Pool
+	nodeID    string
 
 	// The overload mechanisms in force (Config.Protection and their own
 	// switches).
@@ -145,7 +154,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		def:         def,
 		handlers:    m.handlerSeries(def),
 		shards:      make([]atomic.Pointer[shard], cfg.Shards),
-		fenced:      make([]atomic.Int64, cfg.Shards),
+		unserved:    make([]atomic.Int64, cfg.Shards),
 		rejectEarly: cfg.rejectEarly(),
 		dropExpired: cfg.dropExpired(),
 		clk:         clk,
@@ -173,6 +182,12 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if s.opsLis, err = net.Listen("tcp", cfg.OpsAddr); err != nil {
 		return nil, fmt.Errorf("-ops-addr: %w", err)
 	}
+	var started func() bool
+	if cfg.postgres() {
+		if started, err = s.startLeases(); err != nil {
+			return nil, err
+		}
+	}
 	s.grpcSrv = grpc.NewServer(cfg.Security.ServerOptions(grpcdial.LogicAccepts...)...)
 	leveev2.RegisterLogicServer(s.grpcSrv, s)
 	if s.tier, err = serve.New(serve.Config{
@@ -185,6 +200,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		Drain:        cfg.Drain,
 		Grace:        cfg.ShutdownGrace,
 		Log:          logger,
+		Started:      started,
 	}); err != nil {
 		return nil, err
 	}
@@ -195,10 +211,10 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 // at start-up (waiting for another process's migration lock included).
 const pgSetupTimeout = 60 * time.Second
 
-// openStores opens the stores of the hosted shards: their bbolt files, or
-// (StorePostgres) the pool, the migrated schema and one store per shard.
-// The shards are hosted statically (-instance of -instances) in either
-// store; their PostgreSQL commits are not fenced.
+// openStores opens the stores of the hosted shards: their bbolt files
+// (hosted statically, -instance of -instances), or (StorePostgres) the
+// pool and the migrated schema, on which the shards whose leases this
+// process acquires get their stores, fenced by the lease's epoch.
 func (s *Server) openStores() error {
 	cfg, def := s.cfg, s.def
 	if cfg.postgres() {
@@ -213,6 +229,13 @@ func (s *Server) openStores() error {
 			return fmt.Errorf("%w: %w", ErrStore, err)
 		}
 		s.pg = newPGStore(pool, def.State)
+		// The shards come and go by their leases (startLeases).
+		s.openShard = func(id int, epoch int64) (shardStore, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), shardOpenTimeout(cfg))
+			defer cancel()
+			return s.pg.forShard(ctx, id, fence{node: s.nodeID, epoch: epoch})
+		}
+		return nil
 	}
 	for _, id := range cfg.hosted() {
 		var st shardStore
@@ -390,6 +413,9 @@ func (s *Server) closeResources() error {
 		if err := sh.store.close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.leasePool != nil {
+		s.leasePool.Close()
 	}
 	if s.pool != nil {
 		s.pool.Close()
