@@ -537,6 +537,11 @@ func (e *env) flushAndBlock(player string) {
 		}
 	}()
 	testwait.Until(e.t, "the shard to park", func() bool { return e.gate.parked.Load() > n })
+	// The gauge still shows the held request, set when it was queued (the
+	// parked shard has not yet set it again): tests that wait for requests
+	// to queue behind it read the channel as it is.
+	sh := e.srv.shards[shardOf(player, e.cfg.Shards)]
+	sh.depth.Set(float64(len(sh.ch)))
 }
 
 // depth is shard's logic_queue_depth.

@@ -123,9 +123,10 @@ func TestHostedShards(t *testing.T) {
 
 // A new Server on the same data dir finds every committed state, and
 // replays stored outcomes instead of applying them again.
-func TestRestartKeepsState(t *testing.T) {
-	dir := t.TempDir()
-	e := start(t, envOpts{dir: dir, cfg: func(c *Config) { c.Shards = 4 }})
+func TestRestartKeepsState(t *testing.T) { forEachStore(t, testRestartKeepsState) }
+
+func testRestartKeepsState(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts, cfg: func(c *Config) { c.Shards = 4 }})
 	e.login("alice")
 	e.login("bob")
 	buy := e.call(buyReq("alice", 1, "shield", 2)).GetBuyItem()
@@ -135,7 +136,7 @@ func TestRestartKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e2 := start(t, envOpts{dir: dir, battle: e.battle, cfg: func(c *Config) { c.Shards = 4 }})
+	e2 := start(t, envOpts{store: ts, battle: e.battle, cfg: func(c *Config) { c.Shards = 4 }})
 	if p := e2.profile("alice"); !proto.Equal(p, alice) {
 		t.Fatalf("alice after restart: %v, want %v", p, alice)
 	}

@@ -196,7 +196,7 @@ func (s *pgShard) put(recs map[string]*record, outs map[string]outcome, hook fun
 	if err != nil {
 		return fail(err)
 	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit: a no-op
+	defer rollback(tx)
 	b := &pgx.Batch{}
 	if s.fence.on() {
 		b.Queue(pgFence, s.shard, s.fence.node, s.fence.epoch)
@@ -263,6 +263,18 @@ func (s *pgShard) sendPut(ctx context.Context, tx pgx.Tx, b *pgx.Batch, players,
 	return nil
 }
 
+// pgRollbackTimeout bounds the rollback of a failed transaction (after a
+// commit, a no-op).
+const pgRollbackTimeout = time.Second
+
+// rollback ends tx if it has not committed; a failure leaves the
+// connection to the pool, which closes it.
+func rollback(tx pgx.Tx) {
+	ctx, cancel := context.WithTimeout(context.Background(), pgRollbackTimeout)
+	defer cancel()
+	_ = tx.Rollback(ctx)
+}
+
 // fenceResult reads the fence statement's row: none is ErrFenced.
 func fenceResult(row pgx.Row, f fence) error {
 	var one int
@@ -307,7 +319,7 @@ func (s *pgShard) purge(cutoff time.Time, limit int) (n int, more bool, err erro
 	if err != nil {
 		return fail(err)
 	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // after Commit: a no-op
+	defer rollback(tx)
 	b := &pgx.Batch{}
 	if s.fence.on() {
 		b.Queue(pgFence, s.shard, s.fence.node, s.fence.epoch)
