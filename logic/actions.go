@@ -241,7 +241,7 @@ func (sh *shard) checkIssued(o *op, now time.Time) error {
 	case at.Before(now.Add(-sh.srv.cfg.IdempotencyWindow)):
 		return errTooOldForKeys
 	}
-	if up := sh.store.purgedUpTo; up > 0 && !at.After(time.UnixMilli(up).Add(maxIssuedSkew)) {
+	if up := sh.store.purgedUpTo(); up > 0 && !at.After(time.UnixMilli(up).Add(maxIssuedSkew)) {
 		return errTooOldForKeys
 	}
 	return nil
@@ -605,6 +605,15 @@ func businessError(err error) result {
 	return result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Error{Error: apperr.Reply(err, 0)}}}
 }
 
+// internalError is the answer to a request that failed for err: INTERNAL,
+// except for a store that could not be reached (a read from PostgreSQL
+// while it is down), which is UNAVAILABLE with a retry delay: nothing was
+// executed.
 func internalError(err error) result {
+	if errors.Is(err, ErrStore) {
+		if r := storeReason(err); r == reasonUnavailable || r == reasonFenced {
+			return unavailable(r, err)
+		}
+	}
 	return result{err: fmt.Errorf("%w: %w", apperr.ErrInternal, err)}
 }

@@ -53,8 +53,21 @@ type Config struct {
 	GRPCAddr string
 	// OpsAddr serves /metrics, /healthz and /readyz.
 	OpsAddr string
+	// Store is where the shards' players and outcomes live: StoreBolt
+	// (the default; "" is the same), one bbolt file per hosted shard under
+	// DataDir, or StorePostgres, rows in the PostgreSQL database at
+	// PostgresURL, shared by every logic process of the cluster.
+	Store string
 	// DataDir holds one bbolt file per hosted shard; created if missing.
+	// Required with StoreBolt, not used with StorePostgres.
 	DataDir string
+	// PostgresURL is the database of StorePostgres: a libpq URL or
+	// key=value string. The password may instead come from PGPASSWORD or
+	// a .pgpass file, as with psql. The schema is migrated at start-up
+	// (package internal/pgschema).
+	PostgresURL string
+	// PostgresMaxConns caps the pool of connections to PostgresURL.
+	PostgresMaxConns int
 	// Shards is the total number of shards in the cluster (gate and logic
 	// must agree).
 	Shards int
@@ -168,12 +181,21 @@ type Config struct {
 	BattlePushback bool
 }
 
-// DefaultConfig is the configuration used when nothing is set. DataDir and
-// BattleAddrs have no default and must be set.
+// The stores of Config.Store.
+const (
+	StoreBolt     = "bolt"
+	StorePostgres = "postgres"
+)
+
+// DefaultConfig is the configuration used when nothing is set. DataDir (or,
+// with StorePostgres, PostgresURL) and BattleAddrs have no default and must
+// be set.
 func DefaultConfig() Config {
 	return Config{
 		GRPCAddr:              ":9000",
 		OpsAddr:               ":9001",
+		Store:                 StoreBolt,
+		PostgresMaxConns:      8,
 		Shards:                8,
 		Instance:              0,
 		Instances:             1,
@@ -252,6 +274,13 @@ const maxIssuedSkew = 5 * time.Minute
 // keepOutcomes is how long after it was applied an outcome is kept.
 func (c Config) keepOutcomes() time.Duration { return c.IdempotencyWindow + maxIssuedSkew }
 
+// maxPostgresConns bounds -postgres-max-conns (PostgreSQL's own default
+// max_connections is 100).
+const maxPostgresConns = 1000
+
+// postgres says whether the shards live in PostgreSQL.
+func (c Config) postgres() bool { return c.Store == StorePostgres }
+
 // maxShards bounds -shards so that a typo cannot open a million files.
 const maxShards = 4096
 
@@ -264,8 +293,20 @@ func (c Config) Validate() error {
 	if c.OpsAddr == "" {
 		errs = append(errs, errors.New("-ops-addr: must not be empty"))
 	}
-	if c.DataDir == "" {
-		errs = append(errs, errors.New("-data-dir: must not be empty"))
+	switch c.Store {
+	case "", StoreBolt:
+		if c.DataDir == "" {
+			errs = append(errs, errors.New("-data-dir: must not be empty with -store bolt"))
+		}
+	case StorePostgres:
+		if c.PostgresURL == "" {
+			errs = append(errs, errors.New("-postgres-url: must be set with -store postgres (or LOGIC_POSTGRES_URL; the password may come from PGPASSWORD)"))
+		}
+		if c.PostgresMaxConns < 1 || c.PostgresMaxConns > maxPostgresConns {
+			errs = append(errs, fmt.Errorf("-postgres-max-conns: must be in 1..%d, got %d", maxPostgresConns, c.PostgresMaxConns))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("-store: must be %q or %q, got %q", StoreBolt, StorePostgres, c.Store))
 	}
 	if c.Shards <= 0 || c.Shards > maxShards {
 		errs = append(errs, fmt.Errorf("-shards: must be in 1..%d, got %d", maxShards, c.Shards))

@@ -23,6 +23,11 @@ func TestConfigValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	pg := ok
+	pg.Store, pg.DataDir, pg.PostgresURL = StorePostgres, "", "postgres://levee@db/levee"
+	if err := pg.Validate(); err != nil {
+		t.Fatalf("valid postgres config (no -data-dir): %v", err)
+	}
 	for _, c := range []struct {
 		mut  func(*Config)
 		want string
@@ -53,6 +58,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.BattleRetryBudget = 1e6 }, "-battle-retry-budget"},
 		{func(c *Config) { c.IdempotencyWindow = 0 }, "-idempotency-window: must be in [1s, 8784h0m0s], got 0s"},
 		{func(c *Config) { c.IdempotencyWindow = 400 * 24 * time.Hour }, "-idempotency-window"},
+		{func(c *Config) { c.Store = "sqlite" }, `-store: must be "bolt" or "postgres", got "sqlite"`},
+		{func(c *Config) { c.Store = StorePostgres }, "-postgres-url: must be set with -store postgres"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.PostgresMaxConns = StorePostgres, "postgres://x/y", 0 }, "-postgres-max-conns: must be in 1..1000, got 0"},
 	} {
 		cfg := ok
 		c.mut(&cfg)
@@ -72,9 +80,10 @@ func TestHostedShards(t *testing.T) {
 
 // A new Server on the same data dir finds every committed state, and
 // replays stored outcomes instead of applying them again.
-func TestRestartKeepsState(t *testing.T) {
-	dir := t.TempDir()
-	e := start(t, envOpts{dir: dir, cfg: func(c *Config) { c.Shards = 4 }})
+func TestRestartKeepsState(t *testing.T) { forEachStore(t, testRestartKeepsState) }
+
+func testRestartKeepsState(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts, cfg: func(c *Config) { c.Shards = 4 }})
 	e.login("alice")
 	e.login("bob")
 	buy := e.call(buyReq("alice", 1, "shield", 2)).GetBuyItem()
@@ -84,7 +93,7 @@ func TestRestartKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e2 := start(t, envOpts{dir: dir, battle: e.battle, cfg: func(c *Config) { c.Shards = 4 }})
+	e2 := start(t, envOpts{store: ts, battle: e.battle, cfg: func(c *Config) { c.Shards = 4 }})
 	if p := e2.profile("alice"); !proto.Equal(p, alice) {
 		t.Fatalf("alice after restart: %v, want %v", p, alice)
 	}

@@ -106,9 +106,11 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		}),
 		storeErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_store_errors_total",
-			Help: "Failed writes to a shard's bbolt file, by op (commit: a group commit, whose mutations were all refused and nothing of it kept; " +
+			Help: "Failed writes to a shard's store (its bbolt file or PostgreSQL), by op (commit: a group commit, whose mutations were all refused and nothing of it kept; " +
 				"purge: removing expired outcomes, tried again later) and reason (no_space: the file system is full or out of quota, " +
-				"the commit's mutations answered UNAVAILABLE with a retry delay; io: any other failure, answered INTERNAL).",
+				"the commit's mutations answered UNAVAILABLE with a retry delay; unavailable: the database could not be reached, answered UNAVAILABLE with a retry delay; " +
+				"fenced: the shard's lease is another process's, answered UNAVAILABLE with a retry delay; conflict: another process wrote the shard (an outcome already stored), " +
+				"answered UNAVAILABLE with a retry delay; io: any other failure, answered INTERNAL).",
 		}, []string{"op", "reason"}),
 		rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_rejections_total",
@@ -173,7 +175,7 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 	}
 	m.battleCalls.WithLabelValues(outcomeCooling)
 	for _, op := range []string{storeOpCommit, storeOpPurge} {
-		for _, r := range []string{reasonNoSpace, reasonIO} {
+		for _, r := range storeReasons {
 			m.storeErrors.WithLabelValues(op, r)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/pgschema"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/serve"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
@@ -40,6 +42,11 @@ type Server struct {
 
 	shards []*shard // indexed by shard id; nil where not hosted
 	hosted []*shard
+
+	// pool and pg are the PostgreSQL store's (Config.Store postgres; nil
+	// with bbolt): the pool is closed after every shard's store.
+	pool *pgxpool.Pool
+	pg   *pgStore
 
 	// The overload mechanisms in force (Config.Protection and their own
 	// switches).
@@ -98,8 +105,10 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := ensureDir(cfg.DataDir); err != nil {
-		return nil, err
+	if !cfg.postgres() {
+		if err := ensureDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
 	reg := metrics.NewRegistry("logic")
 	if err := cfg.Security.RegisterMetrics(reg, "logic"); err != nil {
@@ -132,14 +141,8 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 			s.closeListeners()
 		}
 	}()
-	for _, id := range cfg.hosted() {
-		st, err := openStore(cfg.DataDir, id, def.State)
-		if err != nil {
-			return nil, err
-		}
-		sh := newShard(id, st, s)
-		s.shards[id] = sh
-		s.hosted = append(s.hosted, sh)
+	if err := s.openStores(); err != nil {
+		return nil, err
 	}
 	if cfg.Jobs != nil {
 		s.jobs = inProcessJobs{cfg.Jobs}
@@ -168,6 +171,49 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// pgSetupTimeout bounds connecting to PostgreSQL and migrating its schema
+// at start-up (waiting for another process's migration lock included).
+const pgSetupTimeout = 60 * time.Second
+
+// openStores opens the stores of the hosted shards: their bbolt files, or
+// (StorePostgres) the pool, the migrated schema and one store per shard.
+// The shards are hosted statically (-instance of -instances) in either
+// store; their PostgreSQL commits are not fenced.
+func (s *Server) openStores() error {
+	cfg, def := s.cfg, s.def
+	if cfg.postgres() {
+		ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+		defer cancel()
+		pool, err := pgschema.Connect(ctx, cfg.PostgresURL, int32(cfg.PostgresMaxConns))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		s.pool = pool
+		if err := pgschema.Migrate(ctx, pool, cfg.Shards, s.log); err != nil {
+			return fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		s.pg = newPGStore(pool, def.State)
+	}
+	for _, id := range cfg.hosted() {
+		var st shardStore
+		var err error
+		if s.pg != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+			st, err = s.pg.forShard(ctx, id, fence{})
+			cancel()
+		} else {
+			st, err = openBoltStore(cfg.DataDir, id, def.State)
+		}
+		if err != nil {
+			return err
+		}
+		sh := newShard(id, st, s)
+		s.shards[id] = sh
+		s.hosted = append(s.hosted, sh)
+	}
+	return nil
 }
 
 // dialJobs builds the client of the battle tier, which runs the game's
@@ -242,7 +288,15 @@ func (s *Server) start(context.Context, func(error)) {
 		s.shardWG.Go(func() { sh.run(s.stop) })
 	}
 	s.log.Info("logic serving", "grpc", s.GRPCAddr().String(), "ops", s.OpsAddr().String(),
-		"shards", s.cfg.Shards, "hosted", len(s.hosted), "instance", s.cfg.Instance, "data_dir", s.cfg.DataDir)
+		"shards", s.cfg.Shards, "hosted", len(s.hosted), "instance", s.cfg.Instance, "store", s.storeName(), "data_dir", s.cfg.DataDir)
+}
+
+// storeName is Config.Store, "" read as StoreBolt.
+func (s *Server) storeName() string {
+	if s.cfg.postgres() {
+		return StorePostgres
+	}
+	return StoreBolt
 }
 
 // stopped runs once no gRPC call runs any more: the shards finish what
@@ -264,14 +318,17 @@ func (s *Server) stopShards() {
 	s.battleWG.Wait()
 }
 
-// closeResources closes the stores (after the shards stopped) and the
-// battle connection.
+// closeResources closes the stores (after the shards stopped), then the
+// PostgreSQL pool, and the battle connection.
 func (s *Server) closeResources() error {
 	var errs []error
 	for _, sh := range s.hosted {
 		if err := sh.store.close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.pool != nil {
+		s.pool.Close()
 	}
 	if s.battleCli != nil {
 		if err := s.battleCli.close(); err != nil {

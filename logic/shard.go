@@ -90,7 +90,7 @@ type shard struct {
 	stale         [priority.NumClasses]prometheus.Counter // reason queue_wait
 	expired       [priority.NumClasses]prometheus.Counter // reason expired
 	coolingRefuse [priority.NumClasses]prometheus.Counter // reason battle_cooling
-	store         *store
+	store         shardStore
 	srv           *Server
 
 	cache   map[string]*record // committed state
@@ -102,9 +102,11 @@ type shard struct {
 	// outcomes left, so the loop purges again before it waits.
 	purgeMore bool
 	health    storeHealth
+	// fencedSeen: a commit has failed with ErrFenced (see fenced).
+	fencedSeen bool
 }
 
-func newShard(id int, st *store, srv *Server) *shard {
+func newShard(id int, st shardStore, srv *Server) *shard {
 	label := strconv.Itoa(id)
 	sh := &shard{
 		id:         id,
@@ -287,7 +289,8 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 // replies and starts its battles. If the write fails nothing of the batch is
 // kept: the copies are dropped, its battles are not started, and every reply
 // that depends on the commit becomes the failure (UNAVAILABLE for a full
-// disk, else INTERNAL; see commitFailed), while the others (reads of
+// disk, an unreachable database, a lost lease or another process's write,
+// else INTERNAL; see commitFailed), while the others (reads of
 // committed state, replays of stored outcomes) go out as they are.
 func (sh *shard) commit(b *batch) {
 	if len(b.dirty) > 0 || len(b.outcomes) > 0 {
@@ -296,10 +299,20 @@ func (sh *shard) commit(b *batch) {
 		sh.srv.m.commitTime.Observe(time.Since(start).Seconds())
 		if err != nil {
 			fail := sh.commitFailed(b, err)
-			for id := range b.dirty {
-				// Read again from the store next time: whatever a
-				// failed commit left there is the truth.
-				delete(sh.cache, id)
+			switch storeReason(err) {
+			case reasonFenced, reasonConflict:
+				// Another process writes the shard: none of the
+				// cached records can be trusted any more.
+				clear(sh.cache)
+			default:
+				for id := range b.dirty {
+					// Read again from the store next time: whatever
+					// a failed commit left there is the truth.
+					delete(sh.cache, id)
+				}
+				for id := range b.touched {
+					delete(sh.cache, id)
+				}
 			}
 			for _, p := range b.pending {
 				if p.committed {

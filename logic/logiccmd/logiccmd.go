@@ -38,7 +38,14 @@ func Run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (Logic and health services)")
 			fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops HTTP listen address (/metrics, /healthz, /readyz)")
-			fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the shards' bbolt files (required; created if missing)")
+			fs.StringVar(&cfg.Store, "store", cfg.Store,
+				"where the shards' players and outcomes live: bolt (one bbolt file per shard under -data-dir) or postgres "+
+					"(rows in the PostgreSQL database at -postgres-url, shared by every logic process; the schema is migrated at start-up)")
+			fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the shards' bbolt files (required with -store bolt; created if missing)")
+			fs.StringVar(&cfg.PostgresURL, "postgres-url", cfg.PostgresURL,
+				"the database of -store postgres (required with it): a libpq URL or key=value string, e.g. postgres://levee@db:5432/levee; "+
+					"better given as LOGIC_POSTGRES_URL, with the password in PGPASSWORD (read by the driver) rather than in the URL")
+			fs.IntVar(&cfg.PostgresMaxConns, "postgres-max-conns", cfg.PostgresMaxConns, "most connections to -postgres-url at once (-store postgres)")
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "total number of shards in the cluster (must match the gate)")
 			fs.IntVar(&cfg.Instance, "instance", cfg.Instance, "this process's index in [0, -instances)")
 			fs.IntVar(&cfg.Instances, "instances", cfg.Instances, "number of logic processes sharing the shards")
