@@ -9,8 +9,8 @@
 #             postgres-1 and postgres-3 (shard leases): one battle, the
 #             logic processes and one gate on loopback; `loadtest capacity`
 #             of a purchase-only mix (scripts/store-compare/purchase.yaml,
-#             1,000 connections, p99 <= 250 ms and 95 % served) gives C;
-#             then 1.0 x C offered open loop for 20 s, over which it reads
+#             2,000 connections, p99 <= 250 ms and 95 % served) gives C;
+#             then 0.7 x C offered open loop for 20 s, over which it reads
 #             logic's commit p99 (logic_commit_duration_seconds, summed
 #             over the logic processes), the mean group-commit size, and
 #             the CPU (utime+stime from /proc/PID/stat) of logic and of
@@ -39,6 +39,8 @@
 #   STORE_COMPARE_MEDIA   "disk tmpfs" (default) or one of them
 #   STORE_COMPARE_PHASES  "load failover launch" (default) or a subset
 #   STORE_COMPARE_LAUNCH_MEDIA  media the launch phase runs on ("disk")
+#   STORE_COMPARE_CONFIGS the load phase's clusters ("bolt-1 bolt-3
+#                         postgres-1 postgres-3")
 #   STORE_COMPARE_SHARDS  shards of every cluster (24: 8 per logic of 3)
 #   STORE_COMPARE_KILLS   failover rounds (3)
 #   STORE_COMPARE_LAUNCH  the launch phase's loadtest arguments
@@ -59,6 +61,7 @@ CLUSTER_NAME=store-compare
 MEDIA=${STORE_COMPARE_MEDIA:-disk tmpfs}
 PHASES=${STORE_COMPARE_PHASES:-load failover launch}
 LAUNCH_MEDIA=${STORE_COMPARE_LAUNCH_MEDIA:-disk}
+CONFIGS=${STORE_COMPARE_CONFIGS:-bolt-1 bolt-3 postgres-1 postgres-3}
 SHARDS=${STORE_COMPARE_SHARDS:-24}
 KILLS=${STORE_COMPARE_KILLS:-3}
 read -r -a LAUNCH_ARGS <<<"${STORE_COMPARE_LAUNCH:-launch -scale 0.1 -speed 5}"
@@ -72,6 +75,9 @@ die() {
 }
 for m in $MEDIA $LAUNCH_MEDIA; do
   case $m in disk | tmpfs) ;; *) die "media are disk or tmpfs, got $m" ;; esac
+done
+for c in $CONFIGS; do
+  case $c in bolt-1 | bolt-3 | postgres-1 | postgres-3) ;; *) die "configs are bolt-1, bolt-3, postgres-1, postgres-3; got $c" ;; esac
 done
 for p in $PHASES; do
   case $p in load | failover | launch) ;; *) die "phases are load, failover, launch; got $p" ;; esac
@@ -94,6 +100,8 @@ RESULTS=$DIR/results.tsv FAILOVER=$DIR/failover.tsv LAUNCHES=$DIR/launch.tsv
 : >"$FAILOVER"
 : >"$LAUNCHES"
 HZ=$(getconf CLK_TCK)
+# The gate and the load tool hold 2,000 sockets each.
+if [ "$(ulimit -n)" -lt 8192 ]; then ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"; fi
 
 # --- processes -------------------------------------------------------------
 # Every process this script starts is in PIDS (and its name in NAMES); stop
@@ -126,7 +134,7 @@ stop_all() {
 }
 
 # --- PostgreSQL ------------------------------------------------------------
-PG_ROOT= PG_PID= PG_PORT=
+PG_ROOT= PG_PID= PG_WRAP= PG_PORT=
 as_pg() { # PostgreSQL refuses to run as root: then as the user postgres
   if [ "$(id -u)" = 0 ]; then setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"; else "$@"; fi
 }
@@ -144,31 +152,33 @@ pg_start() { # medium
   as_pg "$PG_BIN/postgres" -D "$PG_ROOT/data" -p "$PG_PORT" -k "$PG_ROOT" -c listen_addresses=127.0.0.1 \
     -c max_connections=200 -c shared_buffers=256MB -c log_min_messages=warning \
     -c fsync=on -c synchronous_commit=on -c full_page_writes=on >"$DIR/postgres-$1.log" 2>&1 &
-  PG_PID=$!
+  PG_WRAP=$! # the subshell of as_pg; the postmaster is its child
   local deadline=$((SECONDS + 30))
   until "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"; do
-    alive "$PG_PID" || { tail -n 20 "$DIR/postgres-$1.log" >&2; die "postgres exited"; }
+    alive "$PG_WRAP" || { tail -n 20 "$DIR/postgres-$1.log" >&2; die "postgres exited"; }
     [ $SECONDS -lt $deadline ] || die "postgres not ready within 30 s"
     sleep 0.2
   done
+  PG_PID=$(head -n 1 "$PG_ROOT/data/postmaster.pid")
+  [[ $PG_PID =~ ^[0-9]+$ ]] && alive "$PG_PID" || die "no postmaster pid in $PG_ROOT/data/postmaster.pid"
   echo "store-compare: PostgreSQL $("$PG_BIN/postgres" -V | awk '{print $3}') on $1 ($PG_ROOT, port $PG_PORT, pid $PG_PID; fsync $(pg -Atc 'show fsync'), synchronous_commit $(pg -Atc 'show synchronous_commit'))"
 }
 pg() { "$PSQL" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 pg_url() { echo "postgres://postgres@127.0.0.1:$PG_PORT/$1?sslmode=disable"; }
 pg_newdb() { pg -c "CREATE DATABASE $1" >/dev/null; }
 pg_stop() {
-  [ -n "$PG_PID" ] || return 0
-  kill -INT "$PG_PID" 2>/dev/null || true # fast shutdown
+  [ -n "$PG_WRAP" ] || return 0
+  [ -z "$PG_PID" ] || kill -INT "$PG_PID" 2>/dev/null || true # fast shutdown
   local deadline=$((SECONDS + 30))
-  while alive "$PG_PID" && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
-  if alive "$PG_PID"; then kill -KILL "$PG_PID" 2>/dev/null || true; fi
-  wait "$PG_PID" 2>/dev/null || true
+  while alive "$PG_WRAP" && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+  if [ -n "$PG_PID" ] && alive "$PG_PID"; then kill -KILL "$PG_PID" 2>/dev/null || true; fi
+  wait "$PG_WRAP" 2>/dev/null || true
   # The postmaster's children outlive it for a moment: wait for the data
   # directory to be free before removing it (bounded).
   deadline=$((SECONDS + 10))
   while [ $SECONDS -lt $deadline ] && pgrep -f -- "-D $PG_ROOT/data" >/dev/null 2>&1; do sleep 0.1; done
   rm -rf "$PG_ROOT"
-  PG_PID= PG_ROOT=
+  PG_PID= PG_WRAP= PG_ROOT=
 }
 # pg_ticks: CPU ticks of the postmaster, its live children and the children
 # it has reaped (cutime+cstime): every PostgreSQL process's CPU.
@@ -346,7 +356,7 @@ load_run() {
   local IFS=,
   local target=(-gate-urls "$GATE_WS" -metrics "${metrics[*]}" -token-secret "$SECRET")
   unset IFS
-  timeout 300 bin/loadtest capacity "${target[@]}" -conns 1000 -value-out "$DIR/$run.capacity" "$SCENARIO" >"$DIR/$run.capacity.log" 2>&1 ||
+  timeout 300 bin/loadtest capacity "${target[@]}" -conns 2000 -value-out "$DIR/$run.capacity" "$SCENARIO" >"$DIR/$run.capacity.log" 2>&1 ||
     { tail -n 20 "$DIR/$run.capacity.log" >&2; die "$run: loadtest capacity failed (log: $DIR/$run.capacity.log)"; }
   c=$(<"$DIR/$run.capacity")
   scrape logic_requests_total "${LOGIC_OPS[@]}" >"$DIR/$run.req.before"
@@ -387,7 +397,7 @@ load_run() {
   [ "$rc" = 0 ] || verdict="threshold failed: $(grep '✗' "$DIR/$run.run.log" | sed 's/^ *✗ *//' | paste -sd ';' -)"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$medium" "$store" "$n" "$c" "$served" "$p50" "$p99" "$batch" \
     "$lus" "$(awk -v t=$((l1 - l0)) -v hz="$HZ" -v w="$w" 'BEGIN { printf "%.2f", t / hz / w }')" "$pus" "$pcores" "$ok" "$((all - ok))" "$verdict" >>"$RESULTS"
-  echo "store-compare: $run: capacity $c purchases/s; at 1.0 x C: $served/s served, commit p50 $p50 ms p99 $p99 ms, $batch mutations/commit, logic $lus µs/purchase, postgres $pus µs/purchase ($verdict)"
+  echo "store-compare: $run: capacity $c purchases/s; at 0.7 x C: $served/s served, commit p50 $p50 ms p99 $p99 ms, $batch mutations/commit, logic $lus µs/purchase, postgres $pus µs/purchase ($verdict)"
   stop_pids "$GATE_PID" "${LOGIC_PIDS[@]}"
   if [ -n "$db" ]; then pg -c "DROP DATABASE $db" >/dev/null || true; fi
   rm -rf "$DATA/$run"-*
@@ -409,7 +419,7 @@ failover_run() { # medium
     [ -n "$shards" ] || die "failover round $k: $vnode holds no shard"
     # The old leases' expiry, to split the time into the TTL's part and the
     # survivors' detection.
-    pg -d "$db" -Atc "SELECT shard, (extract(epoch FROM expires_at) * 1000)::bigint FROM shard_leases WHERE shard IN ($shards)" >"$DIR/failover-$k.old"
+    pg -d "$db" -AtF ' ' -c "SELECT shard, (extract(epoch FROM expires_at) * 1000)::bigint FROM shard_leases WHERE shard IN ($shards)" >"$DIR/failover-$k.old"
     t_kill=$(($(date +%s%N) / 1000000))
     kill -KILL "$vpid"
     wait "$vpid" 2>/dev/null || true
@@ -429,7 +439,7 @@ failover_run() { # medium
     # renewal came first), never after the sighting itself
     awk -v kill="$t_kill" -v ttl=$((TTL_S * 1000)) -v k="$k" -v node="$vnode" 'NR == FNR { old[$1] = $2; next }
       { acq = $4 - ttl; if (acq > $5) acq = $5
-        printf "%d\t%s\t%d\t%s\t%d\t%d\t%d\n", k, node, $1, $2, acq - kill, old[$1] - kill, acq - old[$1] }' \
+        printf "%d\t%s\t%d\t%s\t%.0f\t%.0f\t%.0f\n", k, node, $1, $2, acq - kill, old[$1] - kill, acq - old[$1] }' \
       "$DIR/failover-$k.old" "$DIR/failover-$k.new" >>"$FAILOVER"
     echo "store-compare: failover round $k: $vnode SIGKILLed, its $(tr ',' '\n' <<<"$shards" | wc -l) shards ($shards) owned again; ownerless ms: $(awk -v k="$k" '$1 == k { printf "%s ", $5 }' "$FAILOVER")"
     # Back to three: the killed process restarts as a new node.
@@ -489,10 +499,7 @@ for medium in $all_media; do
   mkdir -p "$DATA"
   pg_start "$medium"
   if has "$PHASES" load && has "$MEDIA" "$medium"; then
-    load_run "$medium" bolt 1
-    load_run "$medium" bolt 3
-    load_run "$medium" postgres 1
-    load_run "$medium" postgres 3
+    for c in $CONFIGS; do load_run "$medium" "${c%-*}" "${c##*-}"; done
   fi
   if has "$PHASES" failover && has "$MEDIA" "$medium"; then failover_run "$medium"; fi
   if has "$PHASES" launch && has "$LAUNCH_MEDIA" "$medium"; then
@@ -506,9 +513,9 @@ done
 
 echo
 if [ -s "$RESULTS" ]; then
-  echo "Purchases only (scripts/store-compare/purchase.yaml): C = loadtest capacity (p99 <= 250 ms, 95 % served); the rest over 20 s at 1.0 x C; CPU per purchase answered ok; shared cores"
+  echo "Purchases only (scripts/store-compare/purchase.yaml): C = loadtest capacity (p99 <= 250 ms, 95 % served); the rest over 20 s at 0.7 x C; CPU per purchase answered ok; shared cores"
   {
-    printf 'medium\tstore\tlogic\tC purchases/s\tserved/s at C\tcommit p50 ms\tcommit p99 ms\tmutations/commit\tlogic µs/purchase\tlogic cores\tpostgres µs/purchase\tpostgres cores\tok\tother replies\tload\n'
+    printf 'medium\tstore\tlogic\tC purchases/s\tserved/s at 0.7 C\tcommit p50 ms\tcommit p99 ms\tmutations/commit\tlogic µs/purchase\tlogic cores\tpostgres µs/purchase\tpostgres cores\tok\tother replies\tload\n'
     cat "$RESULTS"
   } | column -t -s $'\t'
 fi
