@@ -416,7 +416,7 @@ func (sh *shard) startJob(b *batch, o *op) {
 		return
 	}
 	if b.stopping {
-		b.reply(o, result{err: apperr.ErrShuttingDown})
+		b.reply(o, sh.stopErr)
 		return
 	}
 	var jreq proto.Message
@@ -472,7 +472,9 @@ func (sh *shard) encodeJobRequest(a *gamedef.Action, jreq proto.Message) ([]byte
 // launch runs f's job call on its own goroutine, bounded by MaxBattles.
 // The result comes back through the shard's internal channel, which the
 // shard drains before its requests; that send is not subject to admission
-// (it must never be refused) and gives up only when the server stops.
+// (it must never be refused) and gives up only when the shard stops (its
+// own stop, the server's, or its exit: a released or lost shard has failed
+// the flight already, and the result is dropped).
 func (sh *shard) launch(f *flight) {
 	s := sh.srv
 	select {
@@ -495,7 +497,8 @@ func (sh *shard) launch(f *flight) {
 		msg := &op{job: &jobResult{key: f.key, rep: rep, err: err, pushback: pushback}}
 		select {
 		case sh.in <- msg:
-		case <-s.stop:
+		case <-sh.stop:
+		case <-sh.done:
 		}
 	}()
 }

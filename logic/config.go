@@ -153,6 +153,31 @@ type Config struct {
 	// Drain is how long the tier keeps serving after it reports NOT_SERVING.
 	Drain time.Duration
 
+	// Shards that move (-store=postgres): the process serves the shards
+	// whose lease it holds (package logic/lease).
+	//
+	// AdvertiseAddr is the host:port at which the gate reaches this
+	// process's gRPC, advertised with its leases (the address of a
+	// redirect); empty: GRPCAddr's host (the hostname when it names none,
+	// or an unspecified address) with the port GRPCAddr listens on.
+	AdvertiseAddr string
+	// NodeID names this process in the lease table, unique per process
+	// start; empty: the hostname and 6 random hex digits.
+	NodeID string
+	// LeaseTTL is how long a lease lasts without renewal: a dead process's
+	// shards are served elsewhere within about LeaseTTL + 2 × LeaseRenew.
+	LeaseTTL time.Duration
+	// staticPG (tests only): with StorePostgres, host the shards
+	// statically (-instance of -instances) with unfenced commits, as two
+	// processes that both serve a shard, to test what the outcomes' keys
+	// guarantee without the leases.
+	staticPG bool
+	// LeaseRenew is how often the leases are renewed, the members' table
+	// heartbeated, the shards rebalanced and the lease map read; it must
+	// be less than half of LeaseTTL. It is also the retry_after of a
+	// request refused while its shard moves.
+	LeaseRenew time.Duration
+
 	// Protection turns every overload mechanism below on (true) or off at
 	// once; a mechanism is active when Protection and its own flag are both
 	// true. Off is the "before" picture the load test compares against.
@@ -214,6 +239,8 @@ func DefaultConfig() Config {
 		IdempotencyWindow:     24 * time.Hour,
 		ShutdownGrace:         10 * time.Second,
 		Drain:                 0,
+		LeaseTTL:              5 * time.Second,
+		LeaseRenew:            time.Second,
 		Protection:            true,
 		RejectEarly:           true,
 		DropExpired:           true,
@@ -311,28 +338,32 @@ func (c Config) Validate() error {
 	if c.Shards <= 0 || c.Shards > maxShards {
 		errs = append(errs, fmt.Errorf("-shards: must be in 1..%d, got %d", maxShards, c.Shards))
 	}
-	instFlag, inst, known := "-instance", c.Instance, true
-	if c.InstanceFromHostname {
-		instFlag = "-instance-from-hostname"
-		if c.Instance != 0 {
-			errs = append(errs, fmt.Errorf("-instance-from-hostname: cannot be combined with -instance %d", c.Instance))
+	if c.postgres() {
+		errs = append(errs, c.leaseErrors()...)
+	} else {
+		instFlag, inst, known := "-instance", c.Instance, true
+		if c.InstanceFromHostname {
+			instFlag = "-instance-from-hostname"
+			if c.Instance != 0 {
+				errs = append(errs, fmt.Errorf("-instance-from-hostname: cannot be combined with -instance %d", c.Instance))
+			}
+			var err error
+			if inst, err = c.hostnameOrdinal(); err != nil {
+				errs = append(errs, err)
+				known = false
+			}
 		}
-		var err error
-		if inst, err = c.hostnameOrdinal(); err != nil {
-			errs = append(errs, err)
-			known = false
+		switch {
+		case c.Instances <= 0:
+			errs = append(errs, fmt.Errorf("-instances: must be > 0, got %d", c.Instances))
+		case !known:
+		case c.InstanceFromHostname && inst >= c.Instances:
+			errs = append(errs, fmt.Errorf("-instance-from-hostname: ordinal %d must be < -instances (%d)", inst, c.Instances))
+		case inst < 0 || inst >= c.Instances:
+			errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, inst))
+		case c.Shards > 0 && inst >= c.Shards:
+			errs = append(errs, fmt.Errorf("%s: %d hosts no shard of %d (-shards must be >= -instances)", instFlag, inst, c.Shards))
 		}
-	}
-	switch {
-	case c.Instances <= 0:
-		errs = append(errs, fmt.Errorf("-instances: must be > 0, got %d", c.Instances))
-	case !known:
-	case c.InstanceFromHostname && inst >= c.Instances:
-		errs = append(errs, fmt.Errorf("-instance-from-hostname: ordinal %d must be < -instances (%d)", inst, c.Instances))
-	case inst < 0 || inst >= c.Instances:
-		errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, inst))
-	case c.Shards > 0 && inst >= c.Shards:
-		errs = append(errs, fmt.Errorf("%s: %d hosts no shard of %d (-shards must be >= -instances)", instFlag, inst, c.Shards))
 	}
 	if c.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("-queue-size: must be > 0, got %d", c.QueueSize))

@@ -206,6 +206,10 @@ type envOpts struct {
 	hookCommit func() error
 	clock      *clock.Fake // the server's clock (arrivals, battle cooling)
 	log        *slog.Logger
+	// shared: with -store postgres, other servers share the database, so
+	// start does not wait for this one to serve every shard (only for
+	// /readyz).
+	shared bool
 }
 
 // testConfig is the default configuration on loopback with one shard,
@@ -281,6 +285,23 @@ func start(t testing.TB, o envOpts) *env {
 		}
 	})
 	e.cli = leveev2.NewLogicClient(e.conn)
+	if cfg.postgres() {
+		// The shards come by lease: wait for the manager's first pass
+		// and, when this server is the database's only one, for it to
+		// serve every shard.
+		testwait.Until(t, "logic ready", srv.tier.Ready)
+		testwait.Until(t, "the shards' leases", func() bool {
+			if o.shared {
+				return true
+			}
+			for id := range srv.shards {
+				if srv.shards[id].Load() == nil {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	return e
 }
 
@@ -519,7 +540,7 @@ func (e *env) flushAndBlock(player string) {
 	// The gauge still shows the held request, set when it was queued (the
 	// parked shard has not yet set it again): tests that wait for requests
 	// to queue behind it read the channel as it is.
-	sh := e.srv.shards[shardOf(player, e.cfg.Shards)]
+	sh := e.srv.shards[shardOf(player, e.cfg.Shards)].Load()
 	sh.depth.Set(float64(len(sh.ch)))
 }
 

@@ -285,7 +285,7 @@ func testOutcomesPurgedAfterWindow(t *testing.T, ts *testStore) {
 	fight.IssuedAtMs = issued
 	e.call(buy)
 	e.call(fight)
-	st := e.srv.shards[0].store
+	st := e.srv.shards[0].Load().store
 	outcomes := func() int { return outcomeCount(t, st) }
 	if n := outcomes(); n != 3 { // purchase: 1 key; battle: 2 (battle id, request id)
 		t.Fatalf("%d outcome keys, want 3", n)

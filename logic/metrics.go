@@ -30,6 +30,8 @@ type tierMetrics struct {
 
 	handlerDuration *prometheus.HistogramVec
 	handlerPanics   *prometheus.CounterVec
+
+	notOwner *prometheus.CounterVec
 }
 
 // handlerSeries are the handler series of every action of def, and of the
@@ -60,6 +62,12 @@ const (
 	reasonBattleCooling = "battle_cooling"
 )
 
+// logic_not_owner_total reasons.
+const (
+	notOwnerRedirect = "redirect" // the owner is known: apperr.NotOwner
+	notOwnerNone     = "no_owner" // it is not: apperr.NoOwner
+)
+
 // logic_store_errors_total ops.
 const (
 	storeOpCommit = "commit"
@@ -87,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		}, []string{"shard"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_requests_total",
-			Help: "Requests answered, by action and outcome (ok, replayed, rejected, busy, expired, wrong_shard, invalid, shutting_down, failed).",
+			Help: "Requests answered, by action and outcome (ok, replayed, rejected, busy, expired, wrong_shard, not_owner, no_owner, invalid, shutting_down, failed).",
 		}, []string{"action", "outcome"}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "logic_request_duration_seconds",
@@ -164,6 +172,15 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		Help: "DNS lookups of a dns:/// -battle-addrs, by result: ok (addresses found; the instances follow them), " +
 			"empty (no address) and error (the lookup failed), both of which keep the last known instances.",
 	}, []string{"result"})
+	m.notOwner = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "logic_not_owner_total",
+		Help: "Requests for a shard this process does not hold (-store=postgres), refused unexecuted, by reason: " +
+			"redirect (another process holds its lease: FAILED_PRECONDITION naming the owner's address, which the gate follows), " +
+			"no_owner (no live owner known, the shard is moving: UNAVAILABLE with a retry_after of about -lease-renew).",
+	}, []string{"reason"})
+	for _, r := range []string{notOwnerRedirect, notOwnerNone} {
+		m.notOwner.WithLabelValues(r)
+	}
 	for _, r := range []string{resolveOK, resolveEmpty, resolveError} {
 		m.battleResolves.WithLabelValues(r)
 	}

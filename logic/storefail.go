@@ -119,14 +119,19 @@ func unavailable(reason string, err error) result {
 }
 
 // fenced is called when a commit fails because the shard's lease is no
-// longer this process's (ErrFenced): the shard must stop serving (the
-// lease integration drops it here). For now it logs once per shard; the
-// failure is counted as logic_store_errors_total{reason="fenced"}.
+// longer this process's (ErrFenced): a shard served by lease is dropped as
+// lost (Server.dropFenced), and answers what is left in its queue
+// UNAVAILABLE; the failure is counted as
+// logic_store_errors_total{reason="fenced"}.
 func (sh *shard) fenced(err error) {
 	if sh.fencedSeen {
 		return
 	}
 	sh.fencedSeen = true
+	if sh.epoch != 0 {
+		sh.srv.dropFenced(sh, err)
+		return
+	}
 	sh.srv.log.Warn("shard fenced: its lease is another process's now", "shard", sh.id, "err", err)
 }
 
