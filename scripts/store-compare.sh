@@ -455,20 +455,22 @@ failover_run() { # medium
 
 # --- launch day ------------------------------------------------------------
 launch_run() { # medium store
-  local medium=$1 store=$2 run=launch-$2-$1 db=sc_launch_$1 env=() p0 p1 t0 t1 rc=0 base
+  local medium=$1 store=$2 run=launch-$2-$1 db=sc_launch_$1 env=() p0 p1 t0 t1 rc=0
   echo "store-compare: $run: scripts/launch.sh ${LAUNCH_ARGS[*]} on $store ($medium)"
   if [ "$store" = postgres ]; then
     pg_newdb "$db"
     env=(LAUNCH_STORE=postgres "LAUNCH_POSTGRES_URL=$(pg_url "$db")")
   fi
   # launch.sh's fixed port scheme from a base whose ports are free.
-  free_port base
-  base=$((base - base % 10))
-  [ $((base + 1200)) -lt 65535 ] || base=$((base - 2000))
+  # (not "base": free_port has a local of that name)
+  local bport
+  free_port bport
+  bport=$((bport - bport % 10))
+  [ $((bport + 1200)) -lt 65535 ] || bport=$((bport - 2000))
   p0=0
   [ "$store" != postgres ] || p0=$(pg_ticks)
   t0=$(date +%s%N)
-  env "${env[@]}" LAUNCH_BUILD=0 LAUNCH_DATA="$medium" LAUNCH_DIR="$DIR/$run" BASE_PORT=$base \
+  env "${env[@]}" LAUNCH_BUILD=0 LAUNCH_DATA="$medium" LAUNCH_DIR="$DIR/$run" BASE_PORT=$bport \
     timeout 900 ./scripts/launch.sh "${LAUNCH_ARGS[@]}" >"$DIR/$run.log" 2>&1 9>&- || rc=$?
   t1=$(date +%s%N)
   [ "$store" != postgres ] || p1=$(pg_ticks)
