@@ -86,7 +86,7 @@ launch-compare: build
 # (Debian's binaries), 1 and 3 logic processes, in one session: purchases/s
 # and commit p99, CPU per purchase of logic and of PostgreSQL, a SIGKILLed
 # logic's shards without an owner, the launch day on both stores (about
-# 25 minutes; see scripts/store-compare.sh).
+# 30 minutes; see scripts/store-compare.sh).
 store-compare: build
 	STORE_COMPARE_BUILD=0 ./scripts/store-compare.sh
 
