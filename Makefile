@@ -22,7 +22,7 @@ PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
 # The example game arena's own messages (examples/arena/arenapb).
 ARENA_PROTO_FILES := $(wildcard examples/arena/proto/arena/v1/*.proto)
 
-.PHONY: craft-test craft-launch all build images certs up up-postgres down compose-test compose-test-postgres drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
+.PHONY: craft-test craft-launch all build images certs up up-postgres down compose-test compose-test-postgres drills demo launch-compare store-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
 all: build
 
@@ -81,6 +81,14 @@ demo: build
 # side by side (about 7 minutes; see scripts/launch-compare.sh).
 launch-compare: build
 	LAUNCH_BUILD=0 ./scripts/launch-compare.sh
+
+# Issue 23's figures: logic on bbolt and on a durable throwaway PostgreSQL
+# (Debian's binaries), 1 and 3 logic processes, in one session: purchases/s
+# and commit p99, CPU per purchase of logic and of PostgreSQL, a SIGKILLed
+# logic's shards without an owner, the launch day on both stores (about
+# 30 minutes; see scripts/store-compare.sh).
+store-compare: build
+	STORE_COMPARE_BUILD=0 ./scripts/store-compare.sh
 
 # The issue-3 overload test: loadtest capacity measures C, then the
 # overload preset offers 0.8 x C, then 10 x C, with protection on and then

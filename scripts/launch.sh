@@ -24,6 +24,13 @@
 #                      an fsync can stall for most of a second under load,
 #                      and every purchase waits for one; BENCHMARKS.md has
 #                      both)
+#   LAUNCH_STORE       bolt (default): logic's shards in bbolt files under
+#                      the data directory above; postgres: in the database
+#                      at LAUNCH_POSTGRES_URL (required then; a database of
+#                      its own, migrated by logic at start), the one logic
+#                      holding every shard's lease (scripts/store-compare.sh
+#                      runs the day on both; LAUNCH_DATA then does not apply
+#                      to logic: the database's medium is the caller's)
 #   LAUNCH_BUILD       1 (default) builds bin/ first; 0 uses it as it is
 #   LAUNCH_COMMAND     run (default): `loadtest run`; capacity: `loadtest
 #                      capacity` instead (the scenario's action mix offered
@@ -74,6 +81,13 @@ tmpfs)
 *) die "LAUNCH_DATA must be disk or tmpfs, got $LAUNCH_DATA" ;;
 esac
 
+STORE=${LAUNCH_STORE:-bolt}
+case $STORE in
+bolt) ;;
+postgres) [ -n "${LAUNCH_POSTGRES_URL:-}" ] || die "LAUNCH_STORE=postgres needs LAUNCH_POSTGRES_URL" ;;
+*) die "LAUNCH_STORE must be bolt or postgres, got $STORE" ;;
+esac
+
 SECRET=launch-$RANDOM-$RANDOM-$RANDOM
 export GATE_ADMIN_TOKEN=admin-$RANDOM-$RANDOM-$RANDOM # read by every gate; kept out of ps
 mkdir -p "$DIR/logs"
@@ -105,12 +119,19 @@ if [ "${LAUNCH_DATA:-disk}" = tmpfs ]; then
   DATA_DIR=$(mktemp -d /dev/shm/levee-logic.XXXXXX)
 fi
 
-echo "launch: protection $PROTECTION: battle x2, logic (8 shards), $NGATES gate(s) with the line $LINE_MODE; logs in $DIR/logs"
+echo "launch: protection $PROTECTION: battle x2, logic (8 shards, store $STORE), $NGATES gate(s) with the line $LINE_MODE; logs in $DIR/logs"
 proc_start battle-1 bin/battle -grpc-addr 127.0.0.1:$B1 -ops-addr 127.0.0.1:$B1_OPS -log-level warn "${PROT_ARGS[@]}"
 proc_start battle-2 bin/battle -grpc-addr 127.0.0.1:$B2 -ops-addr 127.0.0.1:$B2_OPS -log-level warn "${PROT_ARGS[@]}"
 wait_healthy battle-1 battle 127.0.0.1:$B1
 wait_healthy battle-2 battle 127.0.0.1:$B2
-proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS -data-dir "$DATA_DIR" \
+if [ "$STORE" = postgres ]; then
+  # The URL through the environment (LOGIC_POSTGRES_URL), not ps.
+  export LOGIC_POSTGRES_URL=$LAUNCH_POSTGRES_URL
+  STORE_ARGS=(-store postgres -advertise-addr "127.0.0.1:$LOGIC" -node-id "launch-logic-$$")
+else
+  STORE_ARGS=(-data-dir "$DATA_DIR")
+fi
+proc_start logic bin/logic -grpc-addr 127.0.0.1:$LOGIC -ops-addr 127.0.0.1:$LOGIC_OPS "${STORE_ARGS[@]}" \
   -shards 8 -battle-addrs 127.0.0.1:$B1,127.0.0.1:$B2 -log-level warn "${PROT_ARGS[@]}"
 wait_healthy logic logic 127.0.0.1:$LOGIC
 gates=() admins=() metrics=(battle=http://127.0.0.1:$B1_OPS/metrics battle=http://127.0.0.1:$B2_OPS/metrics
