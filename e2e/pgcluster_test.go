@@ -42,8 +42,8 @@ const (
 // The logic metrics the tests read (logic/lease): shards this process
 // holds, and its shard moves by reason (acquired, released, lost).
 const (
-	metricShardsHeld = "levee_logic_shards_held"
-	metricShardMoves = "levee_logic_shard_moves_total"
+	metricShardsHeld = "logic_shards_held"
+	metricShardMoves = "logic_shard_moves_total"
 )
 
 // pgScenario buys, fights and reads profiles at about 100 requests/s for
