@@ -22,7 +22,7 @@ PROTO_FILES := $(wildcard proto/levee/v2/*.proto)
 # The example game arena's own messages (examples/arena/arenapb).
 ARENA_PROTO_FILES := $(wildcard examples/arena/proto/arena/v1/*.proto)
 
-.PHONY: craft-test craft-launch all build images certs up down compose-test drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
+.PHONY: craft-test craft-launch all build images certs up up-postgres down compose-test compose-test-postgres drills demo launch-compare overload hold-memory hold-line test vet fuzz fuzz-seeds bench proto proto-check tools clean rules-test deploy-check k8s-tools k8s-test
 
 all: build
 
@@ -44,6 +44,12 @@ certs:
 up:
 	GO=$(GO) ./scripts/compose.sh up
 
+# The profile postgres alone: PostgreSQL (levee/postgres, built offline from
+# this machine's Debian PostgreSQL 15), three logic on it, gate-pg on
+# 127.0.0.1:8090. `make up` stays bolt.
+up-postgres:
+	GO=$(GO) ./scripts/compose.sh up-postgres
+
 down:
 	./scripts/compose.sh down
 
@@ -52,6 +58,12 @@ down:
 # no reply was lost and it came back; remove everything (CI runs it).
 compose-test:
 	GO=$(GO) ./scripts/compose-test.sh
+
+# The profile postgres alone (compose-test runs it too): PostgreSQL healthy
+# and taking the generated password; COMPOSE_TEST_POSTGRES=1 adds the load
+# through three logic on it.
+compose-test-postgres:
+	GO=$(GO) ./scripts/compose-test-postgres.sh
 
 # The failure drills (issue 13, scripts/drills.sh): the capacity of the
 # compose cluster measured, then each drill of loadtest/scenarios/drills/

@@ -9,10 +9,14 @@
 # `loadtest run -faults docker:PROJECT`) and whose thresholds say what must
 # hold (every request exactly one reply, serving resumed within 5 s of the
 # kill, battle-1 back and goodput recovered). It brings the project down
-# and removes what it created, also when it fails.
+# and removes what it created, also when it fails. Then
+# scripts/compose-test-postgres.sh tests the profile postgres on a project
+# of its own: PostgreSQL healthy and taking the generated password, and,
+# with COMPOSE_TEST_POSTGRES=1, a load through three logic on it.
 #
 # Environment: COMPOSE_TEST_PORT (28080: the gate's player port; +2 its
-# ops port), GO.
+# ops port), COMPOSE_TEST_POSTGRES (0; 1: the load on logic-on-PostgreSQL
+# too), COMPOSE_TEST_PG_PORT (28090), GO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${COMPOSE_TEST_PORT:-28080}
@@ -82,3 +86,5 @@ case $rc in
 99) die "a threshold failed (above)" ;;
 *) die "the load test could not run (exit $rc)" ;;
 esac
+compose down -v --remove-orphans >/dev/null 2>&1 || true
+COMPOSE_TEST_IMAGES_BUILT=1 GO=${GO:-go} ./scripts/compose-test-postgres.sh

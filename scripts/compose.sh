@@ -9,14 +9,22 @@
 #                               tiers pick them up without a restart
 #   scripts/compose.sh images   build the static binaries and the images
 #                               FROM scratch with the classic builder (nothing
-#                               is pulled; no buildx needed)
+#                               is pulled; no buildx needed), levee/postgres
+#                               too (scripts/postgres-image.sh, from this
+#                               machine's Debian PostgreSQL 15)
 #   scripts/compose.sh up|down  `docker compose` (v2) or `docker-compose`
 #                               (v1.29+), whichever is installed; up writes
 #                               .env and .certs/ first when missing; down
-#                               also removes the volume (logic's data), and
-#                               keeps .env and .certs/
+#                               also removes the volumes (logic's data and
+#                               PostgreSQL's), and keeps .env and .certs/
+#   scripts/compose.sh up-postgres
+#                               the profile postgres alone: PostgreSQL, three
+#                               logic on it and gate-pg (127.0.0.1:8090), with
+#                               battle; not the default gate and logic
 # Environment: COMPOSE_PROJECT_NAME (levee), TAG (dev), GO (go),
-# LEVEE_EDGE_NAMES (extra names of the gate's wss certificate, comma-separated).
+# LEVEE_EDGE_NAMES (extra names of the gate's wss certificate, comma-separated),
+# LEVEE_POSTGRES_IMAGE (levee/postgres:dev; postgres:15 with a registry: then
+# up-postgres does not build it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TAG=${TAG:-dev}
@@ -28,8 +36,18 @@ export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-levee}
 . scripts/lib/compose.sh
 compose() { compose_tool "$@"; }
 
+# The profile postgres' services, which up-postgres starts.
+PG_SERVICES=(postgres logic-pg-1 logic-pg-2 logic-pg-3 gate-pg)
+
+random_hex() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
 write_env() {
   if [ -f .env ]; then
+    # A .env from before the profile postgres gets its password added.
+    if ! grep -q '^LEVEE_POSTGRES_PASSWORD=' .env; then
+      echo "LEVEE_POSTGRES_PASSWORD=$(random_hex)" >>.env
+      echo "compose: added LEVEE_POSTGRES_PASSWORD to .env"
+    fi
     return
   fi
   local old
@@ -38,8 +56,9 @@ write_env() {
   {
     echo "# Secrets of the compose cluster, made by scripts/compose.sh (never committed)."
     echo "COMPOSE_PROJECT_NAME=levee"
-    echo "LEVEE_TOKEN_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    echo "LEVEE_ADMIN_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    echo "LEVEE_TOKEN_SECRET=$(random_hex)"
+    echo "LEVEE_ADMIN_TOKEN=$(random_hex)"
+    echo "LEVEE_POSTGRES_PASSWORD=$(random_hex)"
   } >.env
   umask "$old"
   echo "compose: wrote .env with random secrets"
@@ -59,6 +78,7 @@ build_images() {
     echo "compose: built levee/$b:$TAG ($(docker image inspect -f '{{.Size}}' "levee/$b:$TAG") bytes)"
   done
   rm -rf .images
+  TAG=$TAG GO=${GO:-go} ./scripts/postgres-image.sh
 }
 
 certs() {
@@ -79,9 +99,20 @@ up)
   compose up -d
   compose ps
   ;;
-down) compose down -v --remove-orphans ;;
+up-postgres)
+  certs
+  for b in "${BINS[@]}" postgres; do
+    [ "$b" != postgres ] || [ "${LEVEE_POSTGRES_IMAGE:-levee/postgres:$TAG}" = "levee/postgres:$TAG" ] || continue
+    docker image inspect "levee/$b:$TAG" >/dev/null 2>&1 || build_images
+  done
+  compose --profile postgres up -d "${PG_SERVICES[@]}"
+  compose --profile postgres ps
+  ;;
+# --profile postgres: so that the profile's containers go too, whichever
+# compose is installed.
+down) compose --profile postgres down -v --remove-orphans ;;
 *)
-  echo "usage: scripts/compose.sh env|certs|renew|images|up|down" >&2
+  echo "usage: scripts/compose.sh env|certs|renew|images|up|up-postgres|down" >&2
   exit 2
   ;;
 esac

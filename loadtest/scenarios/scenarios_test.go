@@ -115,7 +115,7 @@ func TestArenaFilesBind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files = append(files, filepath.Join("..", "..", "scripts", "compose-test.yaml"))
+	files = append(files, filepath.Join("..", "..", "scripts", "compose-test.yaml"), filepath.Join("..", "..", "scripts", "compose-test-postgres.yaml"))
 	for _, f := range files {
 		sc, err := scenario.Load(f, nil)
 		if err != nil {

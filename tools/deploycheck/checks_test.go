@@ -84,6 +84,8 @@ const (
 	adapter    = "k8s/overlays/prometheus-adapter/adapter-rules.yaml"
 	scaledObj  = "k8s/overlays/keda/scaledobject.yaml"
 	tlsCerts   = "k8s/overlays/tls/certs.yaml"
+	pgLogic    = "k8s/overlays/postgres/logic.yaml"
+	pgKust     = "k8s/overlays/postgres/kustomization.yaml"
 	dash       = deploycheck.DashboardFile
 )
 
@@ -167,6 +169,27 @@ func TestChecksFail(t *testing.T) {
 			[]string{"Deployment levee/gate (kustomization k8s/overlays/tls)", "mounts Secret levee-edge-tls, which no rendered Certificate in namespace \"levee\" writes"}},
 		{"certificate outside the pods' namespace", tlsCerts, "metadata: {name: gate, namespace: levee}", "metadata: {name: gate}",
 			[]string{"Deployment levee/gate (kustomization k8s/overlays/tls)", "mounts Secret levee-gate-tls, which no rendered Certificate in namespace \"levee\" writes"}},
+		// logic's store (logicstore.go)
+		{"shards differ", logicYAML, `"-shards", "8"`, `"-shards", "16"`,
+			[]string{`Deployment levee/gate (kustomization k8s/base) container "gate": -shards 8, but StatefulSet levee/logic`, "-shards 16"}},
+		{"postgres: shards differ", pgKust, `"-shards", "256"`, `"-shards", "8"`,
+			[]string{`Deployment levee/gate (kustomization k8s/overlays/postgres) container "gate": -shards 8`, "Deployment levee/logic", "-shards 256"}},
+		{"postgres: password in the manifest", pgLogic, "name: PGPASSWORD\n              valueFrom: {secretKeyRef: {name: levee-postgres, key: password}}", "name: PGPASSWORD\n              value: hunter2",
+			[]string{"Deployment levee/logic (kustomization k8s/overlays/postgres)", "PGPASSWORD is not from a secretKeyRef"}},
+		{"postgres: secret key misspelt", pgLogic, "key: url", "key: uri",
+			[]string{"Deployment levee/logic", `key "uri" is not one of operator Secret levee-postgres's keys`}},
+		{"postgres: advertised address undefined", pgLogic, "- name: POD_IP\n", "- name: MY_IP\n",
+			[]string{"Deployment levee/logic", `uses $(POD_IP), which is not an env variable`}},
+		{"postgres: advertised address on the ops port", pgLogic, `"$(POD_IP):9000"`, `"$(POD_IP):9001"`,
+			[]string{"Deployment levee/logic", "is not on the container's grpc port"}},
+		{"postgres: a bbolt flag", pgLogic, `args: ["-battle-addrs"`, `args: ["-data-dir", "/data", "-battle-addrs"`,
+			[]string{"Deployment levee/logic", "-data-dir is a flag of the bbolt store"}},
+		{"postgres: a StatefulSet", pgLogic, "kind: Deployment\nmetadata:\n  name: logic\n", "kind: StatefulSet\nmetadata:\n  name: logic-pg\n",
+			[]string{"StatefulSet levee/logic-pg (kustomization k8s/overlays/postgres)", "run it as a Deployment"}},
+		{"postgres: headless entry", pgLogic, "  selector: {app.kubernetes.io/name: logic, app.kubernetes.io/part-of: levee}\n  ports:", "  clusterIP: None\n  selector: {app.kubernetes.io/name: logic, app.kubernetes.io/part-of: levee}\n  ports:",
+			[]string{`-logic-addrs logic-entry.levee.svc.cluster.local:9000`, "is headless"}},
+		{"postgres: gate enters no Service", pgKust, "logic-entry.levee.svc.cluster.local:9000", "logic.levee.svc.cluster.local:9000",
+			[]string{`container "gate": -logic-addrs logic.levee.svc.cluster.local:9000`, "no rendered Service levee/logic"}},
 		// metrics chain
 		{"HPA metric no adapter rule makes", hpaYAML, "name: battle_pressure\n", "name: battle_pressur\n",
 			[]string{"HorizontalPodAutoscaler levee/battle (kustomization k8s/overlays/prometheus-adapter)", `Pods metric "battle_pressur" is produced by no prometheus-adapter rule`}},

@@ -32,6 +32,11 @@
 //   - gate.go: the gate's termination grace period covers its preStop
 //     pause, -drain and -shutdown-grace; its admin/ops and health ports are
 //     never on a LoadBalancer Service.
+//   - logicstore.go: logic and the gate set the same -shards; with logic
+//     on PostgreSQL (k8s/overlays/postgres), logic is a Deployment without
+//     volumes or bbolt flags, its database URL and password come from a
+//     Secret, it advertises $(POD_IP) on its grpc port, and the gate's
+//     -logic-addrs are ClusterIP Services selecting logic's pods.
 //   - metrics.go (with adapter.go): the HPA's Pods metrics are produced by
 //     the prometheus-adapter rules, whose series are recording rules; the
 //     KEDA ScaledObject queries recording rules and keeps the HPA's bounds.

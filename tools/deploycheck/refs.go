@@ -12,6 +12,9 @@ import (
 // never in the manifests), with the keys they carry.
 var OperatorSecrets = map[string][]string{
 	"levee-secrets": {"token-secret", "admin-token"},
+	// Logic on PostgreSQL (k8s/overlays/postgres): the database's URL
+	// without a password, and the password (logic's PGPASSWORD).
+	"levee-postgres": {"url", "password"},
 	// The certificates (kubernetes.io/tls Secrets with the CA): made by the
 	// operator from levee-certs, or by cert-manager from the Certificates
 	// of k8s/overlays/tls (tls.go checks those). See docs/deploying.md.

@@ -62,7 +62,7 @@ func CheckK8s(ctx context.Context, kubectl, root string, rf RuleFile) []error {
 	for _, r := range rs {
 		byDir[filepath.ToSlash(r.Dir)] = r.Objects
 		for _, check := range []func([]Object) []error{
-			CheckSelectors, CheckPorts, CheckRefs, CheckResources, CheckSecurity, CheckGate, CheckTLS,
+			CheckSelectors, CheckPorts, CheckRefs, CheckResources, CheckSecurity, CheckGate, CheckTLS, CheckLogicStore,
 		} {
 			errs = append(errs, check(r.Objects)...)
 		}
