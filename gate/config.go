@@ -45,8 +45,13 @@ type Config struct {
 	GRPCAddr string // -grpc-addr: gRPC health only
 	OpsAddr  string // -ops-addr: /metrics /healthz /readyz
 
-	LogicAddrs []string // -logic-addrs: logic instances, in shardmap.Instance order
-	Shards     int      // -shards: must match the logic tier's
+	// LogicAddrs (-logic-addrs) are the logic instances, in
+	// shardmap.Instance order. With logic on PostgreSQL (-store=postgres)
+	// they are only entry points (one Kubernetes Service will do): logic
+	// answers a request for a shard it does not hold with the owner's
+	// address, and the gate follows it and caches the owner (logicPool).
+	LogicAddrs []string
+	Shards     int // -shards: must match the logic tier's
 
 	TokenSecret string // -token-secret; empty means DevTokenSecret, with a warning
 

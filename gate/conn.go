@@ -30,9 +30,8 @@ type conn struct {
 	ws                 *websocket.Conn
 	codec              *wire.Codec // one of the server's, by subprotocol
 	msgType            int
-	playerID           string // from the token
-	shard              int    // the player's logic shard
-	logic              leveev2.LogicClient
+	playerID           string      // from the token
+	shard              int         // the player's logic shard
 	bucket             tokenBucket // the request rate limit; used by the reader only
 	addrKey            netip.Addr  // the address bucket counting this connection (limits.go); zero if none
 
@@ -169,7 +168,7 @@ func (c *conn) login(hs *handshake, admitted *leveev2.ServerFrame) bool {
 func (c *conn) callLogin(hs *handshake) (f *leveev2.ServerFrame, ok bool) {
 	start := time.Now()
 	req := &leveev2.LogicRequest{PlayerId: c.playerID, Kind: &leveev2.LogicRequest_Login{Login: &leveev2.LoginRequest{}}}
-	f = c.s.do(c.ctx, c.shard, c.logic, req, loginCriticality, kindOther, c.s.cfg.RequestTimeout)
+	f = c.s.do(c.ctx, c.shard, req, loginCriticality, kindOther, c.s.cfg.RequestTimeout)
 	hs.End() // the handshake ends with logic's answer, whatever it is
 	c.s.observe(actionLogin, start, f)
 	if e := f.GetError(); e != nil || f.GetWelcome() == nil {

@@ -19,7 +19,25 @@
 // in LogicRequest.player_id is always the token's.
 //
 // Every request frame gets exactly one reply frame with the same request id:
-// the logic tier's result or a typed error. The gate never retries logic.
+// the logic tier's result or a typed error. The gate never retries a
+// request logic may have executed.
+//
+// Where a shard is served (logic.go): with logic on bbolt, shard s is
+// served by -logic-addrs[s mod N], always. With logic on PostgreSQL
+// (-store=postgres) shards move between logic processes by their leases,
+// and the -logic-addrs are only entry points (one Kubernetes Service will
+// do). A logic process asked for a shard it does not hold answers
+// FAILED_PRECONDITION with the owner's address (apperr.NotOwner, a
+// leveev2.ShardOwner detail; the request was not executed): the gate sends
+// the same request to the owner, within the same budget, and caches the
+// owner for the shard's next requests (gate_logic_redirects_total,
+// gate_logic_owner_cache_size). After 3 hops it answers BUSY with
+// retry_after 1 s. A cached owner whose connection is failing, or that
+// answers UNAVAILABLE (down, stopping, or apperr.NoOwner: the shard has no
+// owner during a move, which the player gets as UNAVAILABLE with logic's
+// retry_after), is forgotten, and the shard's next request goes to its
+// entry point again. Owner connections are dialed on first use, at most
+// 64 (the least recently used closed past that), and closed at shutdown.
 //
 // Per-connection cost is kept small: the HTTP handler returns right after the
 // upgrade, so a connection holds one reader goroutine, a 1 KiB read buffer and
@@ -84,7 +102,7 @@
 // RATE_LIMITED, …, decoded from the status details by apperr.FromStatus)
 // with logic's retry delay as retry_after and its queue depth and fill ratio
 // (the leveev2.Backpressure in the details) as the frame's backpressure.
-// The gate never retries logic.
+// The gate retries no refusal (only a redirect, above, which is none).
 //
 // # Criticality
 //

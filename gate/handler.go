@@ -94,7 +94,7 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		playerID: playerID,
 		addrKey:  addrKey,
 	}
-	c.shard, c.logic = s.logic.route(playerID)
+	c.shard = s.logic.shardOf(playerID)
 	if s.cfg.connRateLimitOn() {
 		c.bucket = newTokenBucket(s.cfg.ConnRate, s.cfg.ConnBurst, s.clock.Now())
 	}

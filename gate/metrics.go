@@ -1,6 +1,8 @@
 package gate
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -63,6 +65,13 @@ type gateMetrics struct {
 	// replaced counts connections replaced by a newer one of the same
 	// player (gate_sessions_replaced_total).
 	replaced prometheus.Counter
+	// redirectFollowed and redirectTooMany count logic's NotOwner answers
+	// (gate_logic_redirects_total{result}): followed to the owner, or one
+	// hop too many, the request refused BUSY.
+	redirectFollowed prometheus.Counter
+	redirectTooMany  prometheus.Counter
+	// ownerCache is gate_logic_owner_cache_size: shards with a cached owner.
+	ownerCache prometheus.Gauge
 
 	// Resolved once, so the refusal paths do no label look-ups.
 	fullConns         prometheus.Counter // gate_connections_total{server_full}
@@ -99,6 +108,10 @@ func newMetrics(reg prometheus.Registerer, actions map[string]*action, handshake
 		logicUnreachable: f.NewCounter(prometheus.CounterOpts{
 			Name: "gate_logic_unreachable_total",
 			Help: "Player requests refused BUSY without being sent, because the connection to their logic instance was failing.",
+		}),
+		ownerCache: f.NewGauge(prometheus.GaugeOpts{
+			Name: "gate_logic_owner_cache_size",
+			Help: "Shards whose owner the gate learnt from a logic redirect and routes to directly (logic on PostgreSQL; always 0 with bbolt).",
 		}),
 		replaced: f.NewCounter(prometheus.CounterOpts{
 			Name: "gate_sessions_replaced_total",
@@ -145,6 +158,13 @@ func newMetrics(reg prometheus.Registerer, actions map[string]*action, handshake
 	for _, r := range []string{resultAccepted, resultUnauthorized, resultLogicRefused, resultRefused, resultShuttingDown, resultServerFull} {
 		m.connections.WithLabelValues(r)
 	}
+	redirects := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "gate_logic_redirects_total",
+		Help: "Logic's answers that a shard is served by another logic process (not executed), by result: followed " +
+			"(the request sent again to the owner) or too_many_hops (refused BUSY after " + strconv.Itoa(maxRedirects) + " hops).",
+	}, []string{"result"})
+	m.redirectFollowed = redirects.WithLabelValues("followed")
+	m.redirectTooMany = redirects.WithLabelValues("too_many_hops")
 	m.fullConns = m.connections.WithLabelValues(resultServerFull)
 	m.rejectFull = m.rejections.WithLabelValues(reasonServerFull)
 	m.rejectHandshakes = m.rejections.WithLabelValues(reasonHandshakes)

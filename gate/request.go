@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/leveehq/levee/internal/apperr"
@@ -75,7 +77,7 @@ func (c *conn) handleFrame(data []byte) (async bool) {
 		c.reply(name, start, errorFrame(id, errNotAdmitted, c.s.line.notAdmittedRetry(c, c.s.clock.Now())))
 		return false
 	}
-	shard, lc := c.shard, c.logic
+	shard := c.shard
 	if a.target != nil {
 		// An action that reads another player's state goes to that
 		// player's shard; logic reads the target from the request there.
@@ -86,7 +88,7 @@ func (c *conn) handleFrame(data []byte) (async bool) {
 			return false
 		}
 		if target != c.playerID {
-			shard, lc = c.s.logic.route(target)
+			shard = c.s.logic.shardOf(target)
 		}
 	}
 	if !c.s.beginRequest() {
@@ -113,7 +115,7 @@ func (c *conn) handleFrame(data []byte) (async bool) {
 	go func() {
 		defer c.endPending()   // last: the reply is out before a replaced connection closes
 		defer c.s.endRequest() // after the reply is written, so shutdown waits for it
-		out := c.s.do(c.ctx, shard, lc, logicRequest(c.playerID, f), class, a.kind, c.budget(f))
+		out := c.s.do(c.ctx, shard, logicRequest(c.playerID, f), class, a.kind, c.budget(f))
 		// The slot is free before the player can see the reply, so a player
 		// who waits for replies is never refused for being over the limit.
 		c.inflight.Add(-1)
@@ -202,7 +204,7 @@ func logicRequest(playerID string, f *leveev2.ClientFrame) *leveev2.LogicRequest
 		Kind: &leveev2.LogicRequest_Call{Call: &leveev2.Call{Action: f.GetAction(), Request: f.GetRequest()}}}
 }
 
-// do calls logic once (the gate never retries) with the budget as the gRPC
+// do calls logic for a request of shard with the budget as the gRPC
 // deadline and the class in metadata, and turns the outcome into the
 // player's reply frame. A refusal comes back through apperr.FromStatus with
 // its exact code (BUSY, SERVER_FULL, RATE_LIMITED, …), the retry delay as
@@ -212,54 +214,120 @@ func logicRequest(playerID string, f *leveev2.ClientFrame) *leveev2.LogicRequest
 // load (apperr.Overload) also starts the shard's cooling and the hints are
 // kept for the gate's own refusals (see coolingTable).
 //
+// The gate never retries a request logic may have executed. The one
+// request it sends again is one logic refused as not its shard's owner
+// (apperr.NotOwner: not executed, logic on PostgreSQL): it goes to the
+// owner named, which is cached for the shard's next requests, at most
+// maxRedirects times within the one budget; past that it is refused BUSY
+// with redirectRetryAfter. A cached owner whose connection is failing, or
+// that answers UNAVAILABLE, is forgotten: the shard's next request goes to
+// its entry point (logicPool).
+//
 // kind is the request's cooling kind (kindOther for a login).
-func (s *Server) do(ctx context.Context, shard int, lc leveev2.LogicClient, req *leveev2.LogicRequest, crit priority.Class, kind int, budget time.Duration) *leveev2.ServerFrame {
-	if s.logic.unreachable(shard) {
-		// Not sent: BUSY (not executed, so retrying is safe and nothing
-		// needs resending later) with the time the gate's next attempt to
-		// reach logic may take, instead of UNAVAILABLE (outcome unknown).
-		s.m.logicUnreachable.Inc()
-		return errorFrame(req.GetRequestId(), fmt.Errorf("%w: the game service is unreachable", apperr.ErrBusy), logicUnreachableRetryAfter)
+func (s *Server) do(ctx context.Context, shard int, req *leveev2.LogicRequest, crit priority.Class, kind int, budget time.Duration) *leveev2.ServerFrame {
+	lc := s.logic.route(shard)
+	if lc.failing() {
+		return s.unreachableFrame(req)
 	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	ctx = priority.Outgoing(ctx, crit)
-	rep, err := lc.Do(ctx, req)
-	if err != nil {
+	for hops := 0; ; hops++ {
+		rep, err := lc.client.Do(ctx, req)
+		if err == nil {
+			if bp := rep.GetBackpressure(); bp != nil {
+				s.pressure.Observe(bp.GetRatio())
+				if s.cfg.logicPushbackOn() {
+					s.cooling.hints(shard, bp)
+				}
+			}
+			return serverFrame(req.GetRequestId(), rep)
+		}
 		if s.baseCtx.Err() != nil {
 			return errorFrame(req.GetRequestId(), apperr.ErrShuttingDown, shuttingDownRetryAfter)
 		}
-		refusal := apperr.FromStatus(err)
-		e := refusal.Player()
-		bp := refusal.Backpressure
-		pushbackOn := s.cfg.logicPushbackOn()
-		if bp != nil {
-			s.pressure.Observe(bp.GetRatio())
-			if pushbackOn {
-				s.cooling.hints(shard, bp)
+		ownerShard, addr, redirect := apperr.OwnerOf(err)
+		if !redirect {
+			if status.Code(err) == codes.Unavailable {
+				// Down, stopping, or no longer the owner (apperr.NoOwner):
+				// the next request starts from the entry point again.
+				s.logic.forget(shard, lc)
 			}
-			if bp.RetryAfterMs == 0 {
-				bp.RetryAfterMs = e.GetRetryAfterMs()
+			return s.refusalFrame(shard, req, crit, kind, err)
+		}
+		if hops == maxRedirects {
+			// Owners that point at each other, or a shard moving faster
+			// than the requests can follow it: let the map settle.
+			s.m.redirectTooMany.Inc()
+			s.logic.forget(shard, nil)
+			return errorFrame(req.GetRequestId(), fmt.Errorf("%w: the game service is moving this player's data; try again", apperr.ErrBusy), redirectRetryAfter)
+		}
+		s.m.redirectFollowed.Inc()
+		if ownerShard != shard {
+			s.log.Warn("logic redirected a request for another shard: do the gate's and logic's -shards match?",
+				"shard", shard, "owner_shard", ownerShard, "owner", addr, "shards", s.cfg.Shards)
+		}
+		next, ferr := s.logic.follow(shard, ownerShard, addr)
+		if ferr != nil {
+			if errors.Is(ferr, errPoolClosed) {
+				return errorFrame(req.GetRequestId(), apperr.ErrShuttingDown, shuttingDownRetryAfter)
 			}
+			s.log.Error("following a logic redirect", "shard", shard, "owner", addr, "err", ferr)
+			return errorFrame(req.GetRequestId(), fmt.Errorf("%w: the game service is moving this player's data; try again", apperr.ErrBusy), redirectRetryAfter)
 		}
-		if pushbackOn && apperr.Overload(refusal.Code) {
-			// The delay logic asked for; none (0) starts no cooling.
-			s.cooling.cool(shard, kind, crit, s.clock.Now(), refusal.RetryAfter)
-		}
-		return &leveev2.ServerFrame{
-			RequestId:    req.GetRequestId(),
-			Backpressure: bp,
-			Payload:      &leveev2.ServerFrame_Error{Error: e},
+		if lc = next; lc.failing() {
+			s.logic.forget(shard, lc)
+			return s.unreachableFrame(req)
 		}
 	}
-	if bp := rep.GetBackpressure(); bp != nil {
+}
+
+// unreachableFrame refuses a request whose logic connection is failing.
+// Not sent: BUSY (not executed, so retrying is safe and nothing needs
+// resending later) with the time the gate's next attempt to reach logic may
+// take, instead of UNAVAILABLE (outcome unknown).
+func (s *Server) unreachableFrame(req *leveev2.LogicRequest) *leveev2.ServerFrame {
+	s.m.logicUnreachable.Inc()
+	return errorFrame(req.GetRequestId(), fmt.Errorf("%w: the game service is unreachable", apperr.ErrBusy), logicUnreachableRetryAfter)
+}
+
+// refusalFrame is the player's frame for logic's refusal err of a request
+// of shard, with logic's code, retry delay and backpressure; with
+// -logic-pushback a refusal under load starts the shard's cooling.
+func (s *Server) refusalFrame(shard int, req *leveev2.LogicRequest, crit priority.Class, kind int, err error) *leveev2.ServerFrame {
+	refusal := apperr.FromStatus(err)
+	e := refusal.Player()
+	bp := refusal.Backpressure
+	pushbackOn := s.cfg.logicPushbackOn()
+	if bp != nil {
 		s.pressure.Observe(bp.GetRatio())
-		if s.cfg.logicPushbackOn() {
+		if pushbackOn {
 			s.cooling.hints(shard, bp)
 		}
+		if bp.RetryAfterMs == 0 {
+			bp.RetryAfterMs = e.GetRetryAfterMs()
+		}
 	}
-	return serverFrame(req.GetRequestId(), rep)
+	if pushbackOn && apperr.Overload(refusal.Code) {
+		// The delay logic asked for; none (0) starts no cooling.
+		s.cooling.cool(shard, kind, crit, s.clock.Now(), refusal.RetryAfter)
+	}
+	return &leveev2.ServerFrame{
+		RequestId:    req.GetRequestId(),
+		Backpressure: bp,
+		Payload:      &leveev2.ServerFrame_Error{Error: e},
+	}
 }
+
+// maxRedirects is how many logic redirects (apperr.NotOwner) one request
+// follows: a shard's owner is one hop from any entry point, and one more
+// covers an owner that moved while the gate followed it.
+const maxRedirects = 3
+
+// redirectRetryAfter is the retry_after of a request refused after
+// maxRedirects hops: about logic's lease renewal period (1 s), in which
+// the owner map settles.
+const redirectRetryAfter = time.Second
 
 // logicUnreachableRetryAfter is the retry_after of a request refused
 // because its logic instance is unreachable: about the gate's wait between

@@ -204,7 +204,7 @@ func New(cfg Config, logger *slog.Logger) (*Server, error) {
 		CheckOrigin:      s.upgrader.CheckOrigin,
 	}
 
-	if s.logic, err = newLogicPool(cfg.Security, cfg.LogicAddrs, cfg.Shards); err != nil {
+	if s.logic, err = newLogicPool(cfg.Security, cfg.LogicAddrs, cfg.Shards, s.m.ownerCache); err != nil {
 		s.cancelBase()
 		return nil, err
 	}

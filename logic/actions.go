@@ -241,7 +241,7 @@ func (sh *shard) checkIssued(o *op, now time.Time) error {
 	case at.Before(now.Add(-sh.srv.cfg.IdempotencyWindow)):
 		return errTooOldForKeys
 	}
-	if up := sh.store.purgedUpTo; up > 0 && !at.After(time.UnixMilli(up).Add(maxIssuedSkew)) {
+	if up := sh.store.purgedUpTo(); up > 0 && !at.After(time.UnixMilli(up).Add(maxIssuedSkew)) {
 		return errTooOldForKeys
 	}
 	return nil
@@ -416,7 +416,7 @@ func (sh *shard) startJob(b *batch, o *op) {
 		return
 	}
 	if b.stopping {
-		b.reply(o, result{err: apperr.ErrShuttingDown})
+		b.reply(o, sh.stopErr)
 		return
 	}
 	var jreq proto.Message
@@ -472,7 +472,9 @@ func (sh *shard) encodeJobRequest(a *gamedef.Action, jreq proto.Message) ([]byte
 // launch runs f's job call on its own goroutine, bounded by MaxBattles.
 // The result comes back through the shard's internal channel, which the
 // shard drains before its requests; that send is not subject to admission
-// (it must never be refused) and gives up only when the server stops.
+// (it must never be refused) and gives up only when the shard stops (its
+// own stop, the server's, or its exit: a released or lost shard has failed
+// the flight already, and the result is dropped).
 func (sh *shard) launch(f *flight) {
 	s := sh.srv
 	select {
@@ -495,7 +497,8 @@ func (sh *shard) launch(f *flight) {
 		msg := &op{job: &jobResult{key: f.key, rep: rep, err: err, pushback: pushback}}
 		select {
 		case sh.in <- msg:
-		case <-s.stop:
+		case <-sh.stop:
+		case <-sh.done:
 		}
 	}()
 }
@@ -605,6 +608,15 @@ func businessError(err error) result {
 	return result{reply: &leveev2.LogicReply{Result: &leveev2.LogicReply_Error{Error: apperr.Reply(err, 0)}}}
 }
 
+// internalError is the answer to a request that failed for err: INTERNAL,
+// except for a store that could not be reached (a read from PostgreSQL
+// while it is down), which is UNAVAILABLE with a retry delay: nothing was
+// executed.
 func internalError(err error) result {
+	if errors.Is(err, ErrStore) {
+		if r := storeReason(err); r == reasonUnavailable || r == reasonFenced {
+			return unavailable(r, err)
+		}
+	}
 	return result{err: fmt.Errorf("%w: %w", apperr.ErrInternal, err)}
 }

@@ -139,8 +139,10 @@ func undecodable(req *leveev2.LogicRequest) *leveev2.LogicRequest {
 	return req
 }
 
-func TestBuyIdempotentByRequestID(t *testing.T) {
-	e := start(t, envOpts{})
+func TestBuyIdempotentByRequestID(t *testing.T) { forEachStore(t, testBuyIdempotentByRequestID) }
+
+func testBuyIdempotentByRequestID(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts})
 	e.login("alice")
 	first := e.call(buyReq("alice", 42, "sword", 2)).GetBuyItem()
 	second := e.call(buyReq("alice", 42, "sword", 2)).GetBuyItem()

@@ -146,6 +146,12 @@ func (s *Server) admit(sh *shard, o *op) (depth int, retryAfter time.Duration, e
 	if s.stopping {
 		return 0, 0, apperr.ErrShuttingDown
 	}
+	if sh.closed.Load() {
+		// Released or lost (dynamic hosting): the caller looks for the
+		// owner. One that passed this check a moment before the shard's
+		// last drain is answered by its waiter when the shard is done.
+		return 0, 0, errNotHosted
+	}
 	if !s.rejectEarly {
 		return 0, 0, s.enqueue(sh, o)
 	}
@@ -180,6 +186,8 @@ func (s *Server) enqueue(sh *shard, o *op) error {
 	case sh.ch <- o:
 		sh.depth.Set(float64(len(sh.ch)))
 		return nil
+	case <-sh.done:
+		return errNotHosted
 	case <-o.ctx.Done():
 		sh.expired[o.class.Index()].Inc()
 		return fmt.Errorf("%w: waited for room in the queue of shard %d: %w", apperr.ErrDeadline, sh.id, o.ctx.Err())

@@ -129,7 +129,7 @@ func TestRejectAtNinetyPercent(t *testing.T) {
 	e := start(t, envOpts{cfg: func(c *Config) { c.QueueSize = 10 }})
 	before := e.login("alice")
 	e.flushAndBlock("alice")
-	sh := e.srv.shards[0]
+	sh := e.srv.shards[0].Load()
 	if sh.limit != [priority.NumClasses]int{priority.Sheddable: 5, priority.Default: 9, priority.Critical: 10} {
 		t.Fatalf("limits = %v", sh.limit)
 	}

@@ -69,7 +69,11 @@ func checkReward(t *testing.T, br *battleView) {
 }
 
 func TestBattleAppliedOnceAndReplayed(t *testing.T) {
-	e := start(t, envOpts{})
+	forEachStore(t, testBattleAppliedOnceAndReplayed)
+}
+
+func testBattleAppliedOnceAndReplayed(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts})
 	e.login("alice")
 	first := e.call(battleReq("alice", "battle-1", 4, 100)).GetBattle()
 	if first.GetReplayed() || first.GetBattleId() != "battle-1" {
@@ -93,8 +97,10 @@ func TestBattleAppliedOnceAndReplayed(t *testing.T) {
 }
 
 // Requests for the same battle id that arrive together run one battle.
-func TestBattleConcurrentSameID(t *testing.T) {
-	e := start(t, envOpts{})
+func TestBattleConcurrentSameID(t *testing.T) { forEachStore(t, testBattleConcurrentSameID) }
+
+func testBattleConcurrentSameID(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts})
 	e.login("alice")
 	e.flushAndBlock("alice")
 	const n = 5

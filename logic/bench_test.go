@@ -2,6 +2,7 @@ package logic
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -9,8 +10,11 @@ import (
 
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/grpcdial"
+	"github.com/leveehq/levee/internal/pgtest"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/prometheus/client_golang/prometheus"
+
+	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
 // BenchmarkBuy measures purchases through gRPC into an in-process server
@@ -64,13 +68,13 @@ func benchmarkBuy(b *testing.B, shards int) {
 // (hundreds of them inside the record, before the outcomes had a bucket of
 // their own).
 func BenchmarkBuyLongLived(b *testing.B) {
-	dir := b.TempDir()
+	ts := newTestStore(b, StoreBolt)
 	ids := make([]string, 64)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("long-%d", i)
 	}
-	seedRich(b, dir, ids...)
-	e := start(b, envOpts{dir: dir})
+	seedRich(b, ts, ids...)
+	e := start(b, envOpts{store: ts})
 	var players atomic.Int64
 	b.SetParallelism(16)
 	b.ResetTimer()
@@ -210,3 +214,66 @@ func BenchmarkBattlePick(b *testing.B) {
 
 // setInflight sets instance i's count of outstanding calls.
 func setInflight(c *battleClient, i int, n int64) { c.insts()[i].limit.inflight.Store(n) }
+
+// BenchmarkCommit measures one shard's group commit alone (shardStore.put,
+// no gRPC, no game code): each op is one transaction of n purchases, n
+// players' records and their n outcomes under new keys, on bbolt (a file
+// in a temp dir, fsync on), on PostgreSQL as the tests run it (pgtest's
+// shared server, fsync off) and on a durable PostgreSQL of its own (fsync
+// and synchronous_commit on, as in production). commits/s and
+// mutations/s are the figures to record.
+func BenchmarkCommit(b *testing.B) {
+	for _, kind := range []string{StoreBolt, StorePostgres, "postgres-durable"} {
+		for _, n := range []int{1, 16, 256} {
+			b.Run(fmt.Sprintf("%s/batch=%d", kind, n), func(b *testing.B) { benchmarkCommit(b, kind, n) })
+		}
+	}
+}
+
+func benchmarkCommit(b *testing.B, kind string, n int) {
+	var ts *testStore
+	switch kind {
+	case "postgres-durable":
+		srv, err := pgtest.Start(pgtest.Options{Durable: true})
+		if errors.Is(err, pgtest.ErrNotInstalled) {
+			pgtest.Shared(b) // skips, or fails under LEVEE_REQUIRE_POSTGRES
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = srv.Stop() })
+		ts = &testStore{kind: StorePostgres, url: srv.NewDatabase(b)}
+	default:
+		ts = newTestStore(b, kind)
+	}
+	st, done := ts.open(b)
+	defer done()
+	at := time.Now()
+	recs := make(map[string]*record, n)
+	players := make([]string, n)
+	for i := range players {
+		players[i] = fmt.Sprintf("bench-%d", i)
+		recs[players[i]] = &record{state: newPlayer(players[i]), version: 1}
+	}
+	enc, err := encodeOutcome(at, buyReq("bench", 1, "potion", 1).GetCall(), &leveev2.LogicReply{Version: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rid uint64
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		rid++
+		outs := make(map[string]outcome, n)
+		for _, id := range players {
+			key := requestKey(id, rid)
+			outs[key] = outcome{key: key, at: at, enc: enc}
+		}
+		if err := st.put(recs, outs, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start).Seconds()
+	b.ReportMetric(float64(rid)/elapsed, "commits/s")
+	b.ReportMetric(float64(rid)*float64(n)/elapsed, "mutations/s")
+}

@@ -53,8 +53,21 @@ type Config struct {
 	GRPCAddr string
 	// OpsAddr serves /metrics, /healthz and /readyz.
 	OpsAddr string
+	// Store is where the shards' players and outcomes live: StoreBolt
+	// (the default; "" is the same), one bbolt file per hosted shard under
+	// DataDir, or StorePostgres, rows in the PostgreSQL database at
+	// PostgresURL, shared by every logic process of the cluster.
+	Store string
 	// DataDir holds one bbolt file per hosted shard; created if missing.
+	// Required with StoreBolt, not used with StorePostgres.
 	DataDir string
+	// PostgresURL is the database of StorePostgres: a libpq URL or
+	// key=value string. The password may instead come from PGPASSWORD or
+	// a .pgpass file, as with psql. The schema is migrated at start-up
+	// (package internal/pgschema).
+	PostgresURL string
+	// PostgresMaxConns caps the pool of connections to PostgresURL.
+	PostgresMaxConns int
 	// Shards is the total number of shards in the cluster (gate and logic
 	// must agree).
 	Shards int
@@ -140,6 +153,26 @@ type Config struct {
 	// Drain is how long the tier keeps serving after it reports NOT_SERVING.
 	Drain time.Duration
 
+	// Shards that move (-store=postgres): the process serves the shards
+	// whose lease it holds (package logic/lease).
+	//
+	// AdvertiseAddr is the host:port at which the gate reaches this
+	// process's gRPC, advertised with its leases (the address of a
+	// redirect); empty: GRPCAddr's host (the hostname when it names none,
+	// or an unspecified address) with the port GRPCAddr listens on.
+	AdvertiseAddr string
+	// NodeID names this process in the lease table, unique per process
+	// start; empty: the hostname and 6 random hex digits.
+	NodeID string
+	// LeaseTTL is how long a lease lasts without renewal: a dead process's
+	// shards are served elsewhere within about LeaseTTL + 2 × LeaseRenew.
+	LeaseTTL time.Duration
+	// LeaseRenew is how often the leases are renewed, the members' table
+	// heartbeated, the shards rebalanced and the lease map read; it must
+	// be less than half of LeaseTTL. It is also the retry_after of a
+	// request refused while its shard moves.
+	LeaseRenew time.Duration
+
 	// Protection turns every overload mechanism below on (true) or off at
 	// once; a mechanism is active when Protection and its own flag are both
 	// true. Off is the "before" picture the load test compares against.
@@ -168,12 +201,21 @@ type Config struct {
 	BattlePushback bool
 }
 
-// DefaultConfig is the configuration used when nothing is set. DataDir and
-// BattleAddrs have no default and must be set.
+// The stores of Config.Store.
+const (
+	StoreBolt     = "bolt"
+	StorePostgres = "postgres"
+)
+
+// DefaultConfig is the configuration used when nothing is set. DataDir (or,
+// with StorePostgres, PostgresURL) and BattleAddrs have no default and must
+// be set.
 func DefaultConfig() Config {
 	return Config{
 		GRPCAddr:              ":9000",
 		OpsAddr:               ":9001",
+		Store:                 StoreBolt,
+		PostgresMaxConns:      8,
 		Shards:                8,
 		Instance:              0,
 		Instances:             1,
@@ -192,6 +234,8 @@ func DefaultConfig() Config {
 		IdempotencyWindow:     24 * time.Hour,
 		ShutdownGrace:         10 * time.Second,
 		Drain:                 0,
+		LeaseTTL:              5 * time.Second,
+		LeaseRenew:            time.Second,
 		Protection:            true,
 		RejectEarly:           true,
 		DropExpired:           true,
@@ -252,6 +296,13 @@ const maxIssuedSkew = 5 * time.Minute
 // keepOutcomes is how long after it was applied an outcome is kept.
 func (c Config) keepOutcomes() time.Duration { return c.IdempotencyWindow + maxIssuedSkew }
 
+// maxPostgresConns bounds -postgres-max-conns (PostgreSQL's own default
+// max_connections is 100).
+const maxPostgresConns = 1000
+
+// postgres says whether the shards live in PostgreSQL.
+func (c Config) postgres() bool { return c.Store == StorePostgres }
+
 // maxShards bounds -shards so that a typo cannot open a million files.
 const maxShards = 4096
 
@@ -264,34 +315,50 @@ func (c Config) Validate() error {
 	if c.OpsAddr == "" {
 		errs = append(errs, errors.New("-ops-addr: must not be empty"))
 	}
-	if c.DataDir == "" {
-		errs = append(errs, errors.New("-data-dir: must not be empty"))
+	switch c.Store {
+	case "", StoreBolt:
+		if c.DataDir == "" {
+			errs = append(errs, errors.New("-data-dir: must not be empty with -store bolt"))
+		}
+	case StorePostgres:
+		if c.PostgresURL == "" {
+			errs = append(errs, errors.New("-postgres-url: must be set with -store postgres (or LOGIC_POSTGRES_URL; the password may come from PGPASSWORD)"))
+		}
+		if c.PostgresMaxConns < 1 || c.PostgresMaxConns > maxPostgresConns {
+			errs = append(errs, fmt.Errorf("-postgres-max-conns: must be in 1..%d, got %d", maxPostgresConns, c.PostgresMaxConns))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("-store: must be %q or %q, got %q", StoreBolt, StorePostgres, c.Store))
 	}
 	if c.Shards <= 0 || c.Shards > maxShards {
 		errs = append(errs, fmt.Errorf("-shards: must be in 1..%d, got %d", maxShards, c.Shards))
 	}
-	instFlag, inst, known := "-instance", c.Instance, true
-	if c.InstanceFromHostname {
-		instFlag = "-instance-from-hostname"
-		if c.Instance != 0 {
-			errs = append(errs, fmt.Errorf("-instance-from-hostname: cannot be combined with -instance %d", c.Instance))
+	if c.postgres() {
+		errs = append(errs, c.leaseErrors()...)
+	} else {
+		instFlag, inst, known := "-instance", c.Instance, true
+		if c.InstanceFromHostname {
+			instFlag = "-instance-from-hostname"
+			if c.Instance != 0 {
+				errs = append(errs, fmt.Errorf("-instance-from-hostname: cannot be combined with -instance %d", c.Instance))
+			}
+			var err error
+			if inst, err = c.hostnameOrdinal(); err != nil {
+				errs = append(errs, err)
+				known = false
+			}
 		}
-		var err error
-		if inst, err = c.hostnameOrdinal(); err != nil {
-			errs = append(errs, err)
-			known = false
+		switch {
+		case c.Instances <= 0:
+			errs = append(errs, fmt.Errorf("-instances: must be > 0, got %d", c.Instances))
+		case !known:
+		case c.InstanceFromHostname && inst >= c.Instances:
+			errs = append(errs, fmt.Errorf("-instance-from-hostname: ordinal %d must be < -instances (%d)", inst, c.Instances))
+		case inst < 0 || inst >= c.Instances:
+			errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, inst))
+		case c.Shards > 0 && inst >= c.Shards:
+			errs = append(errs, fmt.Errorf("%s: %d hosts no shard of %d (-shards must be >= -instances)", instFlag, inst, c.Shards))
 		}
-	}
-	switch {
-	case c.Instances <= 0:
-		errs = append(errs, fmt.Errorf("-instances: must be > 0, got %d", c.Instances))
-	case !known:
-	case c.InstanceFromHostname && inst >= c.Instances:
-		errs = append(errs, fmt.Errorf("-instance-from-hostname: ordinal %d must be < -instances (%d)", inst, c.Instances))
-	case inst < 0 || inst >= c.Instances:
-		errs = append(errs, fmt.Errorf("-instance: must be in [0, %d), got %d", c.Instances, inst))
-	case c.Shards > 0 && inst >= c.Shards:
-		errs = append(errs, fmt.Errorf("%s: %d hosts no shard of %d (-shards must be >= -instances)", instFlag, inst, c.Shards))
 	}
 	if c.QueueSize <= 0 {
 		errs = append(errs, fmt.Errorf("-queue-size: must be > 0, got %d", c.QueueSize))

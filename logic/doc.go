@@ -41,13 +41,18 @@
 // deadline. -protection=false (or the switch of each mechanism) turns this
 // off, for comparison.
 //
-// State is durable: every shard has its own bbolt file, and a shard commits
-// all the mutations of one pass over its channel in a single transaction
-// (group commit) before it answers any of them, so an acknowledged mutation
-// survives a crash. Mutations are idempotent by request id, and actions
-// that run a job also by their job key (the game's, e.g. a battle id): the
-// first outcome of each, game errors included, is stored in the shard's
-// bucket "outcomes" in the same commit as the change it answers, and a
+// State is durable: every shard has its own bbolt file (-store bolt, the
+// default) or its rows in a PostgreSQL database that every logic process
+// shares (-store postgres; store.go is the boundary, pgstore.go the rows),
+// and a shard commits all the mutations of one pass over its channel in a
+// single transaction (group commit) before it answers any of them, so an
+// acknowledged mutation survives a crash. Mutations are idempotent by
+// request id, and actions that run a job also by their job key (the
+// game's, e.g. a battle id): the first outcome of each, game errors
+// included, is stored in the shard's bucket "outcomes" (PostgreSQL: the
+// outcomes table, unique by player and key, so that no second commit of
+// it, from any process, can succeed) in the same commit as the change it
+// answers, and a
 // resend is answered from it for -idempotency-window (24 h) after the
 // request was issued; the shard purges older outcomes itself, and a resend
 // older than the window whose outcome is gone is answered REQUEST_EXPIRED,

@@ -47,7 +47,11 @@ func (s *Server) do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.Lo
 		return nil, label, "invalid", apperr.ToStatus(ctx, errPlayerID, 0)
 	}
 	shardID := shardmap.Shard(route, s.cfg.Shards)
-	sh := s.shards[shardID]
+	sh := s.hostedShard(shardID)
+	if sh == nil && s.dynamic() {
+		outcome, err := s.gone(ctx, shardID)
+		return nil, label, outcome, err
+	}
 	if sh == nil {
 		return nil, label, "wrong_shard", status.Error(codes.FailedPrecondition, fmt.Sprintf("%v: player %s is on shard %d of %d, hosted by instance %d; this is instance %d of %d",
 			ErrWrongShard, route, shardID, s.cfg.Shards, shardmap.Instance(shardID, s.cfg.Instances), s.cfg.Instance, s.cfg.Instances))
@@ -69,6 +73,10 @@ func (s *Server) do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.Lo
 	}
 	o := &op{ctx: ctx, req: req, class: cl, arrived: now, done: make(chan result, 1), action: a, msg: msg, route: route}
 	if depth, retryAfter, err := s.admit(sh, o); err != nil {
+		if errors.Is(err, errNotHosted) {
+			outcome, err := s.gone(ctx, shardID)
+			return nil, label, outcome, err
+		}
 		if errors.Is(err, apperr.ErrBusy) {
 			return nil, label, errOutcome(err), apperr.Overloaded(ctx, err, retryAfter, depth, float64(depth)/float64(cap(sh.ch)))
 		}
@@ -82,6 +90,15 @@ func (s *Server) do(ctx context.Context, req *leveev2.LogicRequest) (*leveev2.Lo
 	case <-s.shardsDone:
 		// Only after a forced stop: the shard exited before answering.
 		r = result{err: apperr.ErrShuttingDown}
+	case <-sh.done:
+		select {
+		case r = <-o.done:
+		default:
+			// The shard stopped (released, lost, or the server's
+			// stop) without taking the request: it was not executed.
+			outcome, err := s.gone(ctx, shardID)
+			return nil, label, outcome, err
+		}
 	}
 	if r.err != nil {
 		if errors.Is(r.err, apperr.ErrBusy) {

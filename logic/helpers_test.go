@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -27,6 +29,8 @@ import (
 
 	"github.com/leveehq/levee/internal/apperr"
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/pgschema"
+	"github.com/leveehq/levee/internal/pgtest"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/shardmap"
 	"github.com/leveehq/levee/internal/testwait"
@@ -193,12 +197,19 @@ type env struct {
 }
 
 type envOpts struct {
-	cfg        func(*Config)
+	cfg func(*Config)
+	// store is where the shards live; nil: bbolt files under dir (a new
+	// temp dir when empty).
+	store      *testStore
 	dir        string
 	battle     *fakeBattle
 	hookCommit func() error
 	clock      *clock.Fake // the server's clock (arrivals, battle cooling)
 	log        *slog.Logger
+	// shared: with -store postgres, other servers share the database, so
+	// start does not wait for this one to serve every shard (only for
+	// /readyz).
+	shared bool
 }
 
 // testConfig is the default configuration on loopback with one shard,
@@ -224,10 +235,13 @@ func start(t testing.TB, o envOpts) *env {
 	if o.battle == nil {
 		o.battle = &fakeBattle{}
 	}
-	if o.dir == "" {
+	if o.dir == "" && o.store == nil {
 		o.dir = t.TempDir()
 	}
 	cfg := testConfig(o.dir, startFakeBattle(t, o.battle))
+	if o.store != nil {
+		o.store.apply(&cfg)
+	}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -271,6 +285,23 @@ func start(t testing.TB, o envOpts) *env {
 		}
 	})
 	e.cli = leveev2.NewLogicClient(e.conn)
+	if cfg.postgres() {
+		// The shards come by lease: wait for the manager's first pass
+		// and, when this server is the database's only one, for it to
+		// serve every shard.
+		testwait.Until(t, "logic ready", srv.tier.Ready)
+		testwait.Until(t, "the shards' leases", func() bool {
+			if o.shared {
+				return true
+			}
+			for id := range srv.shards {
+				if srv.shards[id].Load() == nil {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	return e
 }
 
@@ -506,6 +537,11 @@ func (e *env) flushAndBlock(player string) {
 		}
 	}()
 	testwait.Until(e.t, "the shard to park", func() bool { return e.gate.parked.Load() > n })
+	// The gauge still shows the held request, set when it was queued (the
+	// parked shard has not yet set it again): tests that wait for requests
+	// to queue behind it read the channel as it is.
+	sh := e.srv.shards[shardOf(player, e.cfg.Shards)]
+	sh.depth.Set(float64(len(sh.ch)))
 }
 
 // depth is shard's logic_queue_depth.
@@ -575,4 +611,131 @@ func (c *battleClient) awaitSlotIndex(ctx context.Context) (int, time.Duration) 
 	}
 	in.release()
 	return c.set.Load().index(in), wait
+}
+
+// testStore is where a test server's shards live, kept across the
+// server's restarts: a directory of bbolt files, or a PostgreSQL database
+// of its own on pgtest's shared server.
+type testStore struct {
+	kind string // StoreBolt or StorePostgres
+	dir  string
+	url  string
+}
+
+// newTestStore is a fresh, empty store of kind for t.
+func newTestStore(t testing.TB, kind string) *testStore {
+	t.Helper()
+	ts := &testStore{kind: kind}
+	switch kind {
+	case StoreBolt:
+		ts.dir = t.TempDir()
+	case StorePostgres:
+		ts.url = pgtest.Database(t)
+	default:
+		t.Fatalf("no store %q", kind)
+	}
+	return ts
+}
+
+// testStores are the stores forEachStore runs a test on.
+var testStores = []string{StoreBolt, StorePostgres}
+
+// forEachStore runs f as a subtest on each store (bolt, postgres), each
+// with a fresh one: the behaviour tests of the commit boundary hold for
+// both.
+func forEachStore(t *testing.T, f func(t *testing.T, ts *testStore)) {
+	for _, kind := range testStores {
+		t.Run(kind, func(t *testing.T) { f(t, newTestStore(t, kind)) })
+	}
+}
+
+// apply points c at the store.
+func (ts *testStore) apply(c *Config) {
+	c.Store, c.DataDir, c.PostgresURL = ts.kind, ts.dir, ts.url
+}
+
+// arenaState is the type of arena's player state.
+var arenaState = (&arenapb.Player{}).ProtoReflect().Type()
+
+// open opens shard 0 of the store directly, as the only shard of a
+// one-shard cluster (the tests' default), until the returned close.
+func (ts *testStore) open(t testing.TB) (shardStore, func()) {
+	t.Helper()
+	if ts.kind == StoreBolt {
+		st, err := openBoltStore(ts.dir, 0, arenaState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st, func() {
+			if err := st.close(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	pool := ts.pool(t)
+	st, err := newPGStore(pool, arenaState).forShard(context.Background(), 0, fence{})
+	if err != nil {
+		pool.Close()
+		t.Fatal(err)
+	}
+	return st, pool.Close
+}
+
+// pool is a pool on the store's database, migrated for one shard; closed
+// when t ends.
+func (ts *testStore) pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return migratedPool(t, ts.url, 1)
+}
+
+// migratedPool connects to url and migrates it for shards; closed when t
+// ends.
+func migratedPool(t testing.TB, url string, shards int) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgschema.Connect(ctx, url, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pgschema.Migrate(ctx, pool, shards, nil); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// outcomeCount is how many outcomes st holds (for bbolt, after checking
+// that its time index holds as many).
+func outcomeCount(t testing.TB, st shardStore) int {
+	t.Helper()
+	switch st := st.(type) {
+	case *boltStore:
+		n, idx := keyCount(t, st, outcomesBucket), keyCount(t, st, outcomeTimesBucket)
+		if n != idx {
+			t.Fatalf("%d outcomes but %d keys in their time index", n, idx)
+		}
+		return n
+	case *pgShard:
+		var n int
+		if err := st.pool.QueryRow(context.Background(), `SELECT count(*) FROM outcomes WHERE shard = $1`, st.shard).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Fatalf("no store %T", st)
+	return 0
+}
+
+// keyCount is how many keys bucket holds in st.
+func keyCount(t testing.TB, st *boltStore, bucket []byte) int {
+	t.Helper()
+	var n int
+	if err := st.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucket).Stats().KeyN
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

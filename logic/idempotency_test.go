@@ -3,50 +3,32 @@ package logic
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/leveehq/levee/examples/arena/arenapb"
 	"github.com/leveehq/levee/internal/clock"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/testwait"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
-// seedRich writes players with a billion gold into shard 0's file under dir
-// (before a server opens it), so that a test can make thousands of changes.
-func seedRich(t testing.TB, dir string, ids ...string) {
+// seedRich writes players with a billion gold into shard 0 of ts (before
+// a server opens it), so that a test can make thousands of changes.
+func seedRich(t testing.TB, ts *testStore, ids ...string) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(dir, "shard-000.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
+	st, done := ts.open(t)
+	defer done()
+	recs := map[string]*record{}
+	for _, id := range ids {
+		p := newPlayer(id)
+		p.Gold = 1_000_000_000
+		recs[id] = &record{state: p, version: 1}
 	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists([]byte("players"))
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			p := newPlayer(id)
-			p.Gold = 1_000_000_000
-			v, err := (&record{state: p, version: 1}).marshal()
-			if err != nil {
-				return err
-			}
-			if err := b.Put([]byte(id), v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := st.put(recs, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -88,9 +70,12 @@ func TestResendAfterManyChangesIsReplayed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("makes 10,000 purchases")
 	}
-	dir := t.TempDir()
-	seedRich(t, dir, "rich")
-	e := start(t, envOpts{dir: dir})
+	forEachStore(t, testResendAfterManyChangesIsReplayed)
+}
+
+func testResendAfterManyChangesIsReplayed(t *testing.T, ts *testStore) {
+	seedRich(t, ts, "rich")
+	e := start(t, envOpts{store: ts})
 	start := e.login("rich")
 	sword := e.call(buyReq("rich", 1, "sword", 1)).GetBuyItem()
 	fight := e.call(battleReq("rich", "first", 4, 100)).GetBattle()
@@ -141,7 +126,11 @@ func winningBattleID(t *testing.T, id string, n int) string {
 // Defect 7: a refused purchase is final for its request id, also once the
 // player can afford it; a new id buys.
 func TestRefusedPurchaseStaysRefused(t *testing.T) {
-	e := start(t, envOpts{})
+	forEachStore(t, testRefusedPurchaseStaysRefused)
+}
+
+func testRefusedPurchaseStaysRefused(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts})
 	e.login("alice")
 	if r := e.call(buyReq("alice", 1, "sword", 1)).GetBuyItem(); r.GetPlayer().GetGold() != 900 {
 		t.Fatalf("sword: %v", r)
@@ -176,7 +165,11 @@ func TestRefusedPurchaseStaysRefused(t *testing.T) {
 // A request id sent again with another request is BAD_REQUEST and
 // changes nothing; so is a battle id sent again with other units.
 func TestKeyReusedForAnotherRequest(t *testing.T) {
-	e := start(t, envOpts{})
+	forEachStore(t, testKeyReusedForAnotherRequest)
+}
+
+func testKeyReusedForAnotherRequest(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts})
 	e.login("alice")
 	e.call(buyReq("alice", 42, "sword", 2))
 	e.call(battleReqID("alice", 43, "b1", 4, 100))
@@ -221,9 +214,12 @@ func battleReqID(id string, rid uint64, battleID string, units, ticks uint32) *l
 
 // Outcomes survive a restart of the server on the same data dir.
 func TestOutcomesSurviveRestart(t *testing.T) {
-	dir := t.TempDir()
+	forEachStore(t, testOutcomesSurviveRestart)
+}
+
+func testOutcomesSurviveRestart(t *testing.T, ts *testStore) {
 	fb := &fakeBattle{}
-	e := start(t, envOpts{dir: dir, battle: fb})
+	e := start(t, envOpts{store: ts, battle: fb})
 	e.login("alice")
 	bought := e.call(buyReq("alice", 7, "sword", 1)).GetBuyItem()
 	fought := e.call(battleReq("alice", "b1", 4, 100)).GetBattle()
@@ -232,7 +228,7 @@ func TestOutcomesSurviveRestart(t *testing.T) {
 	if err := e.stop(); err != nil {
 		t.Fatal(err)
 	}
-	e2 := start(t, envOpts{dir: dir, battle: fb})
+	e2 := start(t, envOpts{store: ts, battle: fb})
 	before := e2.profile("alice")
 	if r := e2.call(buyReq("alice", 7, "sword", 1)).GetBuyItem(); !r.GetReplayed() || !proto.Equal(r.GetPlayer(), bought.GetPlayer()) {
 		t.Fatalf("purchase after restart: %v", r)
@@ -249,8 +245,12 @@ func TestOutcomesSurviveRestart(t *testing.T) {
 // A request whose issued_at_ms is too far in the future is BAD_REQUEST and
 // leaves its id open.
 func TestIssuedInTheFuture(t *testing.T) {
+	forEachStore(t, testIssuedInTheFuture)
+}
+
+func testIssuedInTheFuture(t *testing.T, ts *testStore) {
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	e := start(t, envOpts{clock: clk})
+	e := start(t, envOpts{store: ts, clock: clk})
 	e.login("alice")
 	req := buyReq("alice", 1, "sword", 1)
 	req.IssuedAtMs = uint64(clk.Now().Add(maxIssuedSkew + time.Second).UnixMilli())
@@ -263,30 +263,20 @@ func TestIssuedInTheFuture(t *testing.T) {
 	}
 }
 
-// keyCount is how many keys bucket holds in st.
-func keyCount(t testing.TB, st *store, bucket []byte) int {
-	t.Helper()
-	var n int
-	if err := st.db.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucket).Stats().KeyN
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // After the window the shard purges the outcomes on its own (the store
 // shrinks), and a resend with its old issued_at_ms is REQUEST_EXPIRED and
 // changes nothing; a fresh request still works. Up to the window's end the
 // resend is replayed.
 func TestOutcomesPurgedAfterWindow(t *testing.T) {
+	forEachStore(t, testOutcomesPurgedAfterWindow)
+}
+
+func testOutcomesPurgedAfterWindow(t *testing.T, ts *testStore) {
 	const window = time.Hour
-	dir := t.TempDir()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	fb := &fakeBattle{}
-	e := start(t, envOpts{dir: dir, battle: fb, clock: clk, cfg: func(c *Config) { c.IdempotencyWindow = window }})
+	e := start(t, envOpts{store: ts, battle: fb, clock: clk, cfg: func(c *Config) { c.IdempotencyWindow = window }})
 	e.login("alice")
 	issued := uint64(t0.UnixMilli())
 	buy := buyReq("alice", 1, "sword", 1)
@@ -295,10 +285,10 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 	fight.IssuedAtMs = issued
 	e.call(buy)
 	e.call(fight)
-	st := e.srv.shards[0].store
-	outcomes := func() int { return keyCount(t, st, outcomesBucket) + keyCount(t, st, outcomeTimesBucket) }
-	if n := outcomes(); n != 6 { // purchase: 1 key; battle: 2 (battle id, request id); each indexed
-		t.Fatalf("%d outcome and index keys, want 6", n)
+	st := e.srv.shards[0].Load().store
+	outcomes := func() int { return outcomeCount(t, st) }
+	if n := outcomes(); n != 3 { // purchase: 1 key; battle: 2 (battle id, request id)
+		t.Fatalf("%d outcome keys, want 3", n)
 	}
 
 	clk.Advance(window) // the resend is exactly as old as the window: still replayed
@@ -308,8 +298,8 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 	if r := e.call(fight).GetBattle(); !r.GetReplayed() {
 		t.Fatalf("battle resent at the end of the window: %v", r)
 	}
-	if n := outcomes(); n != 6 {
-		t.Fatalf("%d outcome keys at the end of the window, want 6", n)
+	if n := outcomes(); n != 3 {
+		t.Fatalf("%d outcome keys at the end of the window, want 3", n)
 	}
 
 	clk.Advance(maxIssuedSkew + purgeEvery) // kept window + skew, then purged at the next tick
@@ -334,7 +324,7 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 	if err := e.stop(); err != nil {
 		t.Fatal(err)
 	}
-	e2 := start(t, envOpts{dir: dir, battle: fb, clock: clk, cfg: func(c *Config) { c.IdempotencyWindow = 48 * time.Hour }})
+	e2 := start(t, envOpts{store: ts, battle: fb, clock: clk, cfg: func(c *Config) { c.IdempotencyWindow = 48 * time.Hour }})
 	wantError(t, e2.call(buy), leveev2.ErrorCode_ERROR_CODE_REQUEST_EXPIRED)
 	if r := e2.call(fresh).GetBuyItem(); !r.GetReplayed() {
 		t.Fatalf("the fresh purchase after the restart: %v", r)
@@ -344,12 +334,12 @@ func TestOutcomesPurgedAfterWindow(t *testing.T) {
 // The purge deletes at most its limit per transaction, oldest first, and
 // keeps what is not yet due.
 func TestPurgeIsBounded(t *testing.T) {
+	forEachStore(t, testPurgeIsBounded)
+}
+
+func testPurgeIsBounded(t *testing.T, ts *testStore) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	st, err := openStore(t.TempDir(), 0, (&arenapb.Player{}).ProtoReflect().Type())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.close()
+	st, done := ts.open(t)
 	outs := map[string]outcome{}
 	for i := range 5000 {
 		at := t0.Add(time.Duration(i%2) * time.Hour) // half due, half an hour later
@@ -373,8 +363,8 @@ func TestPurgeIsBounded(t *testing.T) {
 			t.Fatalf("purge %d = %d, %v, %v; want %d, %v", i, n, more, err, want.n, want.more)
 		}
 	}
-	if o, t1 := keyCount(t, st, outcomesBucket), keyCount(t, st, outcomeTimesBucket); o != 2500 || t1 != 2500 {
-		t.Fatalf("%d outcomes and %d index keys left, want 2500", o, t1)
+	if o := outcomeCount(t, st); o != 2500 {
+		t.Fatalf("%d outcomes left, want 2500", o)
 	}
 	if so, err := st.outcome(requestKey("p", 2)); err != nil || so == nil {
 		t.Fatalf("an outcome not yet due is gone: %v %v", so, err)
@@ -382,8 +372,15 @@ func TestPurgeIsBounded(t *testing.T) {
 	if so, err := st.outcome(requestKey("p", 1)); err != nil || so != nil {
 		t.Fatalf("a due outcome is still there: %v %v", so, err)
 	}
-	if st.purgedUpTo != t0.UnixMilli() {
-		t.Fatalf("purgedUpTo = %d, want %d", st.purgedUpTo, t0.UnixMilli())
+	if st.purgedUpTo() != t0.UnixMilli() {
+		t.Fatalf("purgedUpTo = %d, want %d", st.purgedUpTo(), t0.UnixMilli())
+	}
+	// As the store finds it when it opens the shard again.
+	done()
+	again, done := ts.open(t)
+	defer done()
+	if again.purgedUpTo() != t0.UnixMilli() {
+		t.Fatalf("purgedUpTo after reopening = %d, want %d", again.purgedUpTo(), t0.UnixMilli())
 	}
 }
 
@@ -392,7 +389,11 @@ func TestPurgeIsBounded(t *testing.T) {
 // it for good: while the battle runs and after, it is not free for
 // another request, and a resend of it is replayed.
 func TestBattleJoinerKeepsItsRequestID(t *testing.T) {
-	e := start(t, envOpts{})
+	forEachStore(t, testBattleJoinerKeepsItsRequestID)
+}
+
+func testBattleJoinerKeepsItsRequestID(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts})
 	e.login("alice")
 	release := e.battle.hold()
 	first := make(chan *leveev2.LogicReply, 1)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,11 @@ func TestConfigValidate(t *testing.T) {
 	ok.DataDir, ok.BattleAddrs = "/tmp/x", []string{"127.0.0.1:9100"}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
+	}
+	pg := ok
+	pg.Store, pg.DataDir, pg.PostgresURL = StorePostgres, "", "postgres://levee@db/levee"
+	if err := pg.Validate(); err != nil {
+		t.Fatalf("valid postgres config (no -data-dir): %v", err)
 	}
 	for _, c := range []struct {
 		mut  func(*Config)
@@ -53,12 +60,56 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.BattleRetryBudget = 1e6 }, "-battle-retry-budget"},
 		{func(c *Config) { c.IdempotencyWindow = 0 }, "-idempotency-window: must be in [1s, 8784h0m0s], got 0s"},
 		{func(c *Config) { c.IdempotencyWindow = 400 * 24 * time.Hour }, "-idempotency-window"},
+		{func(c *Config) { c.Store = "sqlite" }, `-store: must be "bolt" or "postgres", got "sqlite"`},
+		{func(c *Config) { c.Store = StorePostgres }, "-postgres-url: must be set with -store postgres"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.PostgresMaxConns = StorePostgres, "postgres://x/y", 0 }, "-postgres-max-conns: must be in 1..1000, got 0"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.Instances = StorePostgres, "postgres://x/y", 3 }, "-instances: not used with -store postgres"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.Instance = StorePostgres, "postgres://x/y", 1 }, "-instance: not used with -store postgres"},
+		{func(c *Config) {
+			c.Store, c.PostgresURL, c.InstanceFromHostname = StorePostgres, "postgres://x/y", true
+		}, "-instance-from-hostname: not used"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.LeaseTTL = StorePostgres, "postgres://x/y", 2*time.Second }, "-lease-ttl: must be more than twice -lease-renew (1s), got 2s"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.LeaseRenew = StorePostgres, "postgres://x/y", 0 }, "-lease-renew: must be > 0"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.AdvertiseAddr = StorePostgres, "postgres://x/y", ":9000" }, "-advertise-addr: \":9000\" names no host"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.AdvertiseAddr = StorePostgres, "postgres://x/y", "logic-1" }, "-advertise-addr: want host:port"},
+		{func(c *Config) { c.Store, c.PostgresURL, c.NodeID = StorePostgres, "postgres://x/y", "a b" }, "-node-id"},
 	} {
 		cfg := ok
 		c.mut(&cfg)
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Validate() = %v, want it to contain %q", err, c.want)
 		}
+	}
+}
+
+// The advertised address defaults to -grpc-addr's host, or the hostname
+// when it names none, with the port the listener got; the node id to the
+// hostname and 6 random hex digits, another at each start.
+func TestLeaseDefaults(t *testing.T) {
+	lis := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 41234}
+	host := func() (string, error) { return "logic-7", nil }
+	for _, c := range []struct{ grpc, adv, want string }{
+		{"127.0.0.1:0", "", "127.0.0.1:41234"},
+		{":9000", "", "logic-7:41234"},
+		{"0.0.0.0:9000", "", "logic-7:41234"},
+		{"[::]:9000", "", "logic-7:41234"},
+		{":9000", "10.1.2.3:9000", "10.1.2.3:9000"},
+	} {
+		cfg := DefaultConfig()
+		cfg.GRPCAddr, cfg.AdvertiseAddr = c.grpc, c.adv
+		if got, err := cfg.resolveAdvertise(lis, host); err != nil || got != c.want {
+			t.Errorf("grpc %q advertise %q: %q, %v; want %q", c.grpc, c.adv, got, err, c.want)
+		}
+	}
+	cfg := DefaultConfig()
+	a, err1 := cfg.resolveNodeID(host)
+	b, err2 := cfg.resolveNodeID(host)
+	if err1 != nil || err2 != nil || !regexp.MustCompile(`^logic-7-[0-9a-f]{6}$`).MatchString(a) || a == b {
+		t.Errorf("node ids %q, %q (%v, %v)", a, b, err1, err2)
+	}
+	cfg.NodeID = "n1"
+	if id, _ := cfg.resolveNodeID(host); id != "n1" {
+		t.Errorf("explicit node id became %q", id)
 	}
 }
 
@@ -72,9 +123,10 @@ func TestHostedShards(t *testing.T) {
 
 // A new Server on the same data dir finds every committed state, and
 // replays stored outcomes instead of applying them again.
-func TestRestartKeepsState(t *testing.T) {
-	dir := t.TempDir()
-	e := start(t, envOpts{dir: dir, cfg: func(c *Config) { c.Shards = 4 }})
+func TestRestartKeepsState(t *testing.T) { forEachStore(t, testRestartKeepsState) }
+
+func testRestartKeepsState(t *testing.T, ts *testStore) {
+	e := start(t, envOpts{store: ts, cfg: func(c *Config) { c.Shards = 4 }})
 	e.login("alice")
 	e.login("bob")
 	buy := e.call(buyReq("alice", 1, "shield", 2)).GetBuyItem()
@@ -84,7 +136,7 @@ func TestRestartKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e2 := start(t, envOpts{dir: dir, battle: e.battle, cfg: func(c *Config) { c.Shards = 4 }})
+	e2 := start(t, envOpts{store: ts, battle: e.battle, cfg: func(c *Config) { c.Shards = 4 }})
 	if p := e2.profile("alice"); !proto.Equal(p, alice) {
 		t.Fatalf("alice after restart: %v, want %v", p, alice)
 	}

@@ -30,6 +30,8 @@ type tierMetrics struct {
 
 	handlerDuration *prometheus.HistogramVec
 	handlerPanics   *prometheus.CounterVec
+
+	notOwner *prometheus.CounterVec
 }
 
 // handlerSeries are the handler series of every action of def, and of the
@@ -60,6 +62,12 @@ const (
 	reasonBattleCooling = "battle_cooling"
 )
 
+// logic_not_owner_total reasons.
+const (
+	notOwnerRedirect = "redirect" // the owner is known: apperr.NotOwner
+	notOwnerNone     = "no_owner" // it is not: apperr.NoOwner
+)
+
 // logic_store_errors_total ops.
 const (
 	storeOpCommit = "commit"
@@ -87,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		}, []string{"shard"}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_requests_total",
-			Help: "Requests answered, by action and outcome (ok, replayed, rejected, busy, expired, wrong_shard, invalid, shutting_down, failed).",
+			Help: "Requests answered, by action and outcome (ok, replayed, rejected, busy, expired, wrong_shard, not_owner, no_owner, invalid, shutting_down, failed).",
 		}, []string{"action", "outcome"}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "logic_request_duration_seconds",
@@ -106,9 +114,11 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		}),
 		storeErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_store_errors_total",
-			Help: "Failed writes to a shard's bbolt file, by op (commit: a group commit, whose mutations were all refused and nothing of it kept; " +
+			Help: "Failed writes to a shard's store (its bbolt file or PostgreSQL), by op (commit: a group commit, whose mutations were all refused and nothing of it kept; " +
 				"purge: removing expired outcomes, tried again later) and reason (no_space: the file system is full or out of quota, " +
-				"the commit's mutations answered UNAVAILABLE with a retry delay; io: any other failure, answered INTERNAL).",
+				"the commit's mutations answered UNAVAILABLE with a retry delay; unavailable: the database could not be reached, answered UNAVAILABLE with a retry delay; " +
+				"fenced: the shard's lease is another process's, answered UNAVAILABLE with a retry delay; conflict: another process wrote the shard (an outcome already stored), " +
+				"answered UNAVAILABLE with a retry delay; io: any other failure, answered INTERNAL).",
 		}, []string{"op", "reason"}),
 		rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "logic_rejections_total",
@@ -162,6 +172,15 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 		Help: "DNS lookups of a dns:/// -battle-addrs, by result: ok (addresses found; the instances follow them), " +
 			"empty (no address) and error (the lookup failed), both of which keep the last known instances.",
 	}, []string{"result"})
+	m.notOwner = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "logic_not_owner_total",
+		Help: "Requests for a shard this process does not hold (-store=postgres), refused unexecuted, by reason: " +
+			"redirect (another process holds its lease: FAILED_PRECONDITION naming the owner's address, which the gate follows), " +
+			"no_owner (no live owner known, the shard is moving: UNAVAILABLE with a retry_after of about -lease-renew).",
+	}, []string{"reason"})
+	for _, r := range []string{notOwnerRedirect, notOwnerNone} {
+		m.notOwner.WithLabelValues(r)
+	}
 	for _, r := range []string{resolveOK, resolveEmpty, resolveError} {
 		m.battleResolves.WithLabelValues(r)
 	}
@@ -173,7 +192,7 @@ func newMetrics(reg prometheus.Registerer) *tierMetrics {
 	}
 	m.battleCalls.WithLabelValues(outcomeCooling)
 	for _, op := range []string{storeOpCommit, storeOpPurge} {
-		for _, r := range []string{reasonNoSpace, reasonIO} {
+		for _, r := range storeReasons {
 			m.storeErrors.WithLabelValues(op, r)
 		}
 	}

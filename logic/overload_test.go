@@ -37,7 +37,7 @@ func TestBattleResultBeforeQueuedRequests(t *testing.T) {
 		queued = append(queued, e.enqueue(profileReq("alice", ""), deflt, i))
 	}
 	close(release)
-	sh := e.srv.shards[0]
+	sh := e.srv.shards[0].Load()
 	testwait.Until(t, "the result on the internal channel", func() bool { return len(sh.in) == 1 })
 	if len(sh.ch) != 3 {
 		t.Fatalf("request channel holds %d, want 3", len(sh.ch))
@@ -145,7 +145,7 @@ func TestQueueWaitRefusedAtAdmission(t *testing.T) {
 	}})
 	e.login("alice")
 	e.flushAndBlock("alice")
-	sh := e.srv.shards[0]
+	sh := e.srv.shards[0].Load()
 	sh.perOp.Store(int64(10 * time.Millisecond)) // the shard is parked: nothing overwrites it
 	sh.waitFloor = 0                             // the boundary itself, not the short-queue exemption
 	var queued []<-chan answer
@@ -186,7 +186,7 @@ func TestQueueWaitGuardAtDequeue(t *testing.T) {
 	shed := e.enqueue(profileReq("alice", ""), sheddable, 3)
 	profile := e.enqueue(profileReq("alice", ""), deflt, 4)
 	close(release)
-	sh := e.srv.shards[0]
+	sh := e.srv.shards[0].Load()
 	testwait.Until(t, "the result on the internal channel", func() bool { return len(sh.in) == 1 })
 	clk.Advance(100 * time.Millisecond) // exactly 2 × 50 ms: not yet stale
 	late := e.enqueue(profileReq("alice", ""), deflt, 5)

@@ -158,9 +158,11 @@ func TestGroupCommitBatches(t *testing.T) {
 }
 
 // A failed commit acknowledges nothing and keeps nothing.
-func TestCommitFailureRollsBack(t *testing.T) {
+func TestCommitFailureRollsBack(t *testing.T) { forEachStore(t, testCommitFailureRollsBack) }
+
+func testCommitFailureRollsBack(t *testing.T, ts *testStore) {
 	var fail atomic.Bool
-	e := start(t, envOpts{hookCommit: func() error {
+	e := start(t, envOpts{store: ts, hookCommit: func() error {
 		if fail.Load() {
 			return errors.New("disk on fire")
 		}

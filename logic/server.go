@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
@@ -18,8 +20,10 @@ import (
 	"github.com/leveehq/levee/internal/gamedef"
 	"github.com/leveehq/levee/internal/grpcdial"
 	"github.com/leveehq/levee/internal/metrics"
+	"github.com/leveehq/levee/internal/pgschema"
 	"github.com/leveehq/levee/internal/priority"
 	"github.com/leveehq/levee/internal/serve"
+	"github.com/leveehq/levee/logic/lease"
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
 )
 
@@ -38,8 +42,37 @@ type Server struct {
 	grpcSrv *grpc.Server
 	tier    *serve.Tier // health, readiness, the ops server and the stop
 
-	shards []*shard // indexed by shard id; nil where not hosted
+	// shards are the shards served here, by shard id (nil: not served);
+	// read by every request, written by the lease hooks with dynamic
+	// hosting. hosted are the shards of static hosting (-store=bolt),
+	// opened by New for the server's life.
+	shards []atomic.Pointer[shard]
 	hosted []*shard
+
+	// Dynamic hosting (-store=postgres): mgr is the lease manager, leases
+	// the view of it each request asks, runLeases its Run (its hooks:
+	// acquired, release, lost); openShard opens a shard's store fenced by
+	// an epoch. hostMu orders the hooks against each other and the stop;
+	// unserved[id] is an epoch at which shard id is held but not served
+	// (its store failed to open, or the fence refused a commit), to be
+	// tried again by the next request.
+	mgr       *lease.Manager
+	leases    leaseView
+	runLeases func(ctx context.Context) error
+	openShard func(id int, epoch int64) (shardStore, error)
+	hostMu    sync.Mutex
+	unserved  []atomic.Int64
+	leaseStop context.CancelFunc
+	leaseWG   sync.WaitGroup
+	// pool and pg are the PostgreSQL store's (Config.Store postgres; nil
+	// with bbolt): the pool is closed after every shard's store.
+	pool *pgxpool.Pool
+	pg   *pgStore
+	// leasePool is the lease manager's own (leasePoolConns connections),
+	// so that its renewals never wait behind the shards' commits; nodeID
+	// is the process's name in the lease table (Config.NodeID resolved).
+	leasePool *pgxpool.Pool
+	nodeID    string
 
 	// The overload mechanisms in force (Config.Protection and their own
 	// switches).
@@ -98,8 +131,10 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := ensureDir(cfg.DataDir); err != nil {
-		return nil, err
+	if !cfg.postgres() {
+		if err := ensureDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
 	reg := metrics.NewRegistry("logic")
 	if err := cfg.Security.RegisterMetrics(reg, "logic"); err != nil {
@@ -118,7 +153,8 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		m:           m,
 		def:         def,
 		handlers:    m.handlerSeries(def),
-		shards:      make([]*shard, cfg.Shards),
+		shards:      make([]atomic.Pointer[shard], cfg.Shards),
+		unserved:    make([]atomic.Int64, cfg.Shards),
 		rejectEarly: cfg.rejectEarly(),
 		dropExpired: cfg.dropExpired(),
 		clk:         clk,
@@ -132,14 +168,8 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 			s.closeListeners()
 		}
 	}()
-	for _, id := range cfg.hosted() {
-		st, err := openStore(cfg.DataDir, id, def.State)
-		if err != nil {
-			return nil, err
-		}
-		sh := newShard(id, st, s)
-		s.shards[id] = sh
-		s.hosted = append(s.hosted, sh)
+	if err := s.openStores(); err != nil {
+		return nil, err
 	}
 	if cfg.Jobs != nil {
 		s.jobs = inProcessJobs{cfg.Jobs}
@@ -151,6 +181,12 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 	}
 	if s.opsLis, err = net.Listen("tcp", cfg.OpsAddr); err != nil {
 		return nil, fmt.Errorf("-ops-addr: %w", err)
+	}
+	var started func() bool
+	if cfg.postgres() {
+		if started, err = s.startLeases(); err != nil {
+			return nil, err
+		}
 	}
 	s.grpcSrv = grpc.NewServer(cfg.Security.ServerOptions(grpcdial.LogicAccepts...)...)
 	leveev2.RegisterLogicServer(s.grpcSrv, s)
@@ -164,10 +200,61 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		Drain:        cfg.Drain,
 		Grace:        cfg.ShutdownGrace,
 		Log:          logger,
+		Started:      started,
 	}); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// pgSetupTimeout bounds connecting to PostgreSQL and migrating its schema
+// at start-up (waiting for another process's migration lock included).
+const pgSetupTimeout = 60 * time.Second
+
+// openStores opens the stores of the hosted shards: their bbolt files
+// (hosted statically, -instance of -instances), or (StorePostgres) the
+// pool and the migrated schema, on which the shards whose leases this
+// process acquires get their stores, fenced by the lease's epoch.
+func (s *Server) openStores() error {
+	cfg, def := s.cfg, s.def
+	if cfg.postgres() {
+		ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+		defer cancel()
+		pool, err := pgschema.Connect(ctx, cfg.PostgresURL, int32(cfg.PostgresMaxConns))
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		s.pool = pool
+		if err := pgschema.Migrate(ctx, pool, cfg.Shards, s.log); err != nil {
+			return fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		s.pg = newPGStore(pool, def.State)
+		// The shards come and go by their leases (startLeases).
+		s.openShard = func(id int, epoch int64) (shardStore, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), shardOpenTimeout(cfg))
+			defer cancel()
+			return s.pg.forShard(ctx, id, fence{node: s.nodeID, epoch: epoch})
+		}
+		return nil
+	}
+	for _, id := range cfg.hosted() {
+		var st shardStore
+		var err error
+		if s.pg != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), pgSetupTimeout)
+			st, err = s.pg.forShard(ctx, id, fence{})
+			cancel()
+		} else {
+			st, err = openBoltStore(cfg.DataDir, id, def.State)
+		}
+		if err != nil {
+			return err
+		}
+		sh := newShard(id, st, s)
+		s.shards[id].Store(sh)
+		s.hosted = append(s.hosted, sh)
+	}
+	return nil
 }
 
 // dialJobs builds the client of the battle tier, which runs the game's
@@ -233,21 +320,69 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // drain. It returns nil on a clean stop; a second call returns
 // serve.ErrAlreadyRun.
 func (s *Server) Run(ctx context.Context) error {
-	return s.tier.Run(ctx, serve.Steps{Start: s.start, Stopped: s.stopped})
+	return s.tier.Run(ctx, serve.Steps{Start: s.start, Drain: s.drain, Stopped: s.stopped})
 }
 
-// start starts the shards, before the gRPC server takes requests.
-func (s *Server) start(context.Context, func(error)) {
+// start starts the shards of static hosting, or the lease manager, which
+// starts the shards it acquires, before the gRPC server takes requests.
+func (s *Server) start(_ context.Context, fail func(error)) {
 	for _, sh := range s.hosted {
-		s.shardWG.Go(func() { sh.run(s.stop) })
+		s.shardWG.Go(sh.run)
+	}
+	if s.runLeases != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.leaseStop = cancel
+		s.leaseWG.Go(func() {
+			if err := s.runLeases(ctx); err != nil {
+				fail(fmt.Errorf("logic: lease manager: %w", err))
+			}
+		})
 	}
 	s.log.Info("logic serving", "grpc", s.GRPCAddr().String(), "ops", s.OpsAddr().String(),
-		"shards", s.cfg.Shards, "hosted", len(s.hosted), "instance", s.cfg.Instance, "data_dir", s.cfg.DataDir)
+		"shards", s.cfg.Shards, "hosted", len(s.hosted), "instance", s.cfg.Instance, "store", s.storeName(), "data_dir", s.cfg.DataDir)
 }
 
-// stopped runs once no gRPC call runs any more: the shards finish what
-// they accepted, then the stores and the battle connection close.
+// storeName is Config.Store, "" read as StoreBolt.
+func (s *Server) storeName() string {
+	if s.cfg.postgres() {
+		return StorePostgres
+	}
+	return StoreBolt
+}
+
+// drain runs while gRPC still serves: with dynamic hosting the lease
+// manager hands every shard off (each finishes what it accepted, then its
+// lease is freed for the other processes, to which the gate is redirected
+// from then on) and stops.
+func (s *Server) drain(ctx context.Context) error {
+	if s.leaseStop == nil {
+		return nil
+	}
+	began := time.Now()
+	s.leaseStop()
+	done := make(chan struct{})
+	go func() {
+		s.leaseWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		s.log.Info("logic handed its shards off", "took", time.Since(began).Round(time.Millisecond))
+		return nil
+	case <-ctx.Done():
+		// Stopped waits for it; its shards stop with the server's.
+		return fmt.Errorf("logic: handing the shards off: %w", ctx.Err())
+	}
+}
+
+// stopped runs once no gRPC call runs any more: the lease manager has
+// stopped, the shards finish what they accepted, then the stores and the
+// battle connection close.
 func (s *Server) stopped(context.Context) error {
+	if s.leaseStop != nil {
+		s.leaseStop()
+		s.leaseWG.Wait()
+	}
 	s.stopShards()
 	return s.closeResources()
 }
@@ -255,23 +390,35 @@ func (s *Server) stopped(context.Context) error {
 // stopShards refuses new requests, lets every shard finish what it accepted,
 // and waits for the shards and then the battle goroutines.
 func (s *Server) stopShards() {
+	s.hostMu.Lock()
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
+	dyn := s.dynamicShards()
+	s.hostMu.Unlock()
 	close(s.stop)
+	for _, sh := range dyn {
+		sh.halt(false)
+	}
 	s.shardWG.Wait()
 	close(s.shardsDone)
 	s.battleWG.Wait()
 }
 
-// closeResources closes the stores (after the shards stopped) and the
-// battle connection.
+// closeResources closes the stores (after the shards stopped), then the
+// PostgreSQL pool, and the battle connection.
 func (s *Server) closeResources() error {
 	var errs []error
 	for _, sh := range s.hosted {
 		if err := sh.store.close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.leasePool != nil {
+		s.leasePool.Close()
+	}
+	if s.pool != nil {
+		s.pool.Close()
 	}
 	if s.battleCli != nil {
 		if err := s.battleCli.close(); err != nil {

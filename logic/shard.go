@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,8 +91,24 @@ type shard struct {
 	stale         [priority.NumClasses]prometheus.Counter // reason queue_wait
 	expired       [priority.NumClasses]prometheus.Counter // reason expired
 	coolingRefuse [priority.NumClasses]prometheus.Counter // reason battle_cooling
-	store         *store
+	store         shardStore
 	srv           *Server
+
+	// The shard's life: stop is closed to end it (finish what it accepted,
+	// unless lost), done once run has returned. epoch is the lease epoch it
+	// serves under (0: static hosting, -store=bolt). closed refuses new
+	// requests (a released or lost shard); lost says to answer what is left
+	// in its channels unexecuted and to fail its commits' replies: it lost
+	// its lease. stopErr answers what a stopping shard no longer serves (a
+	// job to start, a flight in progress).
+	stop     <-chan struct{}
+	ownStop  chan struct{} // stop, when the shard has its own (dynamic hosting)
+	stopOnce sync.Once
+	done     chan struct{}
+	epoch    int64
+	closed   atomic.Bool
+	lost     atomic.Bool
+	stopErr  result
 
 	cache   map[string]*record // committed state
 	flights map[string]*flight // by job outcome key
@@ -102,9 +119,11 @@ type shard struct {
 	// outcomes left, so the loop purges again before it waits.
 	purgeMore bool
 	health    storeHealth
+	// fencedSeen: a commit has failed with ErrFenced (see fenced).
+	fencedSeen bool
 }
 
-func newShard(id int, st *store, srv *Server) *shard {
+func newShard(id int, st shardStore, srv *Server) *shard {
 	label := strconv.Itoa(id)
 	sh := &shard{
 		id:         id,
@@ -120,6 +139,9 @@ func newShard(id int, st *store, srv *Server) *shard {
 		cache:      map[string]*record{},
 		flights:    map[string]*flight{},
 		reqFlights: map[string]*flight{},
+		stop:       srv.stop,
+		done:       make(chan struct{}),
+		stopErr:    result{err: apperr.ErrShuttingDown},
 	}
 	sh.refusal, sh.slow = refusals(id, sh.limit, srv.cfg.QueueSize, sh.maxWait)
 	for i, c := range priority.Classes {
@@ -156,13 +178,23 @@ const (
 )
 
 // run drains the channels one batch at a time until stop is closed, then
-// finishes what is already in them and returns. The internal channel comes
+// finishes what is already in them and returns; a lost shard instead
+// answers what is left unexecuted (abort). The internal channel comes
 // first: a batch starts with an internal message whenever one is waiting.
 // Between batches it purges the outcomes older than the idempotency window.
-func (sh *shard) run(stop <-chan struct{}) {
+// On its way out it fails the job flights still in progress with stopErr
+// (their results, should they come back, are dropped) and closes done.
+func (sh *shard) run() {
+	defer close(sh.done)
+	defer sh.depth.Set(0)
+	defer sh.failFlights()
 	tick := sh.srv.clk.NewTicker(purgeEvery)
 	defer tick.Stop()
 	for {
+		if sh.lost.Load() {
+			sh.abort()
+			return
+		}
 		select {
 		case <-tick.C():
 			sh.purgeMore = true
@@ -179,11 +211,14 @@ func (sh *shard) run(stop <-chan struct{}) {
 			case <-tick.C():
 				sh.purgeMore = true
 				continue
-			case <-stop:
+			case <-sh.stop:
+				if sh.lost.Load() {
+					sh.abort()
+					return
+				}
 				for o := sh.poll(); o != nil; o = sh.poll() {
 					sh.runBatch(o, true)
 				}
-				sh.depth.Set(0)
 				return
 			}
 		}
@@ -191,6 +226,40 @@ func (sh *shard) run(stop <-chan struct{}) {
 			h(sh.id)
 		}
 		sh.runBatch(o, false)
+	}
+}
+
+// halt ends a dynamically hosted shard: it admits nothing more and its
+// goroutine stops, after finishing what it accepted (release) or at once,
+// answering what is left unexecuted (lost). Safe to call more than once
+// and from any goroutine, the shard's own included.
+func (sh *shard) halt(lost bool) {
+	if lost {
+		sh.lost.Store(true)
+	}
+	sh.closed.Store(true)
+	if sh.ownStop != nil {
+		sh.stopOnce.Do(func() { close(sh.ownStop) })
+	}
+}
+
+// abort answers every request left in the channels with stopErr,
+// unexecuted, and drops the job results there (their flights are failed
+// on the way out): the shard lost its lease, and another process may
+// already serve its players.
+func (sh *shard) abort() {
+	for o := sh.poll(); o != nil; o = sh.poll() {
+		if o.job == nil {
+			sh.send(o, sh.stopErr)
+		}
+	}
+}
+
+// failFlights answers the requests waiting for a job still in flight with
+// stopErr (nothing was applied; their ids stay open).
+func (sh *shard) failFlights() {
+	for _, f := range sh.flights {
+		sh.failFlight(f, sh.stopErr)
 	}
 }
 
@@ -287,7 +356,8 @@ func (sh *shard) runBatch(first *op, stopping bool) {
 // replies and starts its battles. If the write fails nothing of the batch is
 // kept: the copies are dropped, its battles are not started, and every reply
 // that depends on the commit becomes the failure (UNAVAILABLE for a full
-// disk, else INTERNAL; see commitFailed), while the others (reads of
+// disk, an unreachable database, a lost lease or another process's write,
+// else INTERNAL; see commitFailed), while the others (reads of
 // committed state, replays of stored outcomes) go out as they are.
 func (sh *shard) commit(b *batch) {
 	if len(b.dirty) > 0 || len(b.outcomes) > 0 {
@@ -296,10 +366,20 @@ func (sh *shard) commit(b *batch) {
 		sh.srv.m.commitTime.Observe(time.Since(start).Seconds())
 		if err != nil {
 			fail := sh.commitFailed(b, err)
-			for id := range b.dirty {
-				// Read again from the store next time: whatever a
-				// failed commit left there is the truth.
-				delete(sh.cache, id)
+			switch storeReason(err) {
+			case reasonFenced, reasonConflict:
+				// Another process writes the shard: none of the
+				// cached records can be trusted any more.
+				clear(sh.cache)
+			default:
+				for id := range b.dirty {
+					// Read again from the store next time: whatever
+					// a failed commit left there is the truth.
+					delete(sh.cache, id)
+				}
+				for id := range b.touched {
+					delete(sh.cache, id)
+				}
 			}
 			for _, p := range b.pending {
 				if p.committed {

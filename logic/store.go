@@ -1,270 +1,151 @@
 package logic
 
 import (
-	"bytes"
-	"encoding/binary"
+	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
+	"io"
+	"net"
 	"strings"
 	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
-
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	leveev2 "github.com/leveehq/levee/proto/leveev2"
+)
+
+// shardStore is one shard's durable state: the commit boundary. A shard's
+// goroutine is its only writer. Two implementations: boltStore (one bbolt
+// file per shard, the embedded default) and pgShard (rows in PostgreSQL,
+// pgstore.go).
+type shardStore interface {
+	// get loads a player's record; (nil, nil) when there is none.
+	get(id string) (*record, error)
+	// outcome returns the stored outcome under key, decoded; (nil, nil)
+	// when there is none.
+	outcome(key string) (*leveev2.StoredOutcome, error)
+	// purgedUpTo is the latest applied time (unix ms) of any outcome
+	// purged so far; 0: none.
+	purgedUpTo() int64
+	// put writes every record and outcome in one transaction: all of it or
+	// nothing. An outcome key already stored is never overwritten. hook,
+	// if not nil, runs inside the transaction before it commits (tests use
+	// it to make it fail).
+	put(recs map[string]*record, outs map[string]outcome, hook func() error) error
+	// purge deletes up to limit outcomes applied before cutoff, oldest
+	// first, in one transaction, and advances purgedUpTo; more says that
+	// outcomes older than cutoff remain.
+	purge(cutoff time.Time, limit int) (n int, more bool, err error)
+	// close releases the shard's store (not a pool it shares).
+	close() error
+}
+
+var (
+	_ shardStore = (*boltStore)(nil)
+	_ shardStore = (*pgShard)(nil)
 )
 
 // ErrStore wraps every storage failure.
 var ErrStore = errors.New("logic: store")
 
+// ErrFenced is the failure of a commit to PostgreSQL made without the
+// shard's lease: the shard_leases row no longer names this process and
+// epoch (another process took the shard over, or the lease expired).
+// Nothing of the transaction was applied; the shard must stop serving, and
+// the requests of the batch are answered UNAVAILABLE with a retry delay
+// (the gate finds the new owner).
+var ErrFenced = errors.New("logic: shard lease lost (fenced)")
+
+// ErrOutcomeExists is the failure of a commit to PostgreSQL that would
+// have stored an outcome under a (player, key) already stored: another
+// process (or an earlier commit whose acknowledgement was lost) applied
+// that request first. The whole transaction was rolled back, so nothing is
+// applied twice; a resend is answered from the stored outcome.
+var ErrOutcomeExists = errors.New("logic: outcome already stored")
+
+// errShardChanged: the shard's purged_up_to_ms in PostgreSQL is ahead of
+// what this process read, so another process purged outcomes this batch's
+// checks relied on; the batch is refused and its resends are checked
+// again with the new value.
+var errShardChanged = errors.New("logic: another process purged this shard's outcomes meanwhile")
+
 // Storage failure reasons (the logic_store_errors_total reason label).
 const (
 	// reasonNoSpace: the file system is full (ENOSPC) or the quota is
-	// used up (EDQUOT).
+	// used up (EDQUOT); PostgreSQL's disk_full.
 	reasonNoSpace = "no_space"
+	// reasonUnavailable: the database could not be reached or went away
+	// (connection refused or lost, shutting down, too many connections,
+	// a timeout): nothing is known to be applied, a retry may succeed.
+	reasonUnavailable = "unavailable"
+	// reasonFenced: the shard's lease is no longer this process's
+	// (ErrFenced).
+	reasonFenced = "fenced"
+	// reasonConflict: another process wrote the shard: an outcome key
+	// already stored (ErrOutcomeExists) or a purge meanwhile.
+	reasonConflict = "conflict"
 	// reasonIO: any other failure of the store.
 	reasonIO = "io"
 )
+
+// storeReasons are every reason, for the metrics' zero series.
+var storeReasons = []string{reasonNoSpace, reasonUnavailable, reasonFenced, reasonConflict, reasonIO}
 
 // storeReason is err's storage failure reason. bbolt wraps write errors
 // with %w but formats those of growing and syncing the file with %s, so a
 // full disk is also recognised by its text.
 func storeReason(err error) string {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	switch {
+	case errors.Is(err, ErrFenced):
+		return reasonFenced
+	case errors.Is(err, ErrOutcomeExists), errors.Is(err, errShardChanged):
+		return reasonConflict
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return reasonNoSpace
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == pgDiskFull {
 		return reasonNoSpace
 	}
 	if msg := err.Error(); strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error()) {
 		return reasonNoSpace
 	}
+	if unreachable(err) {
+		return reasonUnavailable
+	}
 	return reasonIO
 }
 
-// openTimeout bounds how long opening a shard file waits for another
-// process's lock, so a second process on the same -data-dir fails fast.
-const openTimeout = time.Second
-
-// The buckets of a shard file.
-var (
-	// playersBucket: player id -> marshalled leveev2.PlayerRecord.
-	playersBucket = []byte("players")
-	// outcomesBucket: outcome key (requestKey, jobKey) -> marshalled
-	// leveev2.StoredOutcome.
-	outcomesBucket = []byte("outcomes")
-	// outcomeTimesBucket is the time index of outcomesBucket: key the
-	// 8-byte big-endian unix ms at which the outcome was applied followed
-	// by the outcome key, value empty. Sorted by time, so the purge reads
-	// the oldest first.
-	outcomeTimesBucket = []byte("outcome-times")
-	// metaBucket holds the shard's own facts (the keys below).
-	metaBucket = []byte("meta")
+// SQLSTATEs the store tells apart.
+const (
+	pgUniqueViolation    = "23505"
+	pgDiskFull           = "53100"
+	pgTooManyConnections = "53300"
+	pgAdminShutdown      = "57P01"
+	pgCrashShutdown      = "57P02"
+	pgCannotConnectNow   = "57P03"
 )
 
-var (
-	// metaPurgedUpTo: 8-byte big-endian unix ms, the latest applied time of
-	// any outcome purged so far.
-	metaPurgedUpTo = []byte("purged-up-to")
-)
-
-// store is one shard's bbolt file. Only the shard goroutine writes to it
-// (tests read it from others, which bbolt allows).
-type store struct {
-	db   *bolt.DB
-	path string
-	// purgedUpTo is metaPurgedUpTo (unix ms, 0: nothing purged yet).
-	purgedUpTo int64
-	// state is the type of the game's player state.
-	state protoreflect.MessageType
-}
-
-// shardFile is where shard's state lives under dir.
-func shardFile(dir string, shard int) string {
-	return filepath.Join(dir, fmt.Sprintf("shard-%03d.db", shard))
-}
-
-// openStore opens (creating if needed) shard's file under dir, whose
-// players' states are typ messages.
-func openStore(dir string, shard int, typ protoreflect.MessageType) (*store, error) {
-	path := shardFile(dir, shard)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: open %s: still locked after %v; is another logic process using this -data-dir?", ErrStore, path, openTimeout)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: open %s: %w", ErrStore, path, err)
-	}
-	s := &store{db: db, path: path, state: typ}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{playersBucket, outcomesBucket, outcomeTimesBucket, metaBucket} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
-			}
+// unreachable says whether err means that PostgreSQL could not be reached
+// or went away, rather than that it refused the statement: connecting
+// failed, the connection broke, the server is shutting down or starting,
+// it has no connection left, or the operation's deadline passed (waiting
+// for a connection from the pool included).
+func unreachable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection_exception
+			pe.Code == pgTooManyConnections, pe.Code == pgAdminShutdown,
+			pe.Code == pgCrashShutdown, pe.Code == pgCannotConnectNow:
+			return true
 		}
-		if v := tx.Bucket(metaBucket).Get(metaPurgedUpTo); len(v) == 8 {
-			s.purgedUpTo = int64(binary.BigEndian.Uint64(v))
-		}
-		return nil
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%w: init %s: %w", ErrStore, path, err)
+		return false
 	}
-	return s, nil
-}
-
-// ensureDir creates dir if it is missing.
-func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("%w: -data-dir: %w", ErrStore, err)
-	}
-	return nil
-}
-
-// get loads a player's record; (nil, nil) when there is none.
-func (s *store) get(id string) (*record, error) {
-	var rec *record
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(playersBucket).Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		var err error
-		rec, err = unmarshalRecord(v, s.state)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: get %q from %s: %w", ErrStore, id, s.path, err)
-	}
-	return rec, nil
-}
-
-// outcome returns the stored outcome under key, decoded; (nil, nil) when
-// there is none. One bbolt Get.
-func (s *store) outcome(key string) (*leveev2.StoredOutcome, error) {
-	var so *leveev2.StoredOutcome
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(outcomesBucket).Get([]byte(key))
-		if v == nil {
-			return nil
-		}
-		var err error
-		so, err = decodeOutcome(key, v) // decoded inside: v is valid only here
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: get outcome %q from %s: %w", ErrStore, key, s.path, err)
-	}
-	return so, nil
-}
-
-// timeKey is o's key in the time index.
-func timeKey(at time.Time, key string) []byte {
-	k := make([]byte, 8, 8+len(key))
-	binary.BigEndian.PutUint64(k, uint64(max(at.UnixMilli(), 0)))
-	return append(k, key...)
-}
-
-func putOutcome(tx *bolt.Tx, o outcome) error {
-	if err := tx.Bucket(outcomesBucket).Put([]byte(o.key), o.enc); err != nil {
-		return err
-	}
-	return tx.Bucket(outcomeTimesBucket).Put(timeKey(o.at, o.key), nil)
-}
-
-// put writes every record and outcome in one transaction: one fsync for the
-// lot, and an outcome is durable exactly when the change it answers is.
-// hook, if not nil, runs inside the transaction (tests use it to make it
-// fail).
-func (s *store) put(recs map[string]*record, outs map[string]outcome, hook func() error) error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(playersBucket)
-		for id, rec := range recs {
-			v, err := rec.marshal()
-			if err != nil {
-				return err
-			}
-			if err := b.Put([]byte(id), v); err != nil {
-				return err
-			}
-		}
-		for _, o := range outs {
-			if err := putOutcome(tx, o); err != nil {
-				return err
-			}
-		}
-		if hook != nil {
-			return hook()
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("%w: commit %d records and %d outcomes to %s: %w", ErrStore, len(recs), len(outs), s.path, err)
-	}
-	return nil
-}
-
-// purge deletes up to limit outcomes applied before cutoff, oldest first,
-// in one transaction, and advances purgedUpTo. more says that outcomes
-// older than cutoff remain. A purge with nothing to delete writes nothing.
-func (s *store) purge(cutoff time.Time, limit int) (n int, more bool, err error) {
-	end := timeKey(cutoff, "")
-	due := func(k []byte) bool { return k != nil && bytes.Compare(k[:8], end) < 0 }
-	var first []byte
-	if err := s.db.View(func(tx *bolt.Tx) error {
-		first, _ = tx.Bucket(outcomeTimesBucket).Cursor().First()
-		return nil
-	}); err != nil {
-		return 0, false, fmt.Errorf("%w: purge %s: %w", ErrStore, s.path, err)
-	}
-	if !due(first) {
-		return 0, false, nil
-	}
-	var upTo int64
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		times, outs := tx.Bucket(outcomeTimesBucket), tx.Bucket(outcomesBucket)
-		var keys [][]byte
-		c := times.Cursor()
-		k, _ := c.First()
-		for ; due(k) && len(keys) < limit; k, _ = c.Next() {
-			keys = append(keys, bytes.Clone(k))
-		}
-		more = due(k)
-		n = len(keys)
-		if n == 0 {
-			return nil
-		}
-		// Deleted after the walk: a bbolt cursor must not move past a
-		// deletion it made.
-		for _, tk := range keys {
-			if err := outs.Delete(tk[8:]); err != nil {
-				return err
-			}
-			if err := times.Delete(tk); err != nil {
-				return err
-			}
-		}
-		upTo = int64(binary.BigEndian.Uint64(keys[len(keys)-1][:8]))
-		if upTo <= s.purgedUpTo {
-			return nil
-		}
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], uint64(upTo))
-		return tx.Bucket(metaBucket).Put(metaPurgedUpTo, v[:])
-	})
-	if err != nil {
-		return 0, false, fmt.Errorf("%w: purge %s: %w", ErrStore, s.path, err)
-	}
-	s.purgedUpTo = max(s.purgedUpTo, upTo)
-	return n, more, nil
-}
-
-func (s *store) close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("%w: close %s: %w", ErrStore, s.path, err)
-	}
-	return nil
+	var ce *pgconn.ConnectError
+	var oe *net.OpError // a socket's (a file's errors are no net.OpError)
+	return pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.As(err, &ce) || errors.As(err, &oe) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }

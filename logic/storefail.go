@@ -29,6 +29,11 @@ const (
 	// storeLogEvery: a shard whose commits keep failing logs it at most
 	// once per this (with the count of failures meanwhile).
 	storeLogEvery = 30 * time.Second
+	// storeRetryAfter is the retry delay sent with a mutation refused
+	// because the database is unreachable, the shard's lease was lost or
+	// another process wrote the shard: a database restart or a lease moving
+	// takes about a second or a few.
+	storeRetryAfter = time.Second
 )
 
 // storeHealth is what a shard remembers of its store's failures; the shard
@@ -48,13 +53,19 @@ type storeHealth struct {
 
 // commitFailed counts and (rate-limited) logs a commit that failed with
 // err, and returns the answer for the requests that depended on it:
-// UNAVAILABLE with storageRetryAfter for a full disk, INTERNAL otherwise.
-// Both say that nothing was kept; UNAVAILABLE is outcome-unknown for the
-// SDK, so that it resends with the same request id (a failed fsync may
-// leave the commit on disk after all, and the id makes the resend safe).
+// UNAVAILABLE with a retry delay for a full disk (storageRetryAfter), an
+// unreachable database, a lost lease or another process's write
+// (storeRetryAfter); INTERNAL otherwise. All of them say that nothing was
+// kept; UNAVAILABLE is outcome-unknown for the SDK, so that it resends with
+// the same request id (a failed fsync, or a connection lost while the
+// database committed, may leave the commit stored after all, and the id
+// makes the resend safe: it is answered from the stored outcome).
 func (sh *shard) commitFailed(b *batch, err error) result {
 	reason := storeReason(err)
 	sh.srv.m.storeErrors.WithLabelValues(storeOpCommit, reason).Inc()
+	if reason == reasonFenced {
+		sh.fenced(err)
+	}
 	now := sh.srv.clk.Now()
 	h := &sh.health
 	if h.failures == 0 {
@@ -65,20 +76,63 @@ func (sh *shard) commitFailed(b *batch, err error) result {
 	h.unlogged++
 	if h.logged.IsZero() || now.Sub(h.logged) >= storeLogEvery {
 		msg := "group commit failed; batch rolled back, its mutations answered INTERNAL"
-		if reason == reasonNoSpace {
+		switch reason {
+		case reasonNoSpace:
 			msg = "storage full: commits fail and mutations are refused (UNAVAILABLE) until space returns; reads go on"
+		case reasonUnavailable:
+			msg = "database unavailable: commits fail and mutations are refused (UNAVAILABLE, retry later) until it answers again"
+		case reasonFenced:
+			msg = "shard lease lost: commits are refused by the fence (UNAVAILABLE, retry later); another process serves the shard"
+		case reasonConflict:
+			msg = "another process wrote this shard: the batch was rolled back (UNAVAILABLE, retry later); resends are answered from what it stored"
 		}
 		sh.srv.log.Error(msg, "shard", sh.id, "reason", reason, "failed_commits", h.unlogged,
 			"failing_since", h.since, "records", len(b.dirty), "outcomes", len(b.outcomes), "err", err)
 		h.logged, h.unlogged, h.reported = now, 0, true
 	}
-	if reason == reasonNoSpace {
+	switch reason {
+	case reasonNoSpace:
 		return result{
 			err:      fmt.Errorf("%w: shard %d: storage full, the change could not be committed; try again later with the same request id: %w", apperr.ErrUnavailable, sh.id, err),
 			pushback: storageRetryAfter,
 		}
+	case reasonUnavailable, reasonFenced, reasonConflict:
+		return unavailable(reason, err)
 	}
 	return internalError(err)
+}
+
+// unavailable is the answer to a request that a store failure of reason
+// (unavailable, fenced, conflict) kept from being served: UNAVAILABLE with
+// storeRetryAfter; whether a commit took place is not known to the caller,
+// which resends with the same request id.
+func unavailable(reason string, err error) result {
+	what := map[string]string{
+		reasonUnavailable: "the database is unavailable",
+		reasonFenced:      "the shard is moving to another logic process",
+		reasonConflict:    "another logic process wrote this shard",
+	}[reason]
+	return result{
+		err:      fmt.Errorf("%w: %s, nothing was committed; try again later with the same request id: %w", apperr.ErrUnavailable, what, err),
+		pushback: storeRetryAfter,
+	}
+}
+
+// fenced is called when a commit fails because the shard's lease is no
+// longer this process's (ErrFenced): a shard served by lease is dropped as
+// lost (Server.dropFenced), and answers what is left in its queue
+// UNAVAILABLE; the failure is counted as
+// logic_store_errors_total{reason="fenced"}.
+func (sh *shard) fenced(err error) {
+	if sh.fencedSeen {
+		return
+	}
+	sh.fencedSeen = true
+	if sh.epoch != 0 {
+		sh.srv.dropFenced(sh, err)
+		return
+	}
+	sh.srv.log.Warn("shard fenced: its lease is another process's now", "shard", sh.id, "err", err)
 }
 
 // commitSucceeded notes a commit that went through: after a failure line,

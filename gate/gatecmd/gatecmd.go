@@ -91,7 +91,7 @@ func run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 			fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "WebSocket (/ws) and HTTP (/) listen address")
 			fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC health listen address")
 			fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops listen address (/metrics /healthz /readyz)")
-			fs.Var((*cli.List)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required)")
+			fs.Var((*cli.List)(&cfg.LogicAddrs), "logic-addrs", "comma-separated logic gRPC addresses, in instance order (required); with logic on PostgreSQL (-store=postgres) only entry points (e.g. one Service): the gate follows logic's redirects to each shard's owner and caches them")
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "number of logic shards; must match the logic tier")
 			fs.StringVar(&cfg.TLSCert, "tls-cert", cfg.TLSCert, "PEM certificate (chain) of the gate's public name: with -tls-key, the player port serves wss:// and https:// and the ops port https:// (TLS 1.2+, session resumption on); re-read when the file changes, without a restart. Neither: plain ws://")
 			fs.StringVar(&cfg.TLSKey, "tls-key", cfg.TLSKey, "PEM private key of -tls-cert")

@@ -400,12 +400,20 @@ var (
 // TestMain's body: func TestMain(m *testing.M) { pgtest.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
+	StopShared()
+	os.Exit(code)
+}
+
+// StopShared stops the shared server if one was started (Main calls it
+// after the tests); a package whose TestMain does more than Main calls it
+// after m.Run.
+func StopShared() {
 	sharedMu.Lock()
+	defer sharedMu.Unlock()
 	if shared != nil {
 		_ = shared.Stop()
+		shared = nil
 	}
-	sharedMu.Unlock()
-	os.Exit(code)
 }
 
 // Shared returns the test binary's shared server (see Main), starting it

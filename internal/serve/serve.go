@@ -85,6 +85,11 @@ type Config struct {
 	Clock clock.Clock
 	// Log receives the lifecycle's lines; nil discards them.
 	Log *slog.Logger
+	// Started, when set, must also hold for /readyz to say ready: the
+	// tier's own start-up has finished (logic on PostgreSQL: its lease
+	// manager's first pass); until then /readyz answers 503 "starting".
+	// nil: ready from Run's start.
+	Started func() bool
 }
 
 // Steps are the tier's own parts of the lifecycle; each may be nil.
@@ -171,14 +176,21 @@ func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 	return nil
 }
 
-// Ready reports what /readyz says: true while the tier serves, false before
-// Run and from the moment its stop begins.
-func (t *Tier) Ready() bool { return t.ready.Load() }
+// Ready reports what /readyz says: true while the tier serves (and
+// Config.Started holds), false before Run and from the moment its stop
+// begins.
+func (t *Tier) Ready() bool {
+	return t.ready.Load() && (t.cfg.Started == nil || t.cfg.Started())
+}
 
 func (t *Tier) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !t.ready.Load() {
 		// The ops server answers only during Run, so not ready is draining.
 		http.Error(w, "draining", http.StatusServiceUnavailable)
+		return
+	}
+	if t.cfg.Started != nil && !t.cfg.Started() {
+		http.Error(w, "starting", http.StatusServiceUnavailable)
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -407,5 +408,33 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		if tier != nil {
 			t.Errorf("New returned a Tier with error %v", err)
 		}
+	}
+}
+
+// With Config.Started, /readyz answers 503 "starting" until it holds,
+// while health and everything else already serve.
+func TestReadyWaitsForStarted(t *testing.T) {
+	var started atomic.Bool
+	f := newFixture(t, fixtureOpts{mod: func(c *Config) { c.Started = started.Load }})
+	f.run(Steps{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	testwait.Until(t, "health SERVING", func() bool {
+		st, err := f.health(ctx, "")
+		return err == nil && st == healthpb.HealthCheckResponse_SERVING
+	})
+	if code, body := servetest.Get(t, "http://"+f.ops+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "starting") {
+		t.Fatalf("/readyz before Started = %d %q, want 503 starting", code, body)
+	}
+	if f.tier.Ready() {
+		t.Fatal("Ready() before Started")
+	}
+	started.Store(true)
+	if code, body := servetest.Get(t, "http://"+f.ops+"/readyz"); code != http.StatusOK || !strings.Contains(body, "ready") {
+		t.Fatalf("/readyz after Started = %d %q, want 200 ready", code, body)
+	}
+	f.stop()
+	if err := f.wait(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -38,13 +38,31 @@ func Run(g *game.Game, args []string, getenv func(string) string, stderr io.Writ
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&cfg.GRPCAddr, "grpc-addr", cfg.GRPCAddr, "gRPC listen address (Logic and health services)")
 			fs.StringVar(&cfg.OpsAddr, "ops-addr", cfg.OpsAddr, "ops HTTP listen address (/metrics, /healthz, /readyz)")
-			fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the shards' bbolt files (required; created if missing)")
+			fs.StringVar(&cfg.Store, "store", cfg.Store,
+				"where the shards' players and outcomes live: bolt (one bbolt file per shard under -data-dir) or postgres "+
+					"(rows in the PostgreSQL database at -postgres-url, shared by every logic process; the schema is migrated at start-up)")
+			fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the shards' bbolt files (required with -store bolt; created if missing)")
+			fs.StringVar(&cfg.PostgresURL, "postgres-url", cfg.PostgresURL,
+				"the database of -store postgres (required with it): a libpq URL or key=value string, e.g. postgres://levee@db:5432/levee; "+
+					"better given as LOGIC_POSTGRES_URL, with the password in PGPASSWORD (read by the driver) rather than in the URL")
+			fs.IntVar(&cfg.PostgresMaxConns, "postgres-max-conns", cfg.PostgresMaxConns, "most connections to -postgres-url at once (-store postgres)")
 			fs.IntVar(&cfg.Shards, "shards", cfg.Shards, "total number of shards in the cluster (must match the gate)")
 			fs.IntVar(&cfg.Instance, "instance", cfg.Instance, "this process's index in [0, -instances)")
 			fs.IntVar(&cfg.Instances, "instances", cfg.Instances, "number of logic processes sharing the shards")
 			fs.BoolVar(&cfg.InstanceFromHostname, "instance-from-hostname", cfg.InstanceFromHostname,
 				"take this process's index from the trailing -N ordinal of the hostname (logic-2 -> 2), as a Kubernetes StatefulSet names its pods; "+
 					"an error when the hostname has none or it is >= -instances, or with -instance set too")
+			fs.StringVar(&cfg.AdvertiseAddr, "advertise-addr", cfg.AdvertiseAddr,
+				"with -store postgres: host:port at which the gate reaches this process's gRPC, published with its shard leases and sent in redirects "+
+					"(in Kubernetes: $(POD_IP):9000); default: -grpc-addr's host, or the hostname when it names none, with -grpc-addr's port")
+			fs.StringVar(&cfg.NodeID, "node-id", cfg.NodeID,
+				"with -store postgres: this process's name in the lease table, unique per process start; default: the hostname, a dash and 6 random hex digits")
+			fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL,
+				"with -store postgres: how long a shard lease lasts unrenewed; a dead process's shards are served by the others within about -lease-ttl + 2 x -lease-renew "+
+					"(must be more than twice -lease-renew)")
+			fs.DurationVar(&cfg.LeaseRenew, "lease-renew", cfg.LeaseRenew,
+				"with -store postgres: how often the leases are renewed, the membership heartbeated, the shards rebalanced and the lease map read; "+
+					"also the retry_after of a request refused while its shard moves")
 			fs.IntVar(&cfg.QueueSize, "queue-size", cfg.QueueSize, "capacity of each shard's queue")
 			fs.Float64Var(&cfg.RejectFill, "reject-fill", cfg.RejectFill,
 				"a shard refuses a default-criticality request at once (RESOURCE_EXHAUSTED, retry delay = queue depth x measured time per request, in [50ms, 5s]) "+

@@ -69,6 +69,16 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{"bad pushback env", base, map[string]string{"LOGIC_BATTLE_PUSHBACK": "maybe"}, "LOGIC_BATTLE_PUSHBACK"},
 		{"zero idempotency window", append([]string{"-idempotency-window", "0s"}, base...), nil, "-idempotency-window: must be in [1s, "},
 		{"bad idempotency window env", base, map[string]string{"LOGIC_IDEMPOTENCY_WINDOW": "a day"}, "LOGIC_IDEMPOTENCY_WINDOW"},
+		{"unknown store", append([]string{"-store", "sqlite"}, base...), nil, `-store: must be "bolt" or "postgres", got "sqlite"`},
+		{"postgres without a url", []string{"-store", "postgres", "-battle-addrs", "127.0.0.1:1"}, nil, "-postgres-url: must be set with -store postgres"},
+		{"postgres without conns", []string{"-store", "postgres", "-battle-addrs", "127.0.0.1:1", "-postgres-max-conns", "0"},
+			map[string]string{"LOGIC_POSTGRES_URL": "postgres://127.0.0.1:1/x"}, "-postgres-max-conns: must be in 1..1000, got 0"},
+		{"postgres with -instances", append([]string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x", "-battle-addrs", "127.0.0.1:1"}, "-instances", "3"), nil, "-instances: not used with -store postgres"},
+		{"postgres with -instance", append([]string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x", "-battle-addrs", "127.0.0.1:1"}, "-instances", "1", "-instance", "2"), nil, "-instance: not used with -store postgres"},
+		{"postgres with -instance-from-hostname", append([]string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x", "-battle-addrs", "127.0.0.1:1"}, "-instance-from-hostname"), nil, "-instance-from-hostname: not used with -store postgres"},
+		{"lease ttl too short", append([]string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x", "-battle-addrs", "127.0.0.1:1"}, "-lease-ttl", "2s", "-lease-renew", "1s"), nil, "-lease-ttl: must be more than twice -lease-renew (1s), got 2s"},
+		{"bad lease renew env", []string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x", "-battle-addrs", "127.0.0.1:1"}, map[string]string{"LOGIC_LEASE_RENEW": "often"}, "LOGIC_LEASE_RENEW"},
+		{"advertise without host", append([]string{"-store", "postgres", "-postgres-url", "postgres://127.0.0.1:1/x", "-battle-addrs", "127.0.0.1:1"}, "-advertise-addr", ":9000"), nil, "-advertise-addr"},
 	} {
 		var out bytes.Buffer
 		if code := run(c.args, env(c.env), &out); code != 2 || !strings.Contains(out.String(), c.want) {
@@ -86,7 +96,9 @@ func TestUsageNamesEnv(t *testing.T) {
 		"LOGIC_QUEUE_SIZE", "LOGIC_BATTLE_ADDRS", "LOGIC_BATTLE_TIMEOUT", "LOGIC_MAX_BATCH", "LOGIC_MAX_BATTLES",
 		"LOGIC_SHUTDOWN_GRACE", "LOGIC_DRAIN", "LOGIC_LOG_LEVEL", "LOGIC_REJECT_FILL", "LOGIC_REJECT_FILL_SHEDDABLE",
 		"LOGIC_BATTLE_RETRY_BUDGET", "LOGIC_PROTECTION", "LOGIC_REJECT_EARLY", "LOGIC_DROP_EXPIRED", "LOGIC_BATTLE_RETRY",
-		"LOGIC_QUEUE_MAX_WAIT", "LOGIC_BATTLE_PUSHBACK", "LOGIC_IDEMPOTENCY_WINDOW"} {
+		"LOGIC_QUEUE_MAX_WAIT", "LOGIC_BATTLE_PUSHBACK", "LOGIC_IDEMPOTENCY_WINDOW",
+		"LOGIC_STORE", "LOGIC_POSTGRES_URL", "LOGIC_POSTGRES_MAX_CONNS", "PGPASSWORD",
+		"LOGIC_ADVERTISE_ADDR", "LOGIC_NODE_ID", "LOGIC_LEASE_TTL", "LOGIC_LEASE_RENEW"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("usage does not name %s", v)
 		}

@@ -347,6 +347,65 @@ func (*LogicReply_Welcome) isLogicReply_Result() {}
 
 func (*LogicReply_Reply) isLogicReply_Result() {}
 
+// ShardOwner is a status detail of a logic refusal with gRPC code
+// FAILED_PRECONDITION: "shard is not mine; its owner is at addr". The
+// request was NOT executed, so the gate sends the same request again to
+// addr (and remembers the owner for the shard's next requests). Logic sends
+// it only when it knows another live owner (logic on PostgreSQL, whose
+// shards move between logic processes by their leases); with no owner
+// known it refuses UNAVAILABLE with a retry_after instead.
+type ShardOwner struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint32                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Addr          string                 `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"` // host:port of the owner's gRPC (its -advertise-addr)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardOwner) Reset() {
+	*x = ShardOwner{}
+	mi := &file_levee_v2_logic_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardOwner) ProtoMessage() {}
+
+func (x *ShardOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_levee_v2_logic_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardOwner.ProtoReflect.Descriptor instead.
+func (*ShardOwner) Descriptor() ([]byte, []int) {
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ShardOwner) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ShardOwner) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
 // PlayerRecord is how logic stores a player, in its shard's bucket
 // "players" under the player id.
 type PlayerRecord struct {
@@ -359,7 +418,7 @@ type PlayerRecord struct {
 
 func (x *PlayerRecord) Reset() {
 	*x = PlayerRecord{}
-	mi := &file_levee_v2_logic_proto_msgTypes[4]
+	mi := &file_levee_v2_logic_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +430,7 @@ func (x *PlayerRecord) String() string {
 func (*PlayerRecord) ProtoMessage() {}
 
 func (x *PlayerRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v2_logic_proto_msgTypes[4]
+	mi := &file_levee_v2_logic_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +443,7 @@ func (x *PlayerRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlayerRecord.ProtoReflect.Descriptor instead.
 func (*PlayerRecord) Descriptor() ([]byte, []int) {
-	return file_levee_v2_logic_proto_rawDescGZIP(), []int{4}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PlayerRecord) GetState() []byte {
@@ -419,7 +478,7 @@ type StoredOutcome struct {
 
 func (x *StoredOutcome) Reset() {
 	*x = StoredOutcome{}
-	mi := &file_levee_v2_logic_proto_msgTypes[5]
+	mi := &file_levee_v2_logic_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +490,7 @@ func (x *StoredOutcome) String() string {
 func (*StoredOutcome) ProtoMessage() {}
 
 func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_levee_v2_logic_proto_msgTypes[5]
+	mi := &file_levee_v2_logic_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +503,7 @@ func (x *StoredOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoredOutcome.ProtoReflect.Descriptor instead.
 func (*StoredOutcome) Descriptor() ([]byte, []int) {
-	return file_levee_v2_logic_proto_rawDescGZIP(), []int{5}
+	return file_levee_v2_logic_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StoredOutcome) GetAppliedAtMs() int64 {
@@ -496,7 +555,11 @@ const file_levee_v2_logic_proto_rawDesc = "" +
 	" \x01(\v2\x0f.levee.v2.ErrorH\x00R\x05error\x12-\n" +
 	"\awelcome\x18\v \x01(\v2\x11.levee.v2.WelcomeH\x00R\awelcome\x12\x16\n" +
 	"\x05reply\x18\f \x01(\fH\x00R\x05replyB\b\n" +
-	"\x06result\">\n" +
+	"\x06result\"6\n" +
+	"\n" +
+	"ShardOwner\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\rR\x05shard\x12\x12\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\">\n" +
 	"\fPlayerRecord\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\fR\x05state\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"\x89\x01\n" +
@@ -519,24 +582,25 @@ func file_levee_v2_logic_proto_rawDescGZIP() []byte {
 	return file_levee_v2_logic_proto_rawDescData
 }
 
-var file_levee_v2_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_levee_v2_logic_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_levee_v2_logic_proto_goTypes = []any{
 	(*LoginRequest)(nil),  // 0: levee.v2.LoginRequest
 	(*Call)(nil),          // 1: levee.v2.Call
 	(*LogicRequest)(nil),  // 2: levee.v2.LogicRequest
 	(*LogicReply)(nil),    // 3: levee.v2.LogicReply
-	(*PlayerRecord)(nil),  // 4: levee.v2.PlayerRecord
-	(*StoredOutcome)(nil), // 5: levee.v2.StoredOutcome
-	(*Backpressure)(nil),  // 6: levee.v2.Backpressure
-	(*Error)(nil),         // 7: levee.v2.Error
-	(*Welcome)(nil),       // 8: levee.v2.Welcome
+	(*ShardOwner)(nil),    // 4: levee.v2.ShardOwner
+	(*PlayerRecord)(nil),  // 5: levee.v2.PlayerRecord
+	(*StoredOutcome)(nil), // 6: levee.v2.StoredOutcome
+	(*Backpressure)(nil),  // 7: levee.v2.Backpressure
+	(*Error)(nil),         // 8: levee.v2.Error
+	(*Welcome)(nil),       // 9: levee.v2.Welcome
 }
 var file_levee_v2_logic_proto_depIdxs = []int32{
 	0, // 0: levee.v2.LogicRequest.login:type_name -> levee.v2.LoginRequest
 	1, // 1: levee.v2.LogicRequest.call:type_name -> levee.v2.Call
-	6, // 2: levee.v2.LogicReply.backpressure:type_name -> levee.v2.Backpressure
-	7, // 3: levee.v2.LogicReply.error:type_name -> levee.v2.Error
-	8, // 4: levee.v2.LogicReply.welcome:type_name -> levee.v2.Welcome
+	7, // 2: levee.v2.LogicReply.backpressure:type_name -> levee.v2.Backpressure
+	8, // 3: levee.v2.LogicReply.error:type_name -> levee.v2.Error
+	9, // 4: levee.v2.LogicReply.welcome:type_name -> levee.v2.Welcome
 	3, // 5: levee.v2.StoredOutcome.reply:type_name -> levee.v2.LogicReply
 	1, // 6: levee.v2.StoredOutcome.request:type_name -> levee.v2.Call
 	2, // 7: levee.v2.Logic.Do:input_type -> levee.v2.LogicRequest
@@ -569,7 +633,7 @@ func file_levee_v2_logic_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_levee_v2_logic_proto_rawDesc), len(file_levee_v2_logic_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
