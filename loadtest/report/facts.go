@@ -186,7 +186,7 @@ var levelSeries = map[string]bool{
 	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true, LevelLineRate: true, probe.ServerRSS: true,
 	probe.GatePushes: true, probe.GatePings: true, "cpu_loadtest": true,
 	probe.LogicShardsHeld: true, probe.LogicShardsWithoutOwner: true, probe.LogicLeaseLosses: true,
-	probe.LogicShardMoves: true, probe.LogicFencedCommits: true,
+	probe.LogicShardMoves: true, probe.LogicFencedCommits: true, probe.LogicFencedPurges: true,
 }
 
 var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}

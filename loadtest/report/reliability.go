@@ -33,7 +33,7 @@ var DrillFigures = []string{
 // leases (loadtest/probe), whose moves a drill on it is about.
 var DrillSeriesFigures = [][2]string{
 	{"min", "logic_shards_held"}, {"last", "logic_shards_held"}, {"max", "logic_shards_without_owner"},
-	{"max", "logic_lease_losses"}, {"max", "logic_fenced_commits"},
+	{"max", "logic_lease_losses"}, {"max", "logic_fenced_commits"}, {"max", "logic_fenced_purges"},
 }
 
 // WriteReliability writes RELIABILITY.md: how the drills were run, then a
