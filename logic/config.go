@@ -167,6 +167,11 @@ type Config struct {
 	// LeaseTTL is how long a lease lasts without renewal: a dead process's
 	// shards are served elsewhere within about LeaseTTL + 2 × LeaseRenew.
 	LeaseTTL time.Duration
+	// staticPG (tests only): with StorePostgres, host the shards
+	// statically (-instance of -instances) with unfenced commits, as two
+	// processes that both serve a shard, to test what the outcomes' keys
+	// guarantee without the leases.
+	staticPG bool
 	// LeaseRenew is how often the leases are renewed, the members' table
 	// heartbeated, the shards rebalanced and the lease map read; it must
 	// be less than half of LeaseTTL. It is also the retry_after of a

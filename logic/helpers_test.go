@@ -540,7 +540,7 @@ func (e *env) flushAndBlock(player string) {
 	// The gauge still shows the held request, set when it was queued (the
 	// parked shard has not yet set it again): tests that wait for requests
 	// to queue behind it read the channel as it is.
-	sh := e.srv.shards[shardOf(player, e.cfg.Shards)]
+	sh := e.srv.shards[shardOf(player, e.cfg.Shards)].Load()
 	sh.depth.Set(float64(len(sh.ch)))
 }
 

@@ -451,3 +451,66 @@ func TestLateCommitIsFenced(t *testing.T) {
 		t.Fatalf("after the resends: %v, want one potion", pl)
 	}
 }
+
+// A server that stops gracefully hands its shards off while it still
+// serves: a purchase stream through the router loses and doubles nothing,
+// a battle whose job is in flight on a released shard is answered
+// UNAVAILABLE with a retry_after (its late result blocks nothing and is
+// dropped), and its resend to the new owner is applied once.
+func TestGracefulStopHandsShardsOff(t *testing.T) {
+	url := pgtest.Database(t)
+	battle := &fakeBattle{}
+	a := startPG(t, url, battle)
+	b := startPG(t, url, battle)
+	testwait.UntilWithin(t, 20*time.Second, "the shards split between the two", func() bool { return settled(a, b) })
+	shard := -1
+	for s, h := range holders(a, b) {
+		if h[0] == 0 {
+			shard = s
+			break
+		}
+	}
+	p := playerOn(shard, "fighter")
+	a.login(p)
+	release := battle.hold()
+	defer close(release)
+	fight := make(chan error, 1)
+	go func() {
+		_, err := a.cli.Do(ctxT(t), battleReq(p, "b1", 3, 50))
+		fight <- err
+	}()
+	testwait.Until(t, "the battle call", func() bool { return battle.calls.Load() == 1 })
+
+	r := newRouter(t, a, b)
+	var acks atomic.Int64
+	done := make(chan map[string]int, 1)
+	var stopped atomic.Bool
+	go func() {
+		done <- stream(t, r, "handoff", 3, 3, func(i int) bool { return !stopped.Load() || i < 8 }, func() { acks.Add(1) })
+	}()
+	testwait.UntilWithin(t, 30*time.Second, "30 purchases", func() bool { return acks.Load() >= 30 })
+	if err := a.stop(); err != nil { // the battle's job still held at the battle tier
+		t.Fatalf("stop: %v", err)
+	}
+	stopped.Store(true)
+	err := <-fight
+	if status.Code(err) != codes.Unavailable || apperr.FromStatus(err).RetryAfter <= 0 {
+		t.Fatalf("battle in flight on a released shard: %v; want UNAVAILABLE with a retry_after", err)
+	}
+	acked := <-done
+	testwait.UntilWithin(t, 20*time.Second, "b to serve every shard", func() bool { return settled(b) })
+	checkPurchases(t, r, acked, 3)
+
+	battle.gate.Store(nil) // the battle tier answers again
+	rb := b.call(battleReq(p, "b1", 3, 50)).GetBattle()
+	if rb == nil || rb.GetReplayed() {
+		t.Fatalf("the battle resent to the new owner: %v", rb)
+	}
+	if rb := b.call(battleReq(p, "b1", 3, 50)).GetBattle(); rb == nil || !rb.GetReplayed() {
+		t.Fatalf("second resend: %v, want a replay", rb)
+	}
+	if pl := b.profile(p); pl.GetWins()+pl.GetLosses() != 1 {
+		t.Fatalf("battle applied %d times", pl.GetWins()+pl.GetLosses())
+	}
+	t.Logf("%d players, %d purchases across the hand-off; %d redirects, %d retries", len(acked), acks.Load(), r.redirects.Load(), r.retries.Load())
+}

@@ -339,7 +339,8 @@ func wantUnavailable(t *testing.T, what string, err error, msg string) {
 	}
 }
 
-// Two logic servers on one database both serving shard 0 (no leases): a
+// Two logic servers on one database both serving shard 0 (no leases:
+// Config.staticPG): a
 // purchase that both apply at once is committed by one; the other's commit
 // fails on the outcome's key (UNAVAILABLE, retry), applies nothing, and
 // that server then reads the player again: the resend is the first's
@@ -348,14 +349,15 @@ func TestPGTwoServersOneShard(t *testing.T) {
 	ts := newTestStore(t, StorePostgres)
 	hold, held := make(chan struct{}), make(chan struct{})
 	var armed atomic.Bool
-	b := start(t, envOpts{store: ts, hookCommit: func() error {
+	static := func(c *Config) { c.staticPG = true }
+	b := start(t, envOpts{store: ts, cfg: static, hookCommit: func() error {
 		if armed.CompareAndSwap(true, false) {
 			close(held)
 			<-hold // its outcome inserted, not yet committed
 		}
 		return nil
 	}})
-	a := start(t, envOpts{store: ts})
+	a := start(t, envOpts{store: ts, cfg: static})
 	a.login("alice")
 	pool := ts.pool(t)
 

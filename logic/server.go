@@ -183,7 +183,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Server, err error) {
 		return nil, fmt.Errorf("-ops-addr: %w", err)
 	}
 	var started func() bool
-	if cfg.postgres() {
+	if s.openShard != nil {
 		if started, err = s.startLeases(); err != nil {
 			return nil, err
 		}
@@ -229,6 +229,8 @@ func (s *Server) openStores() error {
 			return fmt.Errorf("%w: %w", ErrStore, err)
 		}
 		s.pg = newPGStore(pool, def.State)
+	}
+	if cfg.postgres() && !cfg.staticPG {
 		// The shards come and go by their leases (startLeases).
 		s.openShard = func(id int, epoch int64) (shardStore, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), shardOpenTimeout(cfg))
