@@ -96,7 +96,7 @@ func (c *conn) endContext() {
 // during the login, so a refused player's close frame is read here.
 func (c *conn) serve(hs *handshake, admitted *leveev2.ServerFrame) {
 	c.prepareReads()
-	if !c.login(hs, admitted) {
+	if !c.login(hs, admitted, false) {
 		c.awaitClose()
 		c.finish()
 		return
@@ -131,17 +131,25 @@ func (c *conn) prepareReads() {
 // welcome. It owns hs and ends it on every path, at the latest when logic
 // has answered. A refusal (the gate stopping, logic refusing) is the typed
 // error and a close frame; the connection's reader sees the player's close.
-// It reports whether the player is in.
-func (c *conn) login(hs *handshake, admitted *leveev2.ServerFrame) bool {
+// It reports whether the player is in. inFlight says the caller has
+// counted the login as a request in flight already (beginRequest), which
+// login then ends.
+func (c *conn) login(hs *handshake, admitted *leveev2.ServerFrame, inFlight bool) bool {
 	defer hs.End()
 	if !c.startContext() {
+		if inFlight {
+			c.s.endRequest()
+		}
 		return false // the player has gone
 	}
 	if !c.beginPending() {
+		if inFlight {
+			c.s.endRequest()
+		}
 		return false // replaced, or closing
 	}
 	defer c.endPending()
-	if !c.s.beginRequest() {
+	if !inFlight && !c.s.beginRequest() {
 		hs.End()
 		c.s.m.connections.WithLabelValues(resultShuttingDown).Inc()
 		c.closeWith(apperr.Reply(apperr.ErrShuttingDown, shuttingDownRetryAfter),

@@ -33,6 +33,12 @@ const maxOwnerConns = 64
 // shard's requests to it over a connection dialed on first use (dialed:
 // at most maxOwnerConns), until that connection fails or the owner answers
 // UNAVAILABLE (forget), when the shard goes back to its entry point.
+// Once logic has redirected at all (redirecting), the entry points are
+// interchangeable: any logic process answers with the owner, so a shard
+// whose own entry point is failing enters by the next one that is not (a
+// logic process gone for good must not strand the shards it was the entry
+// of). With bbolt no redirect ever comes and a shard's entry point is its
+// only host.
 type logicPool struct {
 	sec       grpcdial.Security
 	shards    int
@@ -41,6 +47,8 @@ type logicPool struct {
 	cacheSize prometheus.Gauge      // gate_logic_owner_cache_size; nil: none
 	tick      atomic.Uint64         // the LRU clock of dialed connections
 	nCached   atomic.Int64          // shards with a cached owner (under mu for writes)
+	// redirecting: logic has answered with an owner at least once.
+	redirecting atomic.Bool
 
 	mu     sync.RWMutex
 	owners []*logicConn          // shard -> its cached owner; nil: its entry point
@@ -112,7 +120,17 @@ func (p *logicPool) route(shard int) *logicConn {
 			p.forget(shard, o)
 		}
 	}
-	return p.entries[shardmap.Instance(shard, len(p.entries))]
+	i := shardmap.Instance(shard, len(p.entries))
+	e := p.entries[i]
+	if !e.failing() || !p.redirecting.Load() {
+		return e
+	}
+	for k := 1; k < len(p.entries); k++ {
+		if alt := p.entries[(i+k)%len(p.entries)]; !alt.failing() {
+			return alt
+		}
+	}
+	return e
 }
 
 // unreachable reports whether the connection a request for shard would go
@@ -126,6 +144,7 @@ func (p *logicPool) unreachable(shard int) bool { return p.route(shard).failing(
 // different one is a -shards mismatch between the tiers, followed for
 // this request only).
 func (p *logicPool) follow(shard, ownerShard int, addr string) (*logicConn, error) {
+	p.redirecting.Store(true)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {

@@ -297,3 +297,33 @@ func deadAddr(t *testing.T) string {
 	_ = lis.Close()
 	return addr
 }
+
+// A failing entry point strands its shards only while logic has never
+// redirected (bbolt: the entry is the shard's only host, and the request
+// is refused unreachable). Once logic redirects, the entry points are
+// interchangeable and the shard enters by the next one that is not failing.
+func TestPoolEntersByALiveEntryOnceLogicRedirects(t *testing.T) {
+	live := startFakeLogic(t)
+	dead := deadAddr(t)
+	// Entry 0 is dead, entry 1 live: shard 0's entry point is entry 0.
+	p, err := newLogicPool(grpcdial.Insecure(), []string{dead, live.addr}, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.close() }()
+	p.entries[0].cc.Connect()
+	testwait.Until(t, "the dead entry point's connection to fail", p.entries[0].failing)
+	if !p.unreachable(0) || p.route(0) != p.entries[0] {
+		t.Fatal("before any redirect, shard 0 left its own (dead) entry point: bbolt would route to a process that does not host it")
+	}
+	// Logic redirects once (for another shard, 1, to the live process).
+	if _, err := p.follow(1, 1, live.addr); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.route(0); got != p.entries[1] {
+		t.Fatalf("route(0) = %s after logic redirected, want the live entry point %s", got.addr, live.addr)
+	}
+	if p.unreachable(0) {
+		t.Fatal("shard 0 still unreachable with a live entry point")
+	}
+}

@@ -340,3 +340,48 @@ func (c *client) recvAdmittedSkipping(player string) *leveev2.Admitted {
 		return a
 	}
 }
+
+// A player the line released just as the gate began to stop is let in
+// (Admitted with its pass, then the welcome) before the gate closes it
+// with 1012, however late the login's goroutine runs: the stop waits for
+// the login the release started. Refused SHUTTING_DOWN instead, the player
+// kept only its ticket, and the restarted gate put it back in line by its
+// join time, ahead of the players the old gate had told it was gone: their
+// places went backwards (the e2e drill's line_place_lost). Here the login
+// is held back (it begins by taking the connection's dmu) until the gate
+// is draining.
+func TestReleasedAsTheGateStopsIsLetIn(t *testing.T) {
+	g := lineGate(t, "paced", 1, time.Second, nil)
+	c, _ := g.join(t, "p0", "")
+	g.line.mu.Lock()
+	gc := g.line.players["p0"]
+	g.line.mu.Unlock()
+	if gc == nil {
+		t.Fatal("p0 has no connection in the line")
+	}
+	gc.dmu.Lock()
+	held := true
+	defer func() {
+		if held {
+			gc.dmu.Unlock()
+		}
+	}()
+	for i := 0; gc.lineState.Load() == lineWaiting; i++ {
+		if i > 100 {
+			t.Fatalf("the line does not release p0: %+v", g.stats())
+		}
+		g.advance(t, lineTick)
+	}
+	g.cancel()
+	testwait.Until(t, "the gate to drain", g.isDraining)
+	gc.dmu.Unlock()
+	held = false
+	a := c.recvAdmittedSkipping("p0")
+	if cl, err := verifyTicket(g.ring(), a.GetTicket(), "p0", g.clock.Now()); err != nil || !cl.Pass {
+		t.Fatalf("Admitted ticket %q: %+v %v, want a pass", a.GetTicket(), cl, err)
+	}
+	if code := c.recvClose(); code != websocket.CloseServiceRestart {
+		t.Fatalf("close %d after the welcome, want 1012", code)
+	}
+	g.stop(t)
+}

@@ -183,11 +183,21 @@ func (c *conn) startWaiting(st queue.Status, exp int64, hs *handshake) {
 // more players than the handshake cap has room for, which bounds these.
 // The connection's reader runs meanwhile (answering NOT_ADMITTED), so a
 // refused login's close frame is read there.
+//
+// The login counts as a request in flight from here, on the walker's
+// goroutine: the gate's stop sets draining only once the walker has ended
+// (drain), so a released player is never refused SHUTTING_DOWN by a
+// login whose goroutine ran late, and the stop lets the login finish
+// before it closes the sockets with 1012. The player leaves with its pass.
+// Refused, it kept only its line ticket, and a restarted gate put it back
+// in line by its join time, ahead of the players who had been told it was
+// gone (their places went backwards).
 func (s *Server) admitFromLine(c *conn, id queue.TicketID, waited time.Duration, now time.Time) {
 	hs := s.releaseHandshake()
 	s.m.line.admitted.Inc()
 	s.m.line.wait.Observe(waited.Seconds())
-	s.admitWG.Go(func() { c.login(hs, s.admittedFrame(c.playerID, id, waited, now)) })
+	inFlight := s.beginRequest() // false only if the walker outlived the drain's start: login refuses then
+	s.admitWG.Go(func() { c.login(hs, s.admittedFrame(c.playerID, id, waited, now), inFlight) })
 }
 
 // Refusal reasons counted by gate_line_refusals_total.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make k8s-test: the manifests in k8s/ on a real control plane, offline.
 #
-#   scripts/k8s-test.sh [--overlays "base prometheus-adapter keda dev"]
+#   scripts/k8s-test.sh [--overlays "base prometheus-adapter keda dev tls postgres"]
 #                       [--break misspelt,selector,metric,cert] [--autoscale]
 #
 # Starts, all on 127.0.0.1 in a temp dir: etcd, kube-apiserver,
@@ -12,7 +12,10 @@
 # CRDs the manifests use (PodMonitor, PrometheusRule, ScaledObject,
 # cert-manager's Certificate and Issuer) from their Go modules, then for
 # each overlay: the namespace, the Secret levee-secrets with random values
-# (as k8s/README.md has an operator do), the certificate Secrets
+# (as k8s/README.md has an operator do), the Secret levee-postgres (a
+# database URL that points nowhere and a random password: the overlay
+# postgres reads them; kwok runs no process, so no database is needed), the
+# certificate Secrets
 # levee-{gate,logic,battle,edge}-tls from one levee-certs run (the CA and
 # the role certificates, as docs/deploying.md has an operator do without
 # cert-manager),
@@ -51,6 +54,14 @@
 # dir first); this script starts and stops the control plane and the
 # processes, applies, and prints.
 #
+# The overlay postgres (logic as a Deployment on PostgreSQL): kwok runs no
+# container, so what it proves is that the API server accepts the
+# Deployment, its Secret references and the Service logic-entry, that the
+# scheduler places the 3 logic pods with the spread constraints, that they
+# (as kwok makes them) count as Ready in the Deployment, the PDB and
+# logic-entry's EndpointSlices, and that no claim is left behind: not that
+# logic runs on PostgreSQL (make test and the compose test do that).
+#
 # Everything it started is stopped on exit, failure and ^C included (each
 # component runs in a process group of its own), and the temp dir removed.
 #
@@ -87,7 +98,7 @@ HPA_EXPECT=${K8S_TEST_HPA:-unavailable}
 SERVICE_CIDR=10.96.0.0/16
 POD_CIDR=10.244.0.0/16
 
-overlays="base prometheus-adapter keda dev tls"
+overlays="base prometheus-adapter keda dev tls postgres"
 breaks=""
 autoscale=0
 while (($#)); do
@@ -404,6 +415,10 @@ overlay_setup() {
 	k -n levee create secret generic levee-secrets \
 		--from-literal=token-secret="$(openssl rand -hex 32)" \
 		--from-literal=admin-token="$(openssl rand -hex 32)" >/dev/null
+	# k8s/overlays/postgres's database (none runs here: the URL is never dialled).
+	k -n levee create secret generic levee-postgres \
+		--from-literal=url='postgres://levee@postgres.invalid:5432/levee?sslmode=verify-full' \
+		--from-literal=password="$(openssl rand -hex 24)" >/dev/null
 	tls_secrets
 	# logic's claims name no class, so they take the default one (k8s/README
 	# asks for one); no provisioner: PersistentVolumes made here, on hostPath

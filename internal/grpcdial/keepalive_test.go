@@ -109,8 +109,19 @@ func TestKeepaliveGivesUpASilentCallee(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := cc.GetState(); s != connectivity.Ready {
-		t.Fatalf("state %v, want READY", s)
+	// The call's success does not mean GetState says READY yet: gRPC
+	// hands the READY picker to calls before it records the READY state
+	// (balancer_wrapper.go UpdateState), and on a loaded machine the call
+	// can finish in between. Wait for READY itself, with a deadline: the
+	// freeze must start from READY, or WaitForStateChange below would
+	// return at once and prove nothing.
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	for s := cc.GetState(); s != connectivity.Ready; s = cc.GetState() {
+		cc.Connect()
+		if !cc.WaitForStateChange(rctx, s) {
+			t.Fatalf("state %v 5s after a successful call, want READY", s)
+		}
 	}
 	f.freeze()
 	frozeAt := time.Now()
