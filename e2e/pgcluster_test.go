@@ -99,15 +99,10 @@ type pgCluster struct {
 
 // startPgCluster starts battle, then logic-1..3 on one fresh database (the
 // first `running` of them now, the rest ready for a fault's start), then
-// the gate with logic-1 and logic-2 as its entry points (-logic-addrs),
-// and waits until the running ones hold every shard between them.
-//
-// logic-3, the one the tests start or kill, is never an entry point: the
-// gate enters by processes that are there, as by a Kubernetes Service,
-// which lists only live pods, and finds logic-3's shards by redirects. (A
-// static entry point that stays dead is the gate's own matter: a shard
-// whose entry it is, once its cached owner is forgotten, goes to it again
-// and again.)
+// the gate with the running ones as its entry points (-logic-addrs), and
+// waits until the running ones hold every shard between them. In
+// TestPostgresLogicKilled the one killed stays among the gate's entry
+// points: the shards whose entry it was enter by the next live one.
 func startPgCluster(t *testing.T, running int) *pgCluster {
 	t.Helper()
 	binDir(t)
@@ -121,11 +116,9 @@ func startPgCluster(t *testing.T, running int) *pgCluster {
 		args := []string{"-store", "postgres", "-postgres-url", url, "-shards", strconv.Itoa(pgShards),
 			"-grpc-addr", l.grpc, "-ops-addr", l.ops, "-advertise-addr", l.grpc, "-node-id", l.name,
 			"-lease-ttl", pgLeaseTTL, "-lease-renew", pgLeaseRenew, "-battle-addrs", b1}
-		if i <= 2 {
-			entry = append(entry, l.grpc)
-		}
 		if i <= running {
 			l.s = supervise(t, "logic", l.name, l.grpc, args...)
+			entry = append(entry, l.grpc)
 		} else {
 			l.s = notStarted(t, "logic", l.name, l.grpc, args...)
 		}
