@@ -68,8 +68,11 @@ compose-test-postgres:
 # The failure drills (issue 13, scripts/drills.sh): the capacity of the
 # compose cluster measured, then each drill of loadtest/scenarios/drills/
 # on a compose project of its own at its share of it, the load tool
-# killing, pausing, squeezing, cutting and restarting containers; writes
-# RELIABILITY.md. About 13 minutes. `scripts/drills.sh NAME...` runs some.
+# killing, pausing, squeezing, cutting and restarting containers, then the
+# four on logic on PostgreSQL (issue 23: the compose profile postgres, 3
+# logic on one database; one killed, one frozen past its leases, the
+# database restarted, a 2->3 scale-out); writes RELIABILITY.md. About 20
+# minutes. `scripts/drills.sh NAME...` runs some.
 drills:
 	GO=$(GO) ./scripts/drills.sh
 

@@ -58,7 +58,17 @@ type proc struct {
 
 func startProc(t *testing.T, bin, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(filepath.Join(binDir(t), bin), args...), out: &bytes.Buffer{}, done: make(chan error, 1)}
+	p, err := launch(t, binDir(t), bin, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// launch is startProc for any goroutine (a fault's): an error instead of
+// t.Fatal. dir is binDir(t), which the caller got on the test's goroutine.
+func launch(t *testing.T, dir, bin, name string, args ...string) (*proc, error) {
+	p := &proc{name: name, cmd: exec.Command(filepath.Join(dir, bin), args...), out: &bytes.Buffer{}, done: make(chan error, 1)}
 	if !slices.Contains(args, "-cluster-ca") {
 		// Plaintext between the tiers on loopback: the tiers refuse to
 		// start without a choice.
@@ -66,7 +76,7 @@ func startProc(t *testing.T, bin, name string, args ...string) *proc {
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() {
@@ -76,7 +86,7 @@ func startProc(t *testing.T, bin, name string, args ...string) *proc {
 			t.Logf("%s output:\n%s", name, p.out)
 		}
 	})
-	return p
+	return p, nil
 }
 
 // waitHealthy polls the binary's healthcheck subcommand until it passes.

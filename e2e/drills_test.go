@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 // supervised is a binary the test can SIGKILL and start again.
 type supervised struct {
 	t      *testing.T
+	dir    string // binDir(t)
 	bin    string
 	name   string
 	args   []string
@@ -37,16 +39,25 @@ type supervised struct {
 }
 
 func supervise(t *testing.T, bin, name, health string, args ...string) *supervised {
-	s := &supervised{t: t, bin: bin, name: name, args: args, health: health}
+	s := notStarted(t, bin, name, health, args...)
 	s.cur = startProc(t, bin, name, args...)
 	waitHealthy(t, bin, health)
 	return s
+}
+
+// notStarted is a supervised binary that is not running yet: back (a
+// fault's start) starts it.
+func notStarted(t *testing.T, bin, name, health string, args ...string) *supervised {
+	return &supervised{t: t, dir: binDir(t), bin: bin, name: name, args: args, health: health}
 }
 
 // kill SIGKILLs the running process and waits for it to exit.
 func (s *supervised) kill() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.cur == nil {
+		return fmt.Errorf("%s is not running", s.name)
+	}
 	if err := s.cur.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return err
 	}
@@ -55,13 +66,17 @@ func (s *supervised) kill() error {
 	return nil
 }
 
-// back starts it again and waits until its healthcheck passes.
+// back starts it (again) and waits until its healthcheck passes.
 func (s *supervised) back(ctx context.Context) error {
+	p, err := launch(s.t, s.dir, s.bin, s.name, s.args...)
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
-	s.cur = startProc(s.t, s.bin, s.name, s.args...)
+	s.cur = p
 	s.mu.Unlock()
 	for ctx.Err() == nil {
-		if err := healthOnce(s.t, s.bin, s.health); err == nil {
+		if exec.CommandContext(ctx, filepath.Join(s.dir, s.bin), "healthcheck", "-addr", s.health).Run() == nil {
 			return nil
 		}
 		select {

@@ -16,9 +16,19 @@
 # table of drill, thresholds, figures and pass/fail, with the command and
 # the machine (loadtest reliability).
 #
+# The drills on logic on PostgreSQL (logic-pg-*, postgres-*: issue 23) run
+# the compose profile postgres instead of the default cluster: battle-1,
+# battle-2, postgres, logic-pg-1..3 (256 shards held by leases) and
+# gate-pg, started in that order with --no-deps, each group healthy before
+# the next; gate-pg on the drills' ports, each logic's metrics on PORT+6..8.
+# logic-pg-scale-out leaves logic-pg-3 created but not started (compose up
+# --no-start), for its start fault. Their load is the same multiple of the
+# same capacity, the one measured on the default cluster (battle bounds
+# both: the same two battle containers).
+#
 # Usage: scripts/drills.sh [DRILL...]   (default: every drill, in order)
 # Environment: DRILLS_PORT (29080: the gate's player port; +2 its ops port,
-#   +3 logic's, +4 and +5 the battles'), DRILLS_OUT (the run files and HTML
+#   +3 logic's, +4 and +5 the battles', +6..+8 logic-pg-1..3's), DRILLS_OUT (the run files and HTML
 #   reports; default a new directory under /tmp), DRILLS_CAPACITY (skip the
 #   measurement and use this many requests/s), DRILLS_WRITE (1: write
 #   RELIABILITY.md; default 1 when every drill ran), GO.
@@ -28,7 +38,8 @@ PORT=${DRILLS_PORT:-29080}
 OUT=${DRILLS_OUT:-$(mktemp -d -t levee-drills.XXXXXX)}
 mkdir -p "$OUT"
 SCEN=loadtest/scenarios/drills
-ALL=(battle-killed battle-frozen logic-killed gate-restarted cpu-squeeze cpu-squeeze-naive logic-outage logic-outage-naive disk-full rolling-restart)
+ALL=(battle-killed battle-frozen logic-killed gate-restarted cpu-squeeze cpu-squeeze-naive logic-outage logic-outage-naive disk-full rolling-restart
+  logic-pg-killed logic-pg-frozen postgres-restarted logic-pg-scale-out)
 if [ $# -gt 0 ]; then
   DRILLS=("$@")
   WRITE=${DRILLS_WRITE:-0}
@@ -45,6 +56,7 @@ done
 
 PROJECT=
 ENVF=
+PG=
 # shellcheck source=scripts/lib/compose.sh
 . scripts/lib/compose.sh
 CLUSTER_NAME=drills
@@ -53,13 +65,18 @@ CLUSTER_NAME=drills
 compose() {
   local files=(-f docker-compose.yml -f "$SCEN/compose.yml")
   [ -z "${OVERRIDE:-}" ] || files+=(-f "$OVERRIDE")
+  [ -z "$PG" ] || files+=(--profile postgres)
   compose_tool --env-file "$ENVF" -p "$PROJECT" "${files[@]}" "$@"
 }
 down() {
   [ -n "$PROJECT" ] || return 0
-  compose down -v --remove-orphans >/dev/null 2>&1 || true
+  PG=1 compose down -v --remove-orphans >/dev/null 2>&1 || true # the profile's containers too
   PROJECT=
 }
+# pg_drill NAME: whether drill NAME runs on logic on PostgreSQL.
+pg_drill() { case $1 in logic-pg-* | postgres-*) return 0 ;; esac; return 1; }
+# absent_of NAME: the service drill NAME's fault starts (created, not started).
+absent_of() { case $1 in logic-pg-scale-out) echo logic-pg-3 ;; esac; }
 die() {
   echo "drills: FAIL: $*" >&2
   exit 1
@@ -77,13 +94,34 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ports_free -h "set DRILLS_PORT" "$PORT" $((PORT + 2)) $((PORT + 3)) $((PORT + 4)) $((PORT + 5))
+ports_free -h "set DRILLS_PORT" "$PORT" $((PORT + 2)) $((PORT + 3)) $((PORT + 4)) $((PORT + 5)) $((PORT + 6)) $((PORT + 7)) $((PORT + 8))
 echo "drills: building the images and the load tool"
 GO=${GO:-go} ./scripts/compose.sh images
+for d in "${DRILLS[@]}"; do
+  if pg_drill "$d" && [ -z "${LEVEE_POSTGRES_IMAGE:-}" ]; then
+    docker image inspect levee/postgres:dev >/dev/null 2>&1 ||
+      die "no image levee/postgres:dev for the PostgreSQL drills (scripts/postgres-image.sh builds it; or set LEVEE_POSTGRES_IMAGE)"
+    break
+  fi
+done
 mkdir -p bin
 CGO_ENABLED=0 ${GO:-go} build -trimpath -o bin/ ./cmd/loadtest
 
 health() { docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$1" 2>/dev/null || echo missing; }
+
+# healthy NAME DEADLINE SERVICE...: wait until each service's container is
+# healthy, until SECONDS reaches DEADLINE.
+healthy() {
+  local name=$1 deadline=$2 s c
+  shift 2
+  for s in "$@"; do
+    c=$(compose ps -q "$s")
+    until [ "$(health "$c")" = healthy ]; do
+      [ $SECONDS -lt "$deadline" ] || die "$name: $s did not become healthy in time"
+      sleep 0.5
+    done
+  done
+}
 
 # up NAME: a fresh project for drill NAME, every service healthy.
 up() {
@@ -91,6 +129,8 @@ up() {
   PROJECT=levee-drill-$name-$$
   ENVF=$OUT/$name.env
   OVERRIDE=
+  PG=
+  ! pg_drill "$name" || PG=1
   [ ! -f "$SCEN/$name.compose.yml" ] || OVERRIDE=$SCEN/$name.compose.yml
   (
     umask 077
@@ -101,17 +141,46 @@ up() {
     echo "LEVEE_LOGIC_OPS_PORT=$((PORT + 3))"
     echo "LEVEE_BATTLE1_OPS_PORT=$((PORT + 4))"
     echo "LEVEE_BATTLE2_OPS_PORT=$((PORT + 5))"
+    echo "LEVEE_POSTGRES_PASSWORD=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    echo "LEVEE_PG_GATE_PORT=$PORT"
+    echo "LEVEE_PG_OPS_PORT=$((PORT + 2))"
+    echo "LEVEE_LOGIC_PG1_OPS_PORT=$((PORT + 6))"
+    echo "LEVEE_LOGIC_PG2_OPS_PORT=$((PORT + 7))"
+    echo "LEVEE_LOGIC_PG3_OPS_PORT=$((PORT + 8))"
   ) >"$ENVF"
   compose_certs "$OUT/certs" "$ENVF" >/dev/null
-  compose up -d >/dev/null 2>"$OUT/$name.up.log" || die "$name: compose up failed (see $OUT/$name.up.log)"
-  local deadline=$((SECONDS + 90)) c
-  for s in battle-1 battle-2 logic gate; do
-    c=$(compose ps -q "$s")
-    until [ "$(health "$c")" = healthy ]; do
-      [ $SECONDS -lt $deadline ] || die "$name: $s did not become healthy in 90 s"
-      sleep 0.5
-    done
+  local deadline=$((SECONDS + 120))
+  if [ -z "$PG" ]; then
+    compose up -d >/dev/null 2>"$OUT/$name.up.log" || die "$name: compose up failed (see $OUT/$name.up.log)"
+    healthy "$name" $deadline battle-1 battle-2 logic gate
+    return
+  fi
+  # The profile postgres, group by group: --no-deps, so that gate-pg's
+  # dependence on all three logic does not start an absent one.
+  local absent logics=() s
+  absent=$(absent_of "$name")
+  for s in logic-pg-1 logic-pg-2 logic-pg-3; do
+    [ "$s" = "$absent" ] || logics+=("$s")
   done
+  for group in "battle-1 battle-2 postgres" "${logics[*]}" gate-pg; do
+    # shellcheck disable=SC2086 # a group is a list of service names
+    compose up -d --no-deps $group >/dev/null 2>>"$OUT/$name.up.log" || die "$name: compose up $group failed (see $OUT/$name.up.log)"
+    # shellcheck disable=SC2086
+    healthy "$name" $deadline $group
+  done
+  if [ -n "$absent" ]; then
+    compose up --no-start --no-deps "$absent" >/dev/null 2>>"$OUT/$name.up.log" ||
+      die "$name: compose up --no-start $absent failed (see $OUT/$name.up.log)"
+  fi
+}
+
+# logic_metrics: the load tool's -metrics entries of the project's logic.
+logic_metrics() {
+  if [ -z "$PG" ]; then
+    echo "logic=http://127.0.0.1:$((PORT + 3))/metrics"
+  else
+    echo "logic=http://127.0.0.1:$((PORT + 6))/metrics,logic=http://127.0.0.1:$((PORT + 7))/metrics,logic=http://127.0.0.1:$((PORT + 8))/metrics"
+  fi
 }
 
 # load NAME [ARGS...]: run drill scenario NAME through the published ports.
@@ -124,7 +193,7 @@ load() {
   GATE_ADMIN_TOKEN=$admin bin/loadtest run "$SCEN/$name.yaml" "$@" \
     -gate-urls "wss://localhost:$PORT/ws" -ca-file "$OUT/certs/ca.crt" -token-secret "$secret" \
     -admin-urls "https://localhost:$((PORT + 2))/admin/line" \
-    -metrics "gate=https://localhost:$((PORT + 2))/metrics,logic=http://127.0.0.1:$((PORT + 3))/metrics,battle=http://127.0.0.1:$((PORT + 4))/metrics,battle=http://127.0.0.1:$((PORT + 5))/metrics" \
+    -metrics "gate=https://localhost:$((PORT + 2))/metrics,$(logic_metrics),battle=http://127.0.0.1:$((PORT + 4))/metrics,battle=http://127.0.0.1:$((PORT + 5))/metrics" \
     -faults "docker:$PROJECT" -label "$name" -progress off \
     -out "$OUT/$name.ndjson" -html "$OUT/$name.html"
 }

@@ -44,6 +44,11 @@ import (
 //   - fill: a file .levee-fill under Path written through the host's
 //     /proc/PID/root (needs root on the Docker host) until ENOSPC or 1 GiB
 //     ("did not fill"), For, the file removed.
+//   - start: docker start of a container that exists and is not running
+//     (created with `compose up --no-start`, or stopped): a node that
+//     joins, as a scale-out. A running one is an error (a start that
+//     starts nothing proves nothing). Over when it runs and is healthy
+//     (if it has a healthcheck), at most BackTimeout.
 type Docker struct {
 	Project string
 	Docker  string      // the CLI; "" is "docker"
@@ -207,6 +212,8 @@ func (d *Docker) Inject(ctx context.Context, f Fault, emit func(string)) error {
 		err = d.cut(ctx, f, c, emit)
 	case Fill:
 		err = d.fill(ctx, f, c, emit)
+	case Start:
+		err = d.start(ctx, f, c, emit)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("fault %s: %w", f, err)
@@ -239,12 +246,14 @@ func (d *Docker) kill(ctx context.Context, f Fault, c *container, emit func(stri
 		how = fmt.Sprintf("not permitted to signal pid %d: docker kill -s KILL and docker start instead, which the restart policy does not see", c.State.Pid)
 	}
 	emit(fmt.Sprintf("%s killed (%s)", f.Target, how))
-	return d.back(ctx, f.Target, c, start, emit)
+	return d.back(ctx, f.Target, c, start, "back", emit)
 }
 
-// back waits until the container runs again (restarted since before) and
-// is healthy if it has a healthcheck, and emits when.
-func (d *Docker) back(ctx context.Context, target string, before *container, start time.Time, emit func(string)) error {
+// back waits until the container runs again (started since before) and
+// is healthy if it has a healthcheck, and emits when: "TARGET WORD
+// (healthy) after 3.4 s" (word: back after a kill or restart, up after a
+// start).
+func (d *Docker) back(ctx context.Context, target string, before *container, start time.Time, word string, emit func(string)) error {
 	limit := d.backTimeout
 	if limit <= 0 {
 		limit = BackTimeout
@@ -271,14 +280,14 @@ func (d *Docker) back(ctx context.Context, target string, before *container, sta
 			if c.State.Health != nil {
 				how = "healthy"
 			}
-			emit(fmt.Sprintf("%s back (%s) after %s", target, how, secs(clk.Now().Sub(start))))
+			emit(fmt.Sprintf("%s %s (%s) after %s", target, word, how, secs(clk.Now().Sub(start))))
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C():
-			return fmt.Errorf("%s not back within %v (restart policy %q): %s", target, limit, before.HostConfig.RestartPolicy.Name, last)
+			return fmt.Errorf("%s not %s within %v (restart policy %q): %s", target, word, limit, before.HostConfig.RestartPolicy.Name, last)
 		case <-tick.C():
 		}
 	}
@@ -317,7 +326,19 @@ func (d *Docker) restart(ctx context.Context, f Fault, c *container, emit func(s
 		return serr
 	}
 	emit(f.Target + " started (docker start)")
-	return d.back(ctx, f.Target, c, start, emit)
+	return d.back(ctx, f.Target, c, start, "back", emit)
+}
+
+func (d *Docker) start(ctx context.Context, f Fault, c *container, emit func(string)) error {
+	if c.State.Running {
+		return fmt.Errorf("%s is already running: start is for a container that is not (compose up --no-start, or stopped)", f.Target)
+	}
+	start := d.clk().Now()
+	if _, err := d.docker(ctx, "start", c.ID); err != nil {
+		return err
+	}
+	emit(fmt.Sprintf("%s started (docker start; it was %s)", f.Target, c.State.Status))
+	return d.back(ctx, f.Target, c, start, "up", emit)
 }
 
 // cpuLimit is a container's CPU limit and how to set it.

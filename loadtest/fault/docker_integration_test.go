@@ -23,7 +23,8 @@ import (
 // failure). It checks what each fault did while it held and that it was
 // undone: kill restarts a through its restart policy, cut makes a's name
 // unresolvable from b and then resolvable again, cpu restores a limited
-// and an unlimited container, fill reaches ENOSPC through /proc.
+// and an unlimited container, fill reaches ENOSPC through /proc, start
+// starts a created container and waits until it is healthy.
 func TestDockerFaults(t *testing.T) {
 	if os.Getenv("LEVEE_DOCKER_TEST") != "1" {
 		t.Skip("set LEVEE_DOCKER_TEST=1 to run against the Docker daemon")
@@ -177,6 +178,20 @@ func TestDockerFaults(t *testing.T) {
 		evs := do(Fault{Do: Restart, Target: "a", Grace: 2 * time.Second}, nil)
 		if !has(evs, "a stopped after") || !has(evs, "a back (healthy)") || !healthy() {
 			t.Errorf("events %q", evs)
+		}
+	})
+	t.Run("start", func(t *testing.T) {
+		// c: created and never started, as compose up --no-start leaves it.
+		c := docker("create", "--name", project+"_c_1",
+			"--label", "com.docker.compose.project="+project, "--label", "com.docker.compose.service=c",
+			"--network", net, "--network-alias", "c", "--restart", "unless-stopped", "--read-only", image)
+		evs := do(Fault{Do: Start, Target: "c"}, nil)
+		if !has(evs, "c started (docker start; it was created)") || !has(evs, "c up (healthy) after") ||
+			inspect(c, "{{.State.Health.Status}}") != "healthy" {
+			t.Errorf("events %q, health %s", evs, inspect(c, "{{.State.Health.Status}}"))
+		}
+		if err := d.Inject(ctx, Fault{Do: Start, Target: "c"}, func(string) {}); err == nil || !strings.Contains(err.Error(), "already running") {
+			t.Errorf("a second start: %v, want already running", err)
 		}
 	})
 }

@@ -169,6 +169,9 @@ func TestCheck(t *testing.T) {
 		{Fault{Do: CPU, Target: "b", For: time.Second, Factor: 0.2}, ""},
 		{Fault{Do: Cut, Target: "logic", For: time.Second}, ""},
 		{Fault{Do: Fill, Target: "logic", For: time.Second, Path: "/data"}, ""},
+		{Fault{Do: Start, Target: "logic-3"}, ""},
+		{Fault{Do: Start, Target: "logic-3", For: time.Second}, "takes no duration"},
+		{Fault{Do: Start, Target: "logic-3", Grace: time.Second}, "grace is only for restart"},
 		{Fault{Do: "nuke", Target: "b"}, "unknown kind"},
 		{Fault{Do: Kill}, "no target"},
 		{Fault{Do: Kill, Target: "b", For: time.Second}, "takes no duration"},
@@ -194,6 +197,7 @@ func TestString(t *testing.T) {
 		{Do: CPU, Target: "b", Factor: 0.2, For: 10 * time.Second}:   "cpu b x0.2 for 10s",
 		{Do: Restart, Target: "gate"}:                                "restart gate (grace 10s)",
 		{Do: Fill, Target: "logic", Path: "/data", For: time.Minute}: "fill logic /data for 1m0s",
+		{Do: Start, Target: "logic-3"}:                               "start logic-3",
 	} {
 		if got := f.String(); got != want {
 			t.Errorf("String() = %q, want %q", got, want)
@@ -425,6 +429,61 @@ func TestRestart(t *testing.T) {
 	}
 }
 
+// start: docker start of a container that is not running, over when it
+// runs and is healthy.
+func TestStart(t *testing.T) {
+	created := up
+	created.running, created.pid, created.started = false, 0, "0001-01-01T00:00:00Z"
+	starting := up
+	starting.health = "starting"
+	fd := &fakeDocker{states: []string{created.json(), starting.json(), up.json()}}
+	clk := clock.NewFake(time.Unix(0, 0))
+	d := newDocker(fd, clk)
+	ev := &events{}
+	done := inject(context.Background(), d, Fault{Do: Start, Target: "logic-3"}, ev)
+	waitHeld(t, clk, backPoll) // the first look: running, not healthy yet
+	if err := result(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if got := fd.log(); !slices.Equal(got[1:], []string{"start " + cid}) {
+		t.Errorf("commands %q", got)
+	}
+	if !ev.has("logic-3 started (docker start; it was exited)") || !ev.has("logic-3 up (healthy) after 0.5 s") {
+		t.Errorf("events %q", ev.all())
+	}
+}
+
+// A start of a running container is refused: it would start nothing.
+func TestStartRunning(t *testing.T) {
+	fd := &fakeDocker{states: []string{up.json()}}
+	d := newDocker(fd, clock.NewFake(time.Unix(0, 0)))
+	err := result(t, inject(context.Background(), d, Fault{Do: Start, Target: "logic-3"}, &events{}))
+	if err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("err = %v", err)
+	}
+	if got := fd.log(); len(got) != 1 {
+		t.Errorf("commands %q, want ps only", got)
+	}
+}
+
+// A started container that never gets healthy fails the step after
+// BackTimeout, saying what it saw.
+func TestStartNotUp(t *testing.T) {
+	created := up
+	created.running, created.pid, created.started = false, 0, "0001-01-01T00:00:00Z"
+	unhealthy := up
+	unhealthy.health = "unhealthy"
+	fd := &fakeDocker{states: []string{created.json(), unhealthy.json()}}
+	clk := clock.NewFake(time.Unix(0, 0))
+	d := newDocker(fd, clk)
+	done := inject(context.Background(), d, Fault{Do: Start, Target: "logic-3"}, &events{})
+	waitHeld(t, clk, BackTimeout)
+	err := result(t, done)
+	if err == nil || !strings.Contains(err.Error(), "logic-3 not up within 1m30s") || !strings.Contains(err.Error(), "running, unhealthy") {
+		t.Errorf("err = %v", err)
+	}
+}
+
 func TestCPULimits(t *testing.T) {
 	for _, c := range []struct {
 		st             state
@@ -554,7 +613,8 @@ func TestProcs(t *testing.T) {
 	clk := clock.NewFake(time.Unix(0, 0))
 	p := Procs{Clock: clk, Targets: map[string]Proc{"battle-1": {
 		Kill: rec("kill"), Stop: rec("stop"), Cont: rec("cont"),
-		Back: func(context.Context) error { did = append(did, "back"); return nil },
+		Start: func(context.Context) error { did = append(did, "start"); return nil },
+		Back:  func(context.Context) error { did = append(did, "back"); return nil },
 	}}}
 	ev := &events{}
 	if err := p.Inject(context.Background(), Fault{Do: Kill, Target: "battle-1"}, ev.emit); err != nil {
@@ -568,8 +628,14 @@ func TestProcs(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("pause: %v", err)
 	}
-	if !slices.Equal(did, []string{"kill", "back", "stop", "cont"}) {
+	if err := p.Inject(context.Background(), Fault{Do: Start, Target: "battle-1"}, ev.emit); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(did, []string{"kill", "back", "stop", "cont", "start", "back"}) {
 		t.Errorf("did %v", did)
+	}
+	if !ev.has("battle-1 started") || !ev.has("back after 0.0 s the start") {
+		t.Errorf("events %q", ev.all())
 	}
 	if err := p.Inject(context.Background(), Fault{Do: Restart, Target: "battle-1"}, ev.emit); err == nil {
 		t.Error("restart without a Restart func succeeded")

@@ -3,7 +3,8 @@
 // brings it back), pause it (it stops answering, then resumes), restart it
 // gracefully (SIGTERM, SIGKILL after a grace, start again), take CPU away
 // for a while, cut its network for a while, fill the filesystem under one
-// of its paths for a while.
+// of its paths for a while; or start a target that is not running (a
+// node joining the cluster: a scale-out).
 //
 // An Injector blocks until the fault is over and the target is back or
 // restored, and undoes what it did also when its context is cancelled
@@ -30,10 +31,11 @@ const (
 	CPU     = "cpu"     // CPU limit x Factor for For, then the old limit
 	Cut     = "cut"     // off every network for For, then reconnected
 	Fill    = "fill"    // the filesystem at Path filled until ENOSPC for For, then freed
+	Start   = "start"   // start a target that is not running (a scale-out); over when it is up (healthy)
 )
 
 // Kinds are the values of Fault.Do.
-var Kinds = []string{Kill, Pause, Restart, CPU, Cut, Fill}
+var Kinds = []string{Kill, Pause, Restart, CPU, Cut, Fill, Start}
 
 // DefaultGrace is a restart's grace when Fault.Grace is 0.
 const DefaultGrace = 10 * time.Second

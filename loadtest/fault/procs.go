@@ -15,11 +15,12 @@ type Proc struct {
 	Stop    func() error                                         // pause: SIGSTOP it
 	Cont    func() error                                         // pause: SIGCONT it
 	Restart func(ctx context.Context, grace time.Duration) error // restart: SIGTERM, SIGKILL after grace, start it again
-	Back    func(ctx context.Context) error                      // kill, restart: wait until it serves again (it brings a killed one back); nil: do not wait
+	Start   func(ctx context.Context) error                      // start: start it (it is not running: a node that joins)
+	Back    func(ctx context.Context) error                      // kill, restart, start: wait until it serves (again) (it brings a killed one back); nil: do not wait
 }
 
-// Procs injects kill, pause and restart into processes a Go test started
-// (the other kinds are errors: they need Docker).
+// Procs injects kill, pause, restart and start into processes a Go test
+// started (the other kinds are errors: they need Docker).
 type Procs struct {
 	Targets map[string]Proc
 	Clock   clock.Clock // nil: the wall clock
@@ -73,6 +74,12 @@ func (p Procs) Inject(ctx context.Context, f Fault, emit func(string)) error {
 		}
 		emit(f.Target + " restarted (SIGTERM, then started again)")
 		return back("the SIGTERM")
+	case f.Do == Start && pr.Start != nil:
+		if err := pr.Start(ctx); err != nil {
+			return fmt.Errorf("fault %s: %w", f, err)
+		}
+		emit(f.Target + " started")
+		return back("the start")
 	}
 	return fmt.Errorf("fault %s: not supported for process %s", f, f.Target)
 }

@@ -44,6 +44,28 @@ const (
 	// LogicStoreErrors is the sum of logic_store_errors_total (commits and
 	// purges that failed; a full disk among them) since logic started.
 	LogicStoreErrors = "logic_store_errors"
+	// Logic on PostgreSQL (logic/lease): LogicShardsHeld is the sum of
+	// logic_shards_held (the shards the probed processes serve: the shard
+	// count when every shard has a live owner that answers, less while a
+	// dead or frozen process's shards wait for their leases to run out);
+	// LogicShardsWithoutOwner the most logic_shards_without_owner any
+	// process reports (shards with no live lease in its owner map: a
+	// moment above 0 is a move); LogicLeaseLosses the sum of
+	// logic_shard_lease_losses_total (a process found its leases gone:
+	// paused past them, or cut from the database); LogicShardMoves the sum
+	// of logic_shard_moves_total (leases acquired, released and lost);
+	// LogicFencedCommits the sum of
+	// logic_store_errors_total{op="commit",reason="fenced"} (commits the
+	// database refused because the shard's lease was no longer the
+	// committer's: a late commit of a process that lost it; the purges
+	// fenced so are LogicFencedPurges: a late purge of expired outcomes,
+	// which a shard's timer runs at once when a frozen process thaws).
+	LogicShardsHeld         = "logic_shards_held"
+	LogicShardsWithoutOwner = "logic_shards_without_owner"
+	LogicLeaseLosses        = "logic_lease_losses"
+	LogicShardMoves         = "logic_shard_moves"
+	LogicFencedCommits      = "logic_fenced_commits"
+	LogicFencedPurges       = "logic_fenced_purges"
 	// "cpu_<tier>" (cores: CPU seconds per second, summed over the tier's
 	// processes), "rss_<tier>_mb" (MiB, summed) and "goroutines_<tier>"
 	// (go_goroutines, summed) for every tier probed.
@@ -145,6 +167,16 @@ func (p *Probe) Sample(ctx context.Context, now time.Time) map[string]float64 {
 		case Logic:
 			add(out, LogicQueueDepth, pg, "logic_queue_depth")
 			add(out, LogicStoreErrors, pg, "logic_store_errors_total")
+			add(out, LogicShardsHeld, pg, "logic_shards_held")
+			if v, ok := pg.Sum("logic_shards_without_owner"); ok {
+				out[LogicShardsWithoutOwner] = max(out[LogicShardsWithoutOwner], v)
+			}
+			add(out, LogicLeaseLosses, pg, "logic_shard_lease_losses_total")
+			add(out, LogicShardMoves, pg, "logic_shard_moves_total")
+			if _, ok := pg["logic_shards_held"]; ok { // logic on PostgreSQL: 0 fenced is a figure too
+				out[LogicFencedCommits] += sumWhere(pg, "logic_store_errors_total", map[string]string{"op": "commit", "reason": "fenced"})
+				out[LogicFencedPurges] += sumWhere(pg, "logic_store_errors_total", map[string]string{"op": "purge", "reason": "fenced"})
+			}
 			h, ok := pg.Hist("logic_commit_duration_seconds")
 			sumHist(LogicCommitP99, h, ok)
 		case Battle:
@@ -214,6 +246,28 @@ func (p *Probe) noteErr(msg string) {
 	if len(p.errs) < 20 {
 		p.errs = append(p.errs, msg)
 	}
+}
+
+// sumWhere is the family's counter and gauge series that have every label
+// of labels, summed.
+func sumWhere(pg promtext.Families, name string, labels map[string]string) float64 {
+	mf := pg[name]
+	if mf == nil {
+		return 0
+	}
+	var sum float64
+	for _, m := range mf.GetMetric() {
+		n := 0
+		for _, l := range m.GetLabel() {
+			if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+				n++
+			}
+		}
+		if n == len(labels) {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
 }
 
 func add(out map[string]float64, key string, pg promtext.Families, name string) {

@@ -93,3 +93,40 @@ func TestSampleGoroutinesAndStoreErrors(t *testing.T) {
 		t.Error("a tier that was not probed has goroutines")
 	}
 }
+
+// Logic on PostgreSQL: shards held and moves summed, shards without an
+// owner the most any process saw, fenced commits the commits' store
+// errors with reason fenced and the purges' apart; a bbolt logic (no lease
+// series) has none of them.
+func TestSampleShardLeases(t *testing.T) {
+	page := func(body string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+	}
+	pg := func(held, without, losses, fenced int) *httptest.Server {
+		return page(fmt.Sprintf("# TYPE logic_shards_held gauge\nlogic_shards_held %d\n"+
+			"# TYPE logic_shards_without_owner gauge\nlogic_shards_without_owner %d\n"+
+			"# TYPE logic_shard_lease_losses_total counter\nlogic_shard_lease_losses_total %d\n"+
+			"# TYPE logic_shard_moves_total counter\nlogic_shard_moves_total{reason=\"acquired\"} %d\nlogic_shard_moves_total{reason=\"released\"} 2\n"+
+			"# TYPE logic_store_errors_total counter\nlogic_store_errors_total{op=\"commit\",reason=\"fenced\"} %d\nlogic_store_errors_total{op=\"purge\",reason=\"fenced\"} 3\n"+
+			"logic_store_errors_total{op=\"commit\",reason=\"unavailable\"} 5\n",
+			held, without, losses, held, fenced))
+	}
+	l1, l2 := pg(100, 3, 1, 4), pg(150, 7, 0, 0)
+	bolt := page("# TYPE logic_store_errors_total counter\nlogic_store_errors_total{op=\"commit\",reason=\"io\"} 1\n")
+	defer l1.Close()
+	defer l2.Close()
+	defer bolt.Close()
+	got := New([]Target{{Tier: Logic, URL: l1.URL}, {Tier: Logic, URL: l2.URL}}, nil).Sample(context.Background(), time.Now())
+	want := map[string]float64{LogicShardsHeld: 250, LogicShardsWithoutOwner: 7, LogicLeaseLosses: 1, LogicShardMoves: 254, LogicFencedCommits: 4, LogicFencedPurges: 6, LogicStoreErrors: 20}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v (levels %v)", k, got[k], v, got)
+		}
+	}
+	got = New([]Target{{Tier: Logic, URL: bolt.URL}}, nil).Sample(context.Background(), time.Now())
+	for _, k := range []string{LogicShardsHeld, LogicShardsWithoutOwner, LogicLeaseLosses, LogicShardMoves, LogicFencedCommits, LogicFencedPurges} {
+		if _, ok := got[k]; ok {
+			t.Errorf("bbolt logic has %s: %v", k, got)
+		}
+	}
+}

@@ -123,6 +123,36 @@ func TestWriteReliability(t *testing.T) {
 	if strings.Contains(out, "line open") {
 		t.Error("line events are not faults")
 	}
+	if strings.Contains(out, "logic_shards_held") {
+		t.Error("a run without lease series shows them")
+	}
+}
+
+// A drill on logic on PostgreSQL shows its lease series: the fewest and
+// the last shards held, the most without an owner, lease losses and
+// fenced commits.
+func TestWriteReliabilityLeaseSeries(t *testing.T) {
+	r := drillRun(nil)
+	for i := range r.Points {
+		held := 256.0
+		if i >= 20 && i < 26 {
+			held = 171
+		}
+		r.Points[i].Levels = map[string]float64{"logic_shards_held": held, "logic_shards_without_owner": 0,
+			"logic_lease_losses": float64(min(i/25, 1)), "logic_fenced_commits": 0}
+	}
+	r.Points[22].Levels["logic_shards_without_owner"] = 85
+	delete(r.Points[23].Levels, "logic_shards_held") // a second without a sample
+	var b bytes.Buffer
+	if err := WriteReliability(&b, Reliability{Command: "make drills", Machine: "2 cores", Date: "2026-12-01"}, []*Run{r}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"min(logic_shards_held) 171<br>last(logic_shards_held) 256<br>max(logic_shards_without_owner) 85<br>" +
+		"max(logic_lease_losses) 1<br>max(logic_fenced_commits) 0"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("RELIABILITY.md lacks %q:\n%s", want, b.String())
+		}
+	}
 }
 
 // TestMixServed: the mix's requests/s served in full is bounded by its

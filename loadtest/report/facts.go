@@ -185,6 +185,8 @@ var levelSeries = map[string]bool{
 	"goroutines_gate": true, "goroutines_logic": true, "goroutines_battle": true, "logic_store_errors": true, "cpu_gate": true, "cpu_logic": true, "cpu_battle": true,
 	"rss_gate_mb": true, "rss_logic_mb": true, "rss_battle_mb": true, LevelLineRate: true, probe.ServerRSS: true,
 	probe.GatePushes: true, probe.GatePings: true, "cpu_loadtest": true,
+	probe.LogicShardsHeld: true, probe.LogicShardsWithoutOwner: true, probe.LogicLeaseLosses: true,
+	probe.LogicShardMoves: true, probe.LogicFencedCommits: true, probe.LogicFencedPurges: true,
 }
 
 var cpuTiers = []string{"cpu_gate", "cpu_logic", "cpu_battle"}

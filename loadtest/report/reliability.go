@@ -28,6 +28,14 @@ var DrillFigures = []string{
 	"reconnect_peak_ratio", "reconnect_spread", "line_place_kept", "line_place_lost",
 }
 
+// DrillSeriesFigures are the per-second series RELIABILITY.md shows for a
+// drill, as AGG(series), when the run has them: logic on PostgreSQL's
+// leases (loadtest/probe), whose moves a drill on it is about.
+var DrillSeriesFigures = [][2]string{
+	{"min", "logic_shards_held"}, {"last", "logic_shards_held"}, {"max", "logic_shards_without_owner"},
+	{"max", "logic_lease_losses"}, {"max", "logic_fenced_commits"}, {"max", "logic_fenced_purges"},
+}
+
 // WriteReliability writes RELIABILITY.md: how the drills were run, then a
 // table of drill, its faults, its thresholds with the measured values and
 // pass/fail, and its figures, one row per run; then each run's faults and
@@ -151,10 +159,36 @@ func (r *Run) figureCell() string {
 		}
 		parts = append(parts, name+" "+s)
 	}
+	for _, as := range DrillSeriesFigures {
+		xs, ok := f.Series(as[1])
+		if !ok {
+			continue
+		}
+		if v, ok := aggregateSeries(as[0], xs); ok {
+			parts = append(parts, fmt.Sprintf("%s(%s) %.4g", as[0], as[1], v))
+		}
+	}
 	if q, ok := f.Quantile(99); ok {
 		parts = append(parts, fmt.Sprintf("p99 %.0f ms", q*1000))
 	}
 	return cell(strings.Join(parts, "<br>"))
+}
+
+// aggregateSeries is min, max or last over the samples of xs (NaN: a
+// second without one, skipped); false without any.
+func aggregateSeries(agg string, xs []float64) (float64, bool) {
+	v, n := math.NaN(), 0
+	for _, x := range xs {
+		if math.IsNaN(x) {
+			continue
+		}
+		switch {
+		case n == 0, agg == "last", agg == "min" && x < v, agg == "max" && x > v:
+			v = x
+		}
+		n++
+	}
+	return v, n > 0
 }
 
 // cell escapes a Markdown table cell.

@@ -2,6 +2,7 @@ package scenarios_test
 
 import (
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -50,13 +51,28 @@ func TestDrillsParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"battle-frozen", "battle-killed", "capacity", "cpu-squeeze-naive", "cpu-squeeze", "disk-full",
-		"gate-restarted", "logic-killed", "logic-outage-naive", "logic-outage", "rolling-restart"}
+		"gate-restarted", "logic-killed", "logic-outage-naive", "logic-outage", "logic-pg-frozen", "logic-pg-killed",
+		"logic-pg-scale-out", "postgres-restarted", "rolling-restart"}
 	var names []string
 	for _, f := range files {
 		names = append(names, strings.TrimSuffix(filepath.Base(f), ".yaml"))
 	}
 	if !slices.Equal(names, want) {
 		t.Fatalf("drills %v, want %v", names, want)
+	}
+	// make drills plays every drill: scripts/drills.sh's ALL lists them all.
+	sh, err := os.ReadFile(filepath.Join("..", "..", "scripts", "drills.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(sh), "\nALL=(")
+	all, _, _ := strings.Cut(rest, ")")
+	listed := strings.Fields(all)
+	slices.Sort(listed)
+	drills := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == "capacity" })
+	slices.Sort(drills)
+	if !slices.Equal(listed, drills) {
+		t.Errorf("scripts/drills.sh ALL %v, want every drill %v", listed, drills)
 	}
 	for i, f := range files {
 		name := names[i]

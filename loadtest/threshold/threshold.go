@@ -65,7 +65,11 @@
 // (connected + waiting), server_rss_mb (the resident memory of the process
 // probed by pid, MiB), gate_pushes_per_s and gate_pings_per_s (the line's
 // status pushes and the keepalive pings the gates sent, per second,
-// summed), cpu_loadtest (the load processes' own CPU, cores).
+// summed), cpu_loadtest (the load processes' own CPU, cores), and for
+// logic on PostgreSQL logic_shards_held, logic_shards_without_owner,
+// logic_lease_losses, logic_shard_moves, logic_fenced_commits and
+// logic_fenced_purges (see
+// loadtest/probe).
 package threshold
 
 import (
@@ -96,7 +100,8 @@ var Scalars = []string{"sent", "answered", "ok", "business", "refused", "failed"
 var SeriesNames = []string{"connected", "waiting", "admitted", "rps", "goodput", "attempts", "p99", "logic_queue_depth",
 	"battle_p99", "gate_connections", "gate_waiting", "gate_connections_peak", "gate_connection_cap",
 	"goroutines_gate", "goroutines_logic", "goroutines_battle", "logic_store_errors", "cpu", "cpu_gate", "cpu_logic", "cpu_battle",
-	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "line_rate", "mix_served", "held", "server_rss_mb", "gate_pushes_per_s", "gate_pings_per_s", "cpu_loadtest"}
+	"rss_gate_mb", "rss_logic_mb", "rss_battle_mb", "line_rate", "mix_served", "held", "server_rss_mb", "gate_pushes_per_s", "gate_pings_per_s", "cpu_loadtest",
+	"logic_shards_held", "logic_shards_without_owner", "logic_lease_losses", "logic_shard_moves", "logic_fenced_commits", "logic_fenced_purges"}
 
 // Aggregates are the functions over a series.
 var Aggregates = []string{"max", "min", "avg", "median", "last"}
