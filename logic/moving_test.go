@@ -345,7 +345,7 @@ func TestScaleOutUnderLoad(t *testing.T) {
 	}()
 	testwait.UntilWithin(t, 30*time.Second, "100 purchases", func() bool { return acks.Load() >= 100 })
 	third := startPG(t, url, battle)
-	testwait.UntilWithin(t, 20*time.Second, "the shards split among three", func() bool { return settled(a, b, third) })
+	testwait.UntilWithin(t, 45*time.Second, "the shards split among three", func() bool { return settled(a, b, third) })
 	after.Store(acks.Load())
 	split.Store(true)
 	acked := <-done
