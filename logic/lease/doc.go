@@ -38,10 +38,10 @@
 //  3. Read the live members and the whole owner map (shard, owner, addr,
 //     epoch, live) for Owner, Snapshot and the metrics.
 //  4. Compute each shard's desired owner by rendezvous hashing over the
-//     live members: the highest fnv64a(node + "/" + shard) passed through murmur3's fmix64
-//     mixer (fnv alone spreads badly), equal scores to
-//     the greater node string. A member joining or leaving moves about 1/n
-//     of the shards, and none between the others.
+//     live members: the highest fnv64a(node + "/" + shard), passed
+//     through murmur3's fmix64 mixer (fnv alone spreads badly), equal
+//     scores to the greater node string. A member joining or leaving moves
+//     about 1/n of the shards, and none between the others.
 //  5. Hand off each held shard whose desired owner is another live member:
 //     Holds turns false, the Release hook runs until the shard has finished
 //     what it accepted, then the row is freed (owner empty, expires_at =
@@ -67,7 +67,11 @@
 // When Run's context ends, the process leaves gracefully: it deletes its
 // member row first (so that the others' next rounds want its shards), then
 // hands every held shard off as in step 5 (renewing the rest meanwhile if
-// that takes long), and returns nil.
+// that takes long), and returns nil. With the database unreachable it
+// still runs every Release hook, without waiting on the database per
+// shard; the rows then run out at their expiry. Run returns an error at
+// once (wrapping pgschema.ErrShards) if the database was set up for
+// another shard count.
 //
 // # Hooks
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/pgschema"
 )
 
 // Defaults of Config.TTL and Config.Renew.
@@ -91,6 +92,8 @@ type Manager struct {
 	// Owned by Run's goroutine.
 	held     map[int]*holding
 	failing  bool // the last tick failed (logged once until it works)
+	checked  bool // the database's shard count was found to be Shards
+	fatal    error
 	ticks    int
 	deadline *time.Timer
 
@@ -211,7 +214,8 @@ func (m *Manager) Snapshot() []Entry {
 // membership and returns nil. It ticks at once and then every Renew.
 // Database errors do not end it: it logs them and tries again on the next
 // tick, while the leases it holds run out (Lost) at their local deadline.
-// Run may be called once.
+// Run may be called once. It returns an error wrapping pgschema.ErrShards
+// at once if the database was set up for another shard count.
 func (m *Manager) Run(ctx context.Context) error {
 	if m.ran.Swap(true) {
 		return errors.New("lease: Run called twice")
@@ -224,6 +228,10 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.log.Info("lease manager started", "addr", m.cfg.Addr, "shards", m.cfg.Shards, "ttl", m.cfg.TTL, "renew", m.cfg.Renew)
 	m.tick(ctx)
 	for {
+		if m.fatal != nil {
+			m.stop()
+			return m.fatal
+		}
 		m.armDeadline()
 		select {
 		case <-ctx.Done():
@@ -296,6 +304,11 @@ func (m *Manager) tick(ctx context.Context) {
 
 func (m *Manager) round(ctx context.Context) error {
 	start := m.since()
+	if !m.checked {
+		if err := m.checkShards(ctx); err != nil {
+			return err
+		}
+	}
 	if err := m.renew(ctx); err != nil {
 		return err
 	}
@@ -328,9 +341,26 @@ func (m *Manager) round(ctx context.Context) error {
 			m.log.Debug("hand-off budget spent; the rest next tick", "left", len(handoff))
 			break
 		}
-		m.release(ctx, s)
+		_ = m.release(ctx, s, true) // logged; the row expires by itself
 	}
 	return m.acquire(ctx, want)
+}
+
+// checkShards ends Run (m.fatal) when the database was set up for another
+// shard count than Shards: that does not mend by itself.
+func (m *Manager) checkShards(ctx context.Context) error {
+	octx, cancel := m.opCtx(ctx)
+	defer cancel()
+	var have int
+	if err := m.cfg.Pool.QueryRow(octx, `SELECT shards FROM levee_cluster WHERE id = 1`).Scan(&have); err != nil {
+		return fmt.Errorf("read the shard count (is the database migrated?): %w", err)
+	}
+	if have != m.cfg.Shards {
+		m.fatal = fmt.Errorf("lease: %w: the database holds %d shards and this process runs with %d", pgschema.ErrShards, have, m.cfg.Shards)
+		return m.fatal
+	}
+	m.checked = true
+	return nil
 }
 
 // renew extends every lease this process holds at the epoch it holds it;
@@ -480,6 +510,7 @@ func (m *Manager) readMap(ctx context.Context) error {
 	}
 	defer rows.Close()
 	om := &ownerMap{entries: make([]Entry, m.cfg.Shards), expires: make([]time.Duration, m.cfg.Shards), read: start}
+	n := 0
 	for s := range om.entries {
 		om.entries[s].Shard = s
 	}
@@ -495,12 +526,16 @@ func (m *Manager) readMap(ctx context.Context) error {
 		if s < 0 {
 			continue
 		}
+		n++
 		e.Shard = int(s)
 		om.entries[s] = e
 		om.expires[s] = start + time.Duration(left)*time.Microsecond
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the owner map: %w", err)
+	}
+	if n != m.cfg.Shards {
+		return fmt.Errorf("read the owner map: shard_leases has %d rows below %d, want one per shard: migrate the database (internal/pgschema) for %d shards", n, m.cfg.Shards, m.cfg.Shards)
 	}
 	without := 0
 	for _, e := range om.entries {
@@ -514,9 +549,11 @@ func (m *Manager) readMap(ctx context.Context) error {
 }
 
 // release hands shard off: Holds turns false, the Release hook runs to
-// its end, then the row is freed (if it is still this process's at its
-// epoch) for the desired owner to acquire.
-func (m *Manager) release(ctx context.Context, shard int) {
+// its end, then (when free) the row is freed, if it is still this
+// process's at its epoch, for the desired owner to acquire. The error is
+// the freeing's; the row then runs out at its expiry instead, as it is not
+// renewed any more.
+func (m *Manager) release(ctx context.Context, shard int, free bool) error {
 	h := m.held[shard]
 	delete(m.held, shard)
 	m.holds[shard].Store(nil)
@@ -525,13 +562,17 @@ func (m *Manager) release(ctx context.Context, shard int) {
 	if m.cfg.Hooks.Release != nil {
 		m.cfg.Hooks.Release(shard)
 	}
+	if !free {
+		return nil
+	}
 	octx, cancel := m.opCtx(ctx)
 	defer cancel()
 	if _, err := m.cfg.Pool.Exec(octx, `UPDATE shard_leases SET owner = '', addr = '', expires_at = now() WHERE shard = $1 AND owner = $2 AND epoch = $3`,
 		shard, m.cfg.Node, h.epoch); err != nil {
-		// Not renewed any more, the row runs out at its expiry instead.
 		m.log.Warn("freeing a released shard's lease failed; it expires by itself", "shard", shard, "epoch", h.epoch, "err", err)
+		return err
 	}
+	return nil
 }
 
 // acquire takes those of shards that are free, expired or (after a loss)
@@ -598,12 +639,17 @@ func (m *Manager) acquire(ctx context.Context, shards []int32) error {
 // stop is Run's graceful end: leave the membership first (so that the
 // others compute their shares without this process and take the freed
 // rows on their next tick), then hand every held shard off, renewing the
-// rest meanwhile if the hand-offs take long.
+// rest meanwhile if the hand-offs take long. Once a statement fails (the
+// database is down or unreachable) the rest get their Release hooks only:
+// their rows run out at their expiry, and the stop does not wait a
+// statement's bound per shard.
 func (m *Manager) stop() {
 	ctx := context.Background()
-	octx, cancel := context.WithTimeout(ctx, m.cfg.TTL)
+	dbOK := true
+	octx, cancel := m.opCtx(ctx)
 	if _, err := m.cfg.Pool.Exec(octx, `DELETE FROM logic_members WHERE node = $1`, m.cfg.Node); err != nil {
 		m.log.Warn("leaving the membership failed; the others see this process gone after the lease TTL", "err", err)
+		dbOK = false
 	}
 	cancel()
 	shards := make([]int, 0, len(m.held))
@@ -618,16 +664,19 @@ func (m *Manager) stop() {
 		if _, ok := m.held[s]; !ok {
 			continue // lost meanwhile
 		}
-		if m.since()-lastRenew >= m.cfg.Renew {
+		if dbOK && m.since()-lastRenew >= m.cfg.Renew {
 			lastRenew = m.since()
 			if err := m.renew(ctx); err != nil {
 				m.log.Warn("renewal during the hand-off failed", "err", err)
+				dbOK = false
 			}
 			if _, ok := m.held[s]; !ok {
 				continue
 			}
 		}
-		m.release(ctx, s)
+		if err := m.release(ctx, s, dbOK); err != nil {
+			dbOK = false
+		}
 	}
 	m.log.Info("lease manager stopped")
 }

@@ -1,12 +1,14 @@
 package lease
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leveehq/levee/internal/clock"
+	"github.com/leveehq/levee/internal/pgschema"
 	"github.com/leveehq/levee/internal/testwait"
 )
 
@@ -46,6 +48,20 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if m.Snapshot() != nil {
 		t.Error("Snapshot before the first read")
+	}
+}
+
+func TestRunRefusesAnotherShardCount(t *testing.T) {
+	pool := newPool(t, "")
+	m, err := New(Config{Pool: pool, Node: "n", Addr: "n:1", Shards: 2 * testShards, TTL: testTTL, Renew: testRenew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctxT(t)); !errors.Is(err, pgschema.ErrShards) {
+		t.Fatalf("Run on a database of %d shards with Shards %d: %v, want ErrShards", testShards, 2*testShards, err)
+	}
+	if err := m.Run(ctxT(t)); err == nil {
+		t.Error("a second Run did not fail")
 	}
 }
 
@@ -361,6 +377,17 @@ func TestDatabaseDown(t *testing.T) {
 	if len(a.held())+len(b.held()) != 0 {
 		t.Errorf("still holding with the database down: %s", describe(a, b))
 	}
+	testwait.Until(t, "the cached owners to run out with their leases", func() bool {
+		for s := range testShards {
+			if _, ok := a.m.Owner(s); ok {
+				return false
+			}
+		}
+		return true
+	})
+	if age := a.m.MapAge(); age < took-testRenew {
+		t.Errorf("MapAge %v with the database down for %v", age, took)
+	}
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -379,5 +406,34 @@ func TestDatabaseDown(t *testing.T) {
 	}
 	if !slices.Equal(a.held(), share([]string{"alpha", "bravo"}, "alpha")) {
 		t.Errorf("alpha holds %v", a.held())
+	}
+}
+
+// A stop while the database is down still runs every Release hook and
+// returns without waiting a statement's bound per shard.
+func TestStopWithDatabaseDown(t *testing.T) {
+	srv := privateServer(t)
+	pool := newPool(t, srv.NewDatabase(t))
+	r := newRecorder(t, true)
+	a := start(t, pool, r, "alpha")
+	testwait.Until(t, "alpha to hold every shard", func() bool { return len(a.held()) == testShards })
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	stopping := time.Now()
+	a.stop(t)
+	took := time.Since(stopping)
+	t.Logf("stop with the database down took %v", took.Round(time.Millisecond))
+	if took > testTTL {
+		t.Errorf("the stop took %v with the database down, want under the TTL %v", took, testTTL)
+	}
+	if n := r.count("released", "alpha"); n != testShards {
+		t.Errorf("%d Release calls, want %d", n, testShards)
+	}
+	if n := r.count("lost", ""); n != 0 {
+		t.Errorf("%d Lost calls, want none (the stop came before the local deadline)", n)
+	}
+	if err := srv.Restart(); err != nil { // for the database's drop at cleanup
+		t.Fatal(err)
 	}
 }
