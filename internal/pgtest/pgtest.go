@@ -342,7 +342,44 @@ func (s *Server) Kill() error {
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
+	return s.waitGone()
+}
+
+// goneTimeout bounds how long Kill and stop wait for the server's other
+// processes to be gone after the postmaster.
+const goneTimeout = 30 * time.Second
+
+// waitGone waits until no live process runs in the cluster's data
+// directory. The postmaster's children (checkpointer, walwriter, backends)
+// are group leaders of their own, so the SIGKILL of the postmaster's group
+// does not reach them: they notice its death and exit a moment later, and
+// until they have, they hold the cluster's shared memory, which a restarted
+// postmaster refuses ("pre-existing shared memory block is still in use").
+// They all run in the data directory (zombies have no directory).
+func (s *Server) waitGone() error {
+	dir := s.dataDir()
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	deadline := time.Now().Add(goneTimeout)
+	for inDir(dir) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pgtest: processes of the stopped server still run in %s after %v", dir, goneTimeout)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll interval: no event tells a process of another's death
+	}
 	return nil
+}
+
+// inDir says whether /proc shows a process whose working directory is dir.
+func inDir(dir string) bool {
+	cwds, _ := filepath.Glob("/proc/[0-9]*/cwd")
+	for _, c := range cwds {
+		if d, err := os.Readlink(c); err == nil && d == dir {
+			return true
+		}
+	}
+	return false
 }
 
 // Restart stops the server (fast shutdown, or a kill if it is already
@@ -373,7 +410,7 @@ func (s *Server) stop() error {
 	}
 	// Whatever of the group outlived the postmaster (none, normally).
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	return nil
+	return s.waitGone()
 }
 
 // Stop stops the server and removes its directory if Start made it.

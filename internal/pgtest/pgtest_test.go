@@ -2,6 +2,8 @@ package pgtest
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -73,5 +75,38 @@ func TestSharedIsOneServer(t *testing.T) {
 	}
 	if n, err := queryInt(t, Database(t), "SELECT 41 + 1"); err != nil || n != 42 {
 		t.Fatalf("got %d, %v", n, err)
+	}
+}
+
+// Kill returns once every process of the server is gone, not only the
+// postmaster (its children are group leaders of their own and exit a
+// moment later), so that Restart finds the shared memory free: a restart
+// right after a kill, again and again.
+func TestKillWaitsForEveryProcess(t *testing.T) {
+	srv, err := Start(Options{})
+	if errors.Is(err, ErrNotInstalled) {
+		Shared(t) // skips, or fails under LEVEE_REQUIRE_POSTGRES
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	dir, err := filepath.EvalSymlinks(srv.dataDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inDir(dir) {
+		t.Fatal("no process seen in the running server's data directory")
+	}
+	for i := range 3 {
+		if err := srv.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if inDir(dir) {
+			t.Fatalf("kill %d: a process still runs in %s", i, dir)
+		}
+		if err := srv.Restart(); err != nil {
+			t.Fatalf("restart %d: %v", i, err)
+		}
 	}
 }
