@@ -86,13 +86,14 @@ func TestConfigValidate(t *testing.T) {
 // when it names none, with the port the listener got; the node id to the
 // hostname and 6 random hex digits, another at each start.
 func TestLeaseDefaults(t *testing.T) {
-	lis := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 41234}
+	// Never bound: the address a listener on -grpc-addr would report.
+	lis := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 21234}
 	host := func() (string, error) { return "logic-7", nil }
 	for _, c := range []struct{ grpc, adv, want string }{
-		{"127.0.0.1:0", "", "127.0.0.1:41234"},
-		{":9000", "", "logic-7:41234"},
-		{"0.0.0.0:9000", "", "logic-7:41234"},
-		{"[::]:9000", "", "logic-7:41234"},
+		{"127.0.0.1:0", "", "127.0.0.1:21234"},
+		{":9000", "", "logic-7:21234"},
+		{"0.0.0.0:9000", "", "logic-7:21234"},
+		{"[::]:9000", "", "logic-7:21234"},
 		{":9000", "10.1.2.3:9000", "10.1.2.3:9000"},
 	} {
 		cfg := DefaultConfig()
