@@ -192,15 +192,11 @@ func (s *pgShard) put(recs map[string]*record, outs map[string]outcome, hook fun
 
 	ctx, cancel := s.ctx()
 	defer cancel()
-	tx, err := s.pool.Begin(ctx)
+	tx, b, err := s.begin(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	defer rollback(tx)
-	b := &pgx.Batch{}
-	if s.fence.on() {
-		b.Queue(pgFence, s.shard, s.fence.node, s.fence.epoch)
-	}
 	b.Queue(pgPurged, s.shard)
 	if len(ids) > 0 {
 		b.Queue(pgPutPlayers, ids, s.shard, vals)
@@ -269,6 +265,21 @@ const pgRollbackTimeout = time.Second
 
 // rollback ends tx if it has not committed; a failure leaves the
 // connection to the pool, which closes it.
+// begin starts one of the shard's write transactions and its batch, which
+// opens with the fence when the shard is fenced: every write (a commit, a
+// purge) checks the lease first, in the same transaction.
+func (s *pgShard) begin(ctx context.Context) (pgx.Tx, *pgx.Batch, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &pgx.Batch{}
+	if s.fence.on() {
+		b.Queue(pgFence, s.shard, s.fence.node, s.fence.epoch)
+	}
+	return tx, b, nil
+}
+
 func rollback(tx pgx.Tx) {
 	ctx, cancel := context.WithTimeout(context.Background(), pgRollbackTimeout)
 	defer cancel()
@@ -315,15 +326,11 @@ func (s *pgShard) purge(cutoff time.Time, limit int) (n int, more bool, err erro
 	}
 	ctx, cancel := s.ctx()
 	defer cancel()
-	tx, err := s.pool.Begin(ctx)
+	tx, b, err := s.begin(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	defer rollback(tx)
-	b := &pgx.Batch{}
-	if s.fence.on() {
-		b.Queue(pgFence, s.shard, s.fence.node, s.fence.epoch)
-	}
 	b.Queue(pgPurge, s.shard, max(cutoff.UnixMilli(), 0), limit)
 	var up int64
 	err = func() (err error) {
