@@ -42,6 +42,24 @@ func startPG(t *testing.T, url string, battle *fakeBattle) *env {
 	}})
 }
 
+// twoSettled starts two servers on a fresh database, waits until they
+// have split the shards, and returns them with a shard the first holds.
+func twoSettled(t *testing.T) (battle *fakeBattle, a, b *env, shard int) {
+	t.Helper()
+	url := pgtest.Database(t)
+	battle = &fakeBattle{}
+	a = startPG(t, url, battle)
+	b = startPG(t, url, battle)
+	testwait.UntilWithin(t, 20*time.Second, "the shards split between the two", func() bool { return settled(a, b) })
+	for s, h := range holders(a, b) {
+		if h[0] == 0 {
+			return battle, a, b, s
+		}
+	}
+	t.Fatal("the first server holds no shard")
+	return nil, nil, nil, -1
+}
+
 // holders is, per shard, the servers of es that hold its lease (by index).
 func holders(es ...*env) [][]int {
 	out := make([][]int, movingShards)
@@ -398,18 +416,7 @@ func TestCrashedServersShardsMove(t *testing.T) {
 // another takes the shard over finds its late commit refused (ErrFenced),
 // answers UNAVAILABLE, and the new owner has the mutation at most once.
 func TestLateCommitIsFenced(t *testing.T) {
-	url := pgtest.Database(t)
-	battle := &fakeBattle{}
-	a := startPG(t, url, battle)
-	b := startPG(t, url, battle)
-	testwait.UntilWithin(t, 20*time.Second, "the shards split between the two", func() bool { return settled(a, b) })
-	shard := -1
-	for s, h := range holders(a, b) {
-		if h[0] == 0 {
-			shard = s
-			break
-		}
-	}
+	_, a, b, shard := twoSettled(t)
 	p := playerOn(shard, "fenced")
 	a.login(p)
 
@@ -458,18 +465,7 @@ func TestLateCommitIsFenced(t *testing.T) {
 // UNAVAILABLE with a retry_after (its late result blocks nothing and is
 // dropped), and its resend to the new owner is applied once.
 func TestGracefulStopHandsShardsOff(t *testing.T) {
-	url := pgtest.Database(t)
-	battle := &fakeBattle{}
-	a := startPG(t, url, battle)
-	b := startPG(t, url, battle)
-	testwait.UntilWithin(t, 20*time.Second, "the shards split between the two", func() bool { return settled(a, b) })
-	shard := -1
-	for s, h := range holders(a, b) {
-		if h[0] == 0 {
-			shard = s
-			break
-		}
-	}
+	battle, a, b, shard := twoSettled(t)
 	p := playerOn(shard, "fighter")
 	a.login(p)
 	release := battle.hold()
