@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/leveehq/levee/internal/pgtest"
+	"github.com/leveehq/levee/internal/promtext"
 	"github.com/leveehq/levee/internal/testwait"
 	"github.com/leveehq/levee/loadtest/engine"
 	"github.com/leveehq/levee/loadtest/fault"
@@ -136,7 +136,7 @@ func startPgCluster(t *testing.T, running int) *pgCluster {
 func held(ls []*pgLogic) []float64 {
 	out := make([]float64, len(ls))
 	for i, l := range ls {
-		v, err := metricValue(l.ops, metricShardsHeld, "")
+		v, err := metricValue(l.ops, metricShardsHeld, "", "")
 		if err != nil {
 			v = -1
 		}
@@ -168,49 +168,27 @@ func (c *pgCluster) waitShards(t *testing.T, ls []*pgLogic) {
 	t.Logf("shards held by %s: %v", strings.Join(names, ", "), last)
 }
 
-// metricValue sums the samples of metric on the /metrics page at ops
-// (host:port) whose labels contain match ("" every sample); an error when
+// metricValue sums the series of metric on the /metrics page at ops
+// (host:port) whose label is value (label "": every series); an error when
 // the page does not answer or lacks the metric.
-func metricValue(ops, metric, match string) (float64, error) {
-	cl := &http.Client{Timeout: 2 * time.Second}
-	resp, err := cl.Get("http://" + ops + "/metrics")
+func metricValue(ops, metric, label, value string) (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	fams, err := promtext.Fetch(ctx, http.DefaultClient, "http://"+ops+"/metrics")
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return 0, err
+	v, ok := fams.SumWhere(metric, label, value)
+	if !ok {
+		return 0, fmt.Errorf("%s: no %s{%s=%q}", ops, metric, label, value)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: HTTP %d", ops, resp.StatusCode)
-	}
-	var sum float64
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
-			continue
-		}
-		if match != "" && !strings.Contains(line, match) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %q: %w", ops, line, err)
-		}
-		sum, found = sum+v, true
-	}
-	if !found {
-		return 0, fmt.Errorf("%s: no %s%s", ops, metric, match)
-	}
-	return sum, nil
+	return v, nil
 }
 
 // moves is logic l's shard moves for reason (0 when it has none yet).
 func moves(t *testing.T, l *pgLogic, reason string) float64 {
 	t.Helper()
-	v, err := metricValue(l.ops, metricShardMoves, `reason="`+reason+`"`)
+	v, err := metricValue(l.ops, metricShardMoves, "reason", reason)
 	if err != nil && !strings.Contains(err.Error(), "no "+metricShardMoves) {
 		t.Fatalf("%s: %v", l.name, err)
 	}

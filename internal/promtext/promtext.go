@@ -63,7 +63,11 @@ func Parse(r io.Reader) (Families, error) {
 
 // Sum is the family's gauge, counter and untyped series summed; false when
 // the page has no such series.
-func (f Families) Sum(name string) (float64, bool) {
+func (f Families) Sum(name string) (float64, bool) { return f.SumWhere(name, "", "") }
+
+// SumWhere is Sum over the series whose label is value (label "": every
+// series).
+func (f Families) SumWhere(name, label, value string) (float64, bool) {
 	mf := f[name]
 	if mf == nil {
 		return 0, false
@@ -71,6 +75,9 @@ func (f Families) Sum(name string) (float64, bool) {
 	var sum float64
 	known := false
 	for _, m := range mf.GetMetric() {
+		if label != "" && !hasLabel(m, label, value) {
+			continue
+		}
 		switch {
 		case m.GetGauge() != nil:
 			sum += m.GetGauge().GetValue()
@@ -84,6 +91,15 @@ func (f Families) Sum(name string) (float64, bool) {
 		known = true
 	}
 	return sum, known
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue() == value
+		}
+	}
+	return false
 }
 
 // Hist returns the histogram family's buckets summed over its series (a

@@ -33,6 +33,12 @@ func TestSumAndHist(t *testing.T) {
 	if v, ok := f.Sum("logic_queue_depth"); !ok || v != 150.5 {
 		t.Errorf("Sum = %v %v, want 150.5", v, ok)
 	}
+	if v, ok := f.SumWhere("logic_queue_depth", "shard", "1"); !ok || v != 30.5 {
+		t.Errorf("SumWhere shard=1 = %v %v, want 30.5", v, ok)
+	}
+	if _, ok := f.SumWhere("logic_queue_depth", "shard", "7"); ok {
+		t.Error("no series has shard=7, yet SumWhere found one")
+	}
 	if _, ok := f.Sum("nope"); ok {
 		t.Error("a missing family has a sum")
 	}
