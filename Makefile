@@ -60,8 +60,8 @@ compose-test:
 	GO=$(GO) ./scripts/compose-test.sh
 
 # The profile postgres alone (compose-test runs it too): PostgreSQL healthy
-# and taking the generated password; COMPOSE_TEST_POSTGRES=1 adds the load
-# through three logic on it.
+# and taking the generated password, then load through three logic on it
+# with logic-pg-2 SIGKILLed (COMPOSE_TEST_POSTGRES=0 skips the load).
 compose-test-postgres:
 	GO=$(GO) ./scripts/compose-test-postgres.sh
 

@@ -11,8 +11,7 @@
 #      address takes) and be refused with a wrong one; a row written before
 #      a restart of the container must be read after it (the named volume
 #      keeps PGDATA, and the image's second start finds its cluster).
-#   2. with COMPOSE_TEST_POSTGRES=1 (once logic has -store=postgres): the
-#      rest of the profile, logic-pg-1..3 and gate-pg, and
+#   2. unless COMPOSE_TEST_POSTGRES=0: the rest of the profile, logic-pg-1..3 and gate-pg, and
 #      scripts/compose-test-postgres.yaml through gate-pg's published port:
 #      load over wss with logic-pg-2 SIGKILLed in the middle; every request
 #      exactly one reply (0 lost), serving resumed, logic-pg-2 back.
@@ -20,7 +19,7 @@
 # It brings the project down and removes its containers, network and
 # volumes, also when it fails.
 #
-# Environment: COMPOSE_TEST_POSTGRES (0), COMPOSE_TEST_PG_PORT (28090:
+# Environment: COMPOSE_TEST_POSTGRES (1; 0: PostgreSQL alone, no load), COMPOSE_TEST_PG_PORT (28090:
 # gate-pg's player port; +2 its ops port), COMPOSE_TEST_IMAGES_BUILT=1
 # (skip building the images: compose-test.sh has), LEVEE_POSTGRES_IMAGE
 # (levee/postgres:dev; postgres:15 with a registry), GO.
@@ -90,7 +89,7 @@ psql_as() {
     -h postgres -p 5432 -U levee -d levee -v ON_ERROR_STOP=1 -Atc "$2"
 }
 
-if [ "${COMPOSE_TEST_POSTGRES:-0}" = 1 ]; then
+if [ "${COMPOSE_TEST_POSTGRES:-1}" = 1 ]; then
   ports_free -h "set COMPOSE_TEST_PG_PORT" "$PORT" $((PORT + 2))
 fi
 if [ "${COMPOSE_TEST_IMAGES_BUILT:-0}" != 1 ]; then
@@ -117,8 +116,8 @@ out=$(psql_as "$PASSWORD" "select v from compose_test" 2>&1) || die "reading the
 [ "$(echo "$out" | tail -n 1)" = "$PROJECT" ] || die "after the restart the row reads $out, want $PROJECT"
 log "restarted: the row written before it is still there (volume ${PROJECT}_postgres-data)"
 
-if [ "${COMPOSE_TEST_POSTGRES:-0}" != 1 ]; then
-  log "PASS (postgres only; COMPOSE_TEST_POSTGRES=1 runs the load through 3 logic on it)"
+if [ "${COMPOSE_TEST_POSTGRES:-1}" != 1 ]; then
+  log "PASS (postgres only: COMPOSE_TEST_POSTGRES=0; unset, it runs the load through 3 logic on it)"
   exit 0
 fi
 

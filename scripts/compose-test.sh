@@ -11,12 +11,12 @@
 # kill, battle-1 back and goodput recovered). It brings the project down
 # and removes what it created, also when it fails. Then
 # scripts/compose-test-postgres.sh tests the profile postgres on a project
-# of its own: PostgreSQL healthy and taking the generated password, and,
-# with COMPOSE_TEST_POSTGRES=1, a load through three logic on it.
+# of its own: PostgreSQL healthy and taking the generated password, and a
+# load through three logic on it with one of them SIGKILLed.
 #
 # Environment: COMPOSE_TEST_PORT (28080: the gate's player port; +2 its
-# ops port), COMPOSE_TEST_POSTGRES (0; 1: the load on logic-on-PostgreSQL
-# too), COMPOSE_TEST_PG_PORT (28090), GO.
+# ops port), COMPOSE_TEST_POSTGRES (1; 0: PostgreSQL alone, no
+# load through logic on it), COMPOSE_TEST_PG_PORT (28090), GO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${COMPOSE_TEST_PORT:-28080}
