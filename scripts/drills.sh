@@ -198,6 +198,65 @@ load() {
     -out "$OUT/$name.ndjson" -html "$OUT/$name.html"
 }
 
+# The lease watch of logic-pg-killed: how long each shard of the killed
+# process is without an owner, under the drill's load. While the load runs,
+# shard_leases is read every 200 ms (at most 200 s: the loop stops by
+# itself) through psql in the postgres container, in the database's clock
+# (the host's: the containers share its kernel). After it, each shard
+# logic-pg-2 held under a live lease when it was killed (the kill's time:
+# the run's start plus its fault event's) gets its time without an owner:
+# its new lease's acquisition, expires_at - TTL at its first sighting under
+# another owner (exact unless a renewal came first; never after the
+# sighting), less the kill. $OUT/NAME.ownerless.tsv holds them, and a line
+# the p50, max and min.
+LEASE_TTL_MS=5000 # logic's -lease-ttl default: the compose profile sets none
+lease_watch_start() { # NAME
+  rm -f "$OUT/$1.leases.stop"
+  (
+    for ((i = 0; i < 1000; i++)); do
+      [ ! -e "$OUT/$1.leases.stop" ] || break
+      echo "SELECT shard, coalesce(nullif(owner, ''), '-'), epoch, coalesce(nullif(addr, ''), '-'), (extract(epoch FROM expires_at) * 1000)::bigint, (extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM shard_leases;"
+      sleep 0.2
+    done | compose exec -T postgres psql -U levee -d levee -q -AtF ' ' >"$OUT/$1.leases" 2>"$OUT/$1.leases.err"
+  ) &
+  WATCH_PID=$!
+}
+lease_watch_stop() { # NAME
+  touch "$OUT/$1.leases.stop"
+  wait "$WATCH_PID" || echo "drills: $1: the lease watch ended with an error (see $OUT/$1.leases.err)"
+  WATCH_PID=
+}
+ownerless() { # NAME VICTIM: the figures of the killed VICTIM's shards
+  local name=$1 victim=$2 started t kill
+  started=$(sed -n '1s/.*"started":"\([^"]*\)".*/\1/p' "$OUT/$name.ndjson")
+  t=$(grep '"kind":"fault"' "$OUT/$name.ndjson" | grep -F "$victim killed" | sed -n 's/.*"t":\([0-9.]*\).*/\1/p' | head -n 1)
+  if [ -z "$started" ] || [ -z "$t" ]; then
+    echo "drills: $name: no kill of $victim in $OUT/$name.ndjson: no time without an owner"
+    return 0
+  fi
+  kill=$(awk -v s="$(date -d "$started" +%s%N)" -v t="$t" 'BEGIN { printf "%.0f", s / 1e6 + t * 1000 }')
+  awk -v kill="$kill" -v ttl="$LEASE_TTL_MS" -v addr="$victim:9000" '
+    # fields: shard owner epoch addr expires_ms seen_ms
+    $6 < kill { own[$1] = $2; live[$1] = ($4 == addr && $5 > kill); next }
+    !started { started = 1; for (s in own) if (live[s]) { gone[s] = own[s]; n++ } }
+    ($1 in gone) && !($1 in back) && $2 != "-" && $2 != gone[$1] && $5 > $6 {
+      acq = $5 - ttl; if (acq > $6) acq = $6
+      back[$1] = acq - kill; printf "%d\t%s\t%s\t%.0f\n", $1, gone[$1], $2, back[$1]
+    }
+    END { for (s in gone) if (!(s in back)) printf "%d\t%s\t-\t-\n", s, gone[s] }' "$OUT/$name.leases" | sort -n >"$OUT/$name.ownerless.tsv"
+  # the times sorted (mawk has no asort); "-" (never owned again) counted apart
+  sort -t "$(printf '\t')" -k4,4n "$OUT/$name.ownerless.tsv" | awk -F '\t' -v name="$name" -v victim="$victim" -v f="$OUT/$name.ownerless.tsv" '
+    $4 == "-" { left++; next }
+    { v[++n] = $4 }
+    END {
+      if (n + left == 0) { printf "drills: %s: %s held no shard under a live lease at its kill (see %s)\n", name, victim, f; exit }
+      if (n == 0) { printf "drills: %s: none of the %d shards of %s owned again while watched\n", name, left, victim; exit }
+      printf "drills: %s: %d shards of %s without an owner after its SIGKILL: p50 %.2f s, max %.2f s, min %.2f s", name, n + left, victim, v[int((n + 1) / 2)] / 1000, v[n] / 1000, v[1] / 1000
+      if (left) printf "; %d never owned again while watched", left
+      printf "\n"
+    }' | tee "$OUT/$name.ownerless"
+}
+
 # The capacity of the drills' mix: the requests/s of the mix served in full
 # (its scarcest part, battle, bounds it: the mix_served series) at
 # overload, the median over seconds 10..24 of the capacity run.
@@ -220,8 +279,13 @@ runs=()
 for d in "${DRILLS[@]}"; do
   echo "drills: $d: up, then its load (an offered: X field: X x $CAP requests/s)"
   up "$d"
+  [ "$d" != logic-pg-killed ] || lease_watch_start "$d"
   rc=0
   load "$d" --set "capacity=$CAP" >"$OUT/$d.txt" 2>&1 || rc=$?
+  if [ "$d" = logic-pg-killed ]; then
+    lease_watch_stop "$d"
+    ownerless "$d" logic-pg-2
+  fi
   down
   runs+=("$OUT/$d.ndjson")
   if [ "$rc" = 0 ]; then
