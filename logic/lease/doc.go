@@ -47,7 +47,9 @@
 //     what it accepted, then the row is freed (owner empty, expires_at =
 //     now()) if it is still this process's at that epoch. Hand-offs stop
 //     for the round once Renew/2 has passed since its start and go on the
-//     next round, so a rebalance never delays the next renewal for long.
+//     next round, so a rebalance never delays the next renewal for long;
+//     one goes every round all the same, so that a process whose rounds
+//     are slow (a starved CPU, a slow database) still gives its shards up.
 //  6. Acquire the desired shards this process does not hold that are free,
 //     expired, or still its own in the database after a loss, each at a new
 //     epoch, and run the Acquired hook for each.

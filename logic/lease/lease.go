@@ -38,6 +38,11 @@ type Config struct {
 	// clock's whatever Clock is: a Fake that does not advance is a process
 	// whose ticks have stopped (paused).
 	Clock clock.Clock
+
+	// handoffBudget (tests): how much of a round may pass before its
+	// hand-offs wait for the next tick; 0: Renew/2, < 0: none (the round's
+	// statements spent it all).
+	handoffBudget time.Duration
 }
 
 // Hooks are the manager's calls into the process that serves the shards.
@@ -82,6 +87,7 @@ type Manager struct {
 	clk     clock.Clock
 	base    time.Time // the monotonic origin of every local time
 	margin  time.Duration
+	budget  time.Duration // of a round's hand-offs (see round)
 	opLimit time.Duration // bound on one statement
 	met     *metrics
 
@@ -143,9 +149,13 @@ func New(cfg Config) (*Manager, error) {
 		clk:     cfg.Clock,
 		base:    time.Now(),
 		margin:  cfg.Renew / 2,
+		budget:  cfg.Renew / 2,
 		opLimit: cfg.Renew,
 		holds:   make([]atomic.Pointer[holding], cfg.Shards),
 		held:    map[int]*holding{},
+	}
+	if cfg.handoffBudget != 0 {
+		m.budget = max(cfg.handoffBudget, 0)
 	}
 	m.met = newMetrics(cfg.Reg, m)
 	return m, nil
@@ -335,9 +345,12 @@ func (m *Manager) round(ctx context.Context) error {
 		}
 	}
 	// Hand off within a budget so that the next renewal is on time; the
-	// rest go on the next tick.
-	for _, s := range handoff {
-		if m.since()-start >= m.cfg.Renew/2 {
+	// rest go on the next tick. One always goes, even when the round's
+	// statements alone spent the budget (a starved CPU, a slow database):
+	// otherwise such a process would keep every shard it should give up,
+	// and a joining one would wait for it forever.
+	for i, s := range handoff {
+		if i > 0 && m.since()-start >= m.budget {
 			m.log.Debug("hand-off budget spent; the rest next tick", "left", len(handoff))
 			break
 		}

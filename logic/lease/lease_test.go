@@ -202,6 +202,23 @@ func TestJoinRebalances(t *testing.T) {
 	})
 }
 
+// A manager whose rounds spend the whole hand-off budget before they come
+// to the hand-offs (a starved CPU, a slow database) still gives up one
+// shard a tick, so a joining manager gets its share.
+func TestHandOffWhenBudgetSpent(t *testing.T) {
+	pool := newPool(t, "")
+	r := newRecorder(t, true)
+	fast := func(cfg *Config) { cfg.TTL, cfg.Renew = 600*time.Millisecond, 100*time.Millisecond }
+	a := start(t, pool, r, "alpha", fast, func(cfg *Config) { cfg.handoffBudget = -1 })
+	testwait.Until(t, "alpha to hold every shard", func() bool { return len(a.held()) == testShards })
+	b := start(t, pool, r, "bravo", fast)
+	// A hand-off a tick: about testShards/2 ticks of 100 ms.
+	testwait.UntilWithin(t, 30*time.Second, "alpha and bravo to hold their shares", func() bool { return converged(a, b) })
+	if n := r.count("release", "alpha"); n != len(share([]string{"alpha", "bravo"}, "bravo")) {
+		t.Errorf("alpha released %d shards, want bravo's share, %d", n, len(share([]string{"alpha", "bravo"}, "bravo")))
+	}
+}
+
 // (c) A manager whose context ends hands every shard off gracefully: its
 // Release hooks, then the other holds everything, no Lost anywhere, and
 // the hand-off takes a few renew periods, not a TTL.
