@@ -33,6 +33,11 @@ import (
 //     once, only a resend with the same id is safe (a new id would, for
 //     a purchase, charge twice).
 //
+// A retry is made only when, after its delay, at least MinRetryBudget of
+// ctx's deadline is left: an attempt with less would race the deadline
+// (its answer, even the server's DEADLINE_EXCEEDED, could arrive just
+// after the call gave up).
+//
 // When no retry follows, the last answer is returned, wrapping
 // ErrRetryBudget or ErrRetryDeadline (or the ctx or connection error that
 // cut the wait) when that was the reason. Other errors are returned at
@@ -192,7 +197,7 @@ func (c *Client) call(ctx context.Context, f *leveev2.ClientFrame, id uint64, un
 			return out, maybeUnresolved(unknown, f, timeout, err)
 		}
 		wait := c.opts.Retry.Delay(attempt-1, retryAfter(e, out), c.opts.Rand)
-		if dl, ok := ctx.Deadline(); ok && wait >= time.Until(dl) {
+		if dl, ok := ctx.Deadline(); ok && wait+MinRetryBudget > time.Until(dl) {
 			c.retryDeadline.Add(1)
 			return out, maybeUnresolved(unknown, f, timeout, notRetried(err, ErrRetryDeadline))
 		}

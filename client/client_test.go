@@ -285,8 +285,8 @@ func TestDeadlineAndLateReply(t *testing.T) {
 				t.Fatalf("err = %v, want deadline exceeded", err)
 			}
 			f := <-received
-			if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 90 {
-				t.Fatalf("timeout_ms = %d, want <= 90 (100 ms less the 10 ms reply margin)", f.GetTimeoutMs())
+			if f.GetTimeoutMs() == 0 || f.GetTimeoutMs() > 50 {
+				t.Fatalf("timeout_ms = %d, want <= 50 (100 ms less the 50 ms reply margin)", f.GetTimeoutMs())
 			}
 			close(release)
 			// The next reply comes after the late one on the same connection.
@@ -526,7 +526,9 @@ func TestReplyMargin(t *testing.T) {
 	for _, c := range []struct{ left, want time.Duration }{
 		{5 * time.Second, 250 * time.Millisecond},
 		{2 * time.Second, 100 * time.Millisecond},
-		{100 * time.Millisecond, 10 * time.Millisecond},
+		{time.Second, 50 * time.Millisecond},
+		{100 * time.Millisecond, 50 * time.Millisecond},
+		{60 * time.Millisecond, 30 * time.Millisecond},
 		{10 * time.Millisecond, 5 * time.Millisecond},
 		{time.Minute, 250 * time.Millisecond},
 	} {

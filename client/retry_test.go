@@ -178,6 +178,23 @@ func TestRetryNotForOtherErrors(t *testing.T) {
 	}
 }
 
+// Nor one that would leave less than MinRetryBudget of the deadline for
+// its attempt: its answer would race the deadline.
+func TestRetryNotWithoutBudgetLeft(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 950) }))
+	c := dial(t, g, "wes", client.Options{Clock: clk, Rand: constRand(0), NoPacing: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := buyItem(ctx, c, "potion", 1)
+	if !client.IsBusy(err) || !errors.Is(err, client.ErrRetryDeadline) {
+		t.Fatalf("err = %v, want BUSY wrapping ErrRetryDeadline (950 ms + %v > the 1 s left)", err, client.MinRetryBudget)
+	}
+	if st := c.Stats(); st.Sent != 1 || st.RetryDeadline != 1 || st.Retries != 0 || clk.Waiters() != 0 {
+		t.Fatalf("stats = %+v, timers %d", st, clk.Waiters())
+	}
+}
+
 // A retry whose wait would outlast the caller's deadline is not waited
 // for: the refusal comes back at once.
 func TestRetryNotPastTheDeadline(t *testing.T) {

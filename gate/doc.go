@@ -35,7 +35,8 @@
 // retry_after 1 s. A cached owner whose connection is failing, or that
 // answers UNAVAILABLE (down, stopping, or apperr.NoOwner: the shard has no
 // owner during a move, which the player gets as UNAVAILABLE with logic's
-// retry_after), is forgotten, and the shard's next request goes to its
+// retry_after) or lets a request's budget run out (DEADLINE_EXCEEDED: a
+// frozen process), is forgotten, and the shard's next request goes to its
 // entry point again. Owner connections are dialed on first use, at most
 // 64 (the least recently used closed past that), and closed at shutdown.
 //

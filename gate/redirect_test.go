@@ -200,6 +200,35 @@ func TestDeadOwnerForgotten(t *testing.T) {
 	}
 }
 
+// A cached owner that lets a request run out of its budget (a frozen
+// process, whose connection stays up) is forgotten too: the request is
+// answered DEADLINE_EXCEEDED, and the next goes to the entry point, which
+// knows where the shard went once the frozen process's leases ran out.
+func TestFrozenOwnerForgotten(t *testing.T) {
+	a, b := startFakeLogic(t), startFakeLogic(t)
+	g := startGate(t, nil, a)
+	shard := g.logic.shardOf("alice")
+	redirectTo(a, shard, b)
+	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol) // served by B, cached
+	b.setHandle(func(ctx context.Context, _ *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
+		<-ctx.Done() // frozen: never answers
+		return nil, ctx.Err()
+	})
+
+	f := profileFrame(1)
+	f.TimeoutMs = 200
+	c.send(f)
+	wantError(t, c.recv(), 1, leveev2.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED)
+	if got := g.logic.cachedOwner(shard); got != "" {
+		t.Fatalf("cached owner %q after DEADLINE_EXCEEDED, want none", got)
+	}
+	a.setHandle(nil) // the shard landed on A
+	c.send(profileFrame(2))
+	if f := c.recv(); f.GetRequestId() != 2 || !isProfile(f) || countOf(a, 2) != 1 || countOf(b, 2) != 0 {
+		t.Fatalf("want request 2 served by the entry point A, got %v (A saw it %d times, B %d)", f, countOf(a, 2), countOf(b, 2))
+	}
+}
+
 // A cached owner whose connection is failing is dropped by route itself:
 // the request goes to the entry point without being tried on it.
 func TestPoolDropsFailingOwner(t *testing.T) {

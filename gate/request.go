@@ -220,8 +220,9 @@ func logicRequest(playerID string, f *leveev2.ClientFrame) *leveev2.LogicRequest
 // owner named, which is cached for the shard's next requests, at most
 // maxRedirects times within the one budget; past that it is refused BUSY
 // with redirectRetryAfter. A cached owner whose connection is failing, or
-// that answers UNAVAILABLE, is forgotten: the shard's next request goes to
-// its entry point (logicPool).
+// that answers UNAVAILABLE or lets the budget run out (DEADLINE_EXCEEDED),
+// is forgotten: the shard's next request goes to its entry point
+// (logicPool).
 //
 // kind is the request's cooling kind (kindOther for a login).
 func (s *Server) do(ctx context.Context, shard int, req *leveev2.LogicRequest, crit priority.Class, kind int, budget time.Duration) *leveev2.ServerFrame {
@@ -248,9 +249,11 @@ func (s *Server) do(ctx context.Context, shard int, req *leveev2.LogicRequest, c
 		}
 		ownerShard, addr, redirect := apperr.OwnerOf(err)
 		if !redirect {
-			if status.Code(err) == codes.Unavailable {
-				// Down, stopping, or no longer the owner (apperr.NoOwner):
-				// the next request starts from the entry point again.
+			if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
+				// Down, stopping, no longer the owner (apperr.NoOwner), or
+				// silent for the whole budget (frozen, its connection up):
+				// the next request starts from the entry point again, which
+				// knows the shard's new owner once the leases have moved.
 				s.logic.forget(shard, lc)
 			}
 			return s.refusalFrame(shard, req, crit, kind, err)
