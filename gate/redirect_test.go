@@ -52,6 +52,19 @@ func countOf(f *fakeLogic, id uint64) int {
 	return n
 }
 
+// cachedAtB starts a gate whose one entry point A redirects alice's shard
+// to B, and connects alice: her login was served by B, now the shard's
+// cached owner.
+func cachedAtB(t *testing.T) (a, b *fakeLogic, g *testGate, c *client, shard int) {
+	t.Helper()
+	a, b = startFakeLogic(t), startFakeLogic(t)
+	g = startGate(t, nil, a)
+	shard = g.logic.shardOf("alice")
+	redirectTo(a, shard, b)
+	c, _ = g.connect(t, "alice", wire.ProtoSubprotocol)
+	return a, b, g, c, shard
+}
+
 // A shard served by B, asked at the entry point A: A's redirect is
 // followed (the request, not executed by A, is served once, by B) and the
 // owner is cached, so the next request goes to B directly.
@@ -134,11 +147,7 @@ func TestRedirectLoopEndsTyped(t *testing.T) {
 // as UNAVAILABLE with logic's retry_after_ms, and the owner that said it is
 // forgotten: the next request starts from the entry point.
 func TestNoOwnerIsUnavailableWithRetry(t *testing.T) {
-	a, b := startFakeLogic(t), startFakeLogic(t)
-	g := startGate(t, nil, a)
-	shard := g.logic.shardOf("alice")
-	redirectTo(a, shard, b)
-	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol) // served by B, cached
+	a, b, g, c, shard := cachedAtB(t)
 	b.setHandle(func(ctx context.Context, _ *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		return nil, apperr.NoOwner(ctx, shard, 700*time.Millisecond)
 	})
@@ -165,11 +174,7 @@ func TestNoOwnerIsUnavailableWithRetry(t *testing.T) {
 // or, not sent, BUSY), its cache entry is dropped, and the next request
 // goes to the entry point, which serves the shard now.
 func TestDeadOwnerForgotten(t *testing.T) {
-	a, b := startFakeLogic(t), startFakeLogic(t)
-	g := startGate(t, nil, a)
-	shard := g.logic.shardOf("alice")
-	redirectTo(a, shard, b)
-	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol) // served by B, cached
+	a, b, g, c, shard := cachedAtB(t)
 	b.stop()
 	a.setHandle(nil) // A took the shard over
 
@@ -205,11 +210,7 @@ func TestDeadOwnerForgotten(t *testing.T) {
 // answered DEADLINE_EXCEEDED, and the next goes to the entry point, which
 // knows where the shard went once the frozen process's leases ran out.
 func TestFrozenOwnerForgotten(t *testing.T) {
-	a, b := startFakeLogic(t), startFakeLogic(t)
-	g := startGate(t, nil, a)
-	shard := g.logic.shardOf("alice")
-	redirectTo(a, shard, b)
-	c, _ := g.connect(t, "alice", wire.ProtoSubprotocol) // served by B, cached
+	a, b, g, c, shard := cachedAtB(t)
 	b.setHandle(func(ctx context.Context, _ *leveev2.LogicRequest) (*leveev2.LogicReply, error) {
 		<-ctx.Done() // frozen: never answers
 		return nil, ctx.Err()
