@@ -257,6 +257,18 @@ ownerless() { # NAME VICTIM: the figures of the killed VICTIM's shards
     }' | tee "$OUT/$name.ownerless"
 }
 
+# ownerless_section FILE: RELIABILITY.md's section of logic-pg-killed's
+# lease watch (ownerless's line in FILE), if it ran.
+ownerless_section() {
+  [ -s "$1" ] || return 0
+  printf '\n## A killed logic'"'"'s shards without an owner (logic-pg-killed)\n\n'
+  printf 'scripts/drills.sh read shard_leases every 200 ms while the drill ran. For each shard\n'
+  printf 'logic-pg-2 held under a live lease when it was SIGKILLed: the kill to its new lease'"'"'s\n'
+  printf 'acquisition by another process (expires_at - TTL at its first sighting), in the\n'
+  printf 'database'"'"'s clock. The bound is the lease TTL (5 s) plus one renew period (1 s).\n\n'
+  sed 's/^drills: logic-pg-killed: /- /' "$1"
+}
+
 # The capacity of the drills' mix: the requests/s of the mix served in full
 # (its scarcest part, battle, bounds it: the mix_served series) at
 # overload, the median over seconds 10..24 of the capacity run.
@@ -299,6 +311,7 @@ done
 
 if [ "$WRITE" = 1 ]; then
   bin/loadtest reliability -out RELIABILITY.md -capacity "$CAP" -command "make drills" "${runs[@]}"
+  ownerless_section "$OUT/logic-pg-killed.ownerless" >>RELIABILITY.md
   echo "drills: wrote RELIABILITY.md"
 fi
 [ ${#failed[@]} -eq 0 ] || die "drills failed: ${failed[*]}"
