@@ -334,15 +334,18 @@ func (c *Client) roundTrip(ctx context.Context, f *leveev2.ClientFrame, id uint6
 // for the reply's way back: the request's timeout_ms is left less this,
 // 1/20 of it, at least 50 ms and at most 250 ms (never more than half).
 func ReplyMargin(left time.Duration) time.Duration {
-	m := min(max(left/20, 50*time.Millisecond), 250*time.Millisecond)
+	m := min(max(left/20, minReplyMargin), 250*time.Millisecond)
 	return min(m, left/2)
 }
+
+// minReplyMargin is ReplyMargin's least (unless half the budget is less).
+const minReplyMargin = 50 * time.Millisecond
 
 // MinRetryBudget is the least of a call's deadline that must be left after
 // a retry's delay for the SDK to make the retry (Do, Send, Call): twice the
 // smallest ReplyMargin, so that the server gets at least as long as the
 // reply's way back.
-const MinRetryBudget = 100 * time.Millisecond
+const MinRetryBudget = 2 * minReplyMargin
 
 func (c *Client) write(data []byte) error {
 	c.wmu.Lock()

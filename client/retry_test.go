@@ -178,44 +178,29 @@ func TestRetryNotForOtherErrors(t *testing.T) {
 	}
 }
 
-// Nor one that would leave less than MinRetryBudget of the deadline for
-// its attempt: its answer would race the deadline.
-func TestRetryNotWithoutBudgetLeft(t *testing.T) {
-	clk := clock.NewFake(time.Now())
-	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 950) }))
-	c := dial(t, g, "wes", client.Options{Clock: clk, Rand: constRand(0), NoPacing: true})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err := buyItem(ctx, c, "potion", 1)
-	if !client.IsBusy(err) || !errors.Is(err, client.ErrRetryDeadline) {
-		t.Fatalf("err = %v, want BUSY wrapping ErrRetryDeadline (950 ms + %v > the 1 s left)", err, client.MinRetryBudget)
-	}
-	if st := c.Stats(); st.Sent != 1 || st.RetryDeadline != 1 || st.Retries != 0 || clk.Waiters() != 0 {
-		t.Fatalf("stats = %+v, timers %d", st, clk.Waiters())
-	}
-}
-
-// A retry whose wait would outlast the caller's deadline is not waited
-// for: the refusal comes back at once.
+// A retry whose wait would outlast the caller's deadline, or leave less
+// than MinRetryBudget of it for its attempt (whose answer would race the
+// deadline), is not waited for: the refusal comes back at once.
 func TestRetryNotPastTheDeadline(t *testing.T) {
-	clk := clock.NewFake(time.Now())
-	g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, 2000) }))
-	c := dial(t, g, "wes", client.Options{Clock: clk, Rand: constRand(0), NoPacing: true})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_, err := buyItem(ctx, c, "potion", 1)
-	if !client.IsBusy(err) || !errors.Is(err, client.ErrRetryDeadline) || client.RetryAfter(err) != 2*time.Second {
-		t.Fatalf("err = %v", err)
-	}
-	if ctx.Err() != nil {
-		t.Fatal("the call waited for its deadline")
-	}
-	if st := c.Stats(); st.Sent != 1 || st.RetryDeadline != 1 || st.Retries != 0 || clk.Waiters() != 0 {
-		t.Fatalf("stats = %+v, timers %d", st, clk.Waiters())
+	for _, retryAfterMs := range []uint32{2000, 950} { // 1 s left: 2 s outlasts it, 950 ms + MinRetryBudget too
+		clk := clock.NewFake(time.Now())
+		g := newGate(t, scripted(nil, func(n int, f *leveev2.ClientFrame) *leveev2.ServerFrame { return busy(f, retryAfterMs) }))
+		c := dial(t, g, "wes", client.Options{Clock: clk, Rand: constRand(0), NoPacing: true})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := buyItem(ctx, c, "potion", 1)
+		if !client.IsBusy(err) || !errors.Is(err, client.ErrRetryDeadline) || client.RetryAfter(err) != time.Duration(retryAfterMs)*time.Millisecond {
+			t.Fatalf("retry_after %d ms: err = %v, want BUSY wrapping ErrRetryDeadline", retryAfterMs, err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("retry_after %d ms: the call waited for its deadline", retryAfterMs)
+		}
+		cancel()
+		if st := c.Stats(); st.Sent != 1 || st.RetryDeadline != 1 || st.Retries != 0 || clk.Waiters() != 0 {
+			t.Fatalf("retry_after %d ms: stats = %+v, timers %d", retryAfterMs, st, clk.Waiters())
+		}
 	}
 }
 
-// The caller's ctx ends a retry wait; the error says both what the server
 // said and why there was no retry.
 func TestRetryWaitEndsWithCtx(t *testing.T) {
 	clk := clock.NewFake(time.Now())
