@@ -11,16 +11,16 @@
 #      address takes) and be refused with a wrong one; a row written before
 #      a restart of the container must be read after it (the named volume
 #      keeps PGDATA, and the image's second start finds its cluster).
-#   2. unless COMPOSE_TEST_POSTGRES=0: the rest of the profile, logic-pg-1..3 and gate-pg, and
-#      scripts/compose-test-postgres.yaml through gate-pg's published port:
+#   2. unless COMPOSE_TEST_POSTGRES=0: the rest of the profile,
+#      logic-pg-1..3 and gate-pg, and scripts/compose-test-postgres.yaml through gate-pg's published port:
 #      load over wss with logic-pg-2 SIGKILLed in the middle; every request
 #      exactly one reply (0 lost), serving resumed, logic-pg-2 back.
 #
 # It brings the project down and removes its containers, network and
 # volumes, also when it fails.
 #
-# Environment: COMPOSE_TEST_POSTGRES (1; 0: PostgreSQL alone, no load), COMPOSE_TEST_PG_PORT (28090:
-# gate-pg's player port; +2 its ops port), COMPOSE_TEST_IMAGES_BUILT=1
+# Environment: COMPOSE_TEST_POSTGRES (1; 0: PostgreSQL alone, no load),
+# COMPOSE_TEST_PG_PORT (28090: gate-pg's player port; +2 its ops port), COMPOSE_TEST_IMAGES_BUILT=1
 # (skip building the images: compose-test.sh has), LEVEE_POSTGRES_IMAGE
 # (levee/postgres:dev; postgres:15 with a registry), GO.
 set -euo pipefail

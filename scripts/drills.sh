@@ -37,6 +37,7 @@ cd "$(dirname "$0")/.."
 PORT=${DRILLS_PORT:-29080}
 OUT=${DRILLS_OUT:-$(mktemp -d -t levee-drills.XXXXXX)}
 mkdir -p "$OUT"
+rm -f "$OUT/logic-pg-killed.ownerless" # RELIABILITY.md's lease-watch line: this run's only
 SCEN=loadtest/scenarios/drills
 ALL=(battle-killed battle-frozen logic-killed gate-restarted cpu-squeeze cpu-squeeze-naive logic-outage logic-outage-naive disk-full rolling-restart
   logic-pg-killed logic-pg-frozen postgres-restarted logic-pg-scale-out)
